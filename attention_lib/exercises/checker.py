@@ -1,0 +1,120 @@
+"""The machinery behind every exercise checker: run the learner's function, compare, and give a hint.
+
+A checker never raises and never prints a traceback: it returns a :class:`CheckResult` whose text is shown
+by the notebook. Chapters define their checkers in the sibling modules with :func:`check_function`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import torch
+
+#: A typical mistake: a function that computes the wrong answer the way learners often do, and its hint.
+Mistake = tuple[Callable[..., object], str]
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    """The verdict of a checker: ``status`` is ``"passed"``, ``"not attempted"``, ``"failed"`` or ``"error"``.
+
+    It is truthy only when passed, and shows its friendly ``message`` in a notebook.
+    """
+
+    status: str
+    message: str
+
+    @property
+    def passed(self) -> bool:
+        return self.status == "passed"
+
+    def __bool__(self) -> bool:
+        return self.passed
+
+    def __repr__(self) -> str:
+        return self.message
+
+    __str__ = __repr__
+
+
+def _close(a, b, atol: float, rtol: float) -> bool:
+    if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor):
+        return a.shape == b.shape and torch.allclose(a.detach().to(b.dtype), b.detach(), atol=atol, rtol=rtol,
+                                                     equal_nan=True)
+    if isinstance(a, tuple | list) and isinstance(b, tuple | list):
+        return len(a) == len(b) and all(_close(x, y, atol, rtol) for x, y in zip(a, b, strict=True))
+    try:
+        return abs(float(a) - float(b)) <= atol + rtol * abs(float(b))
+    except (TypeError, ValueError):
+        return a == b
+
+
+def _shape(x):
+    return tuple(x.shape) if isinstance(x, torch.Tensor) else None
+
+
+def check_function(learner_fn: Callable, reference_fn: Callable, make_inputs: Callable[[int], tuple], *,
+                   name: str, mistakes: Sequence[Mistake] = (), shape_hint: str = "",
+                   trials: int = 3, atol: float = 1e-5, rtol: float = 1e-4) -> CheckResult:
+    """Check ``learner_fn`` against ``reference_fn`` on ``trials`` fresh inputs from ``make_inputs(seed)``.
+
+    Args:
+        learner_fn: the learner's function.
+        reference_fn: the correct function (from ``attention_lib``).
+        make_inputs: ``seed -> tuple of arguments``; fresh random inputs for each trial.
+        name: what the exercise asks for, used in the messages.
+        mistakes: typical wrong implementations with the hint each one deserves.
+        shape_hint: the hint to give when the result has the wrong shape.
+        trials: how many random inputs to try.
+        atol, rtol: the tolerance of the comparison.
+
+    Returns:
+        A :class:`CheckResult`.
+
+    Example:
+        >>> ref = lambda x: 2 * x
+        >>> inputs = lambda seed: (torch.randn(3, generator=torch.Generator().manual_seed(seed)),)
+        >>> check_function(ref, ref, inputs, name="doubling").status
+        'passed'
+        >>> check_function(lambda x: x + x + 1, ref, inputs, name="doubling",
+        ...                mistakes=[(lambda x: x + x + 1, "drop the + 1")]).message
+        '❌ doubling: not quite. Hint: drop the + 1'
+    """
+    for trial in range(trials):
+        args = make_inputs(trial)
+        expected = reference_fn(*args)
+        try:
+            got = learner_fn(*args)
+        except NotImplementedError:
+            return CheckResult("not attempted", f"📝 {name}: not attempted yet. Replace `raise "
+                               f"NotImplementedError` with your code and run this cell again.")
+        except Exception as error:  # noqa: BLE001 - any error becomes a friendly message, not a traceback
+            return CheckResult("error", f"💥 {name}: your function raised {type(error).__name__}: {error}")
+        if got is None or got is Ellipsis:
+            return CheckResult("not attempted", f"📝 {name}: not attempted yet (your function returned "
+                               f"{got!r}). Fill in the body and return the result.")
+        if _close(got, expected, atol, rtol):
+            continue
+        if isinstance(expected, torch.Tensor) and not isinstance(got, torch.Tensor):
+            return CheckResult("failed", f"❌ {name}: expected a torch.Tensor, but got {type(got).__name__}.")
+        if _shape(expected) is not None and _shape(got) != _shape(expected):
+            hint = f" Hint: {shape_hint}" if shape_hint else ""
+            return CheckResult("failed", f"❌ {name}: expected shape {_shape(expected)}, but got "
+                               f"{_shape(got)}.{hint}")
+        for wrong_fn, hint in mistakes:
+            try:
+                if _close(got, wrong_fn(*args), atol, rtol):
+                    return CheckResult("failed", f"❌ {name}: not quite. Hint: {hint}")
+            except Exception:  # noqa: BLE001, S112 - a mistake that does not apply to these inputs
+                continue
+        return CheckResult("failed", f"❌ {name}: the shape is right but the values differ from the "
+                           f"reference (largest difference {_max_diff(got, expected)}).")
+    return CheckResult("passed", f"✅ {name}: correct on {trials} random inputs. Well done!")
+
+
+def _max_diff(got, expected) -> str:
+    try:
+        return f"{(got.detach().double() - expected.detach().double()).abs().max().item():.3g}"
+    except Exception:  # noqa: BLE001 - only used inside a message
+        return "unknown"

@@ -1,0 +1,9 @@
+"""Hypothesis profiles: "ci" is thorough but bounded for a 2-core machine, "dev" is quick."""
+
+import os
+
+from hypothesis import settings
+
+settings.register_profile("ci", max_examples=60, deadline=None, derandomize=True)
+settings.register_profile("dev", max_examples=20, deadline=None)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))

@@ -1,0 +1,102 @@
+"""Write every notebook's "Open in Colab" badge and Colab setup cell from pyproject.toml (``course.py colab``).
+
+The repository slug and git ref live only in ``[tool.course.colab]`` of ``pyproject.toml``. Each notebook gets:
+
+1. a first markdown cell (tagged ``colab-badge``) holding the badge that opens this very notebook on Colab;
+2. a second code cell (tagged ``colab-setup``) that, only on Colab, installs ``attention_lib`` from the same
+   repository and ref, and does nothing anywhere else (no output, no network);
+3. notebook metadata asking Colab for a GPU runtime.
+
+With ``--check`` nothing is written and the exit code says whether every notebook is up to date.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import nbformat
+
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10
+    import tomli as tomllib
+
+ROOT = Path(__file__).resolve().parents[1]
+BADGE_TAG, SETUP_TAG = "colab-badge", "colab-setup"
+
+
+def colab_config() -> dict[str, str]:
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["course"]["colab"]
+    return {"repository": config["repository"], "ref": config["ref"]}
+
+
+def badge_source(relpath: str, config: dict[str, str]) -> str:
+    url = f"https://colab.research.google.com/github/{config['repository']}/blob/{config['ref']}/{relpath}"
+    return (f'<a href="{url}" target="_parent"><img src="https://colab.research.google.com/assets/'
+            f'colab-badge.svg" alt="Open In Colab"/></a>')
+
+
+def setup_source(config: dict[str, str]) -> str:
+    spec = f"attention-lib @ git+https://github.com/{config['repository']}@{config['ref']}"
+    return (
+        "# Colab only: install attention_lib at the same version as this notebook (elsewhere: does nothing).\n"
+        "# Written by `python course.py colab`; torch, matplotlib and ipywidgets are left as Colab has them.\n"
+        "import sys\n"
+        "\n"
+        'if "google.colab" in sys.modules:\n'
+        "    import subprocess\n"
+        "\n"
+        f'    subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "{spec}"], check=True)'
+    )
+
+
+def colab_metadata() -> dict:
+    return {"accelerator": "GPU", "colab": {"gpuType": "T4", "provenance": []}}
+
+
+def _tagged(cell, tag: str) -> bool:
+    return tag in cell.get("metadata", {}).get("tags", [])
+
+
+def sync(nb, relpath: str, config: dict[str, str]) -> None:
+    """Put the badge and setup cells first (replacing old ones) and the Colab metadata in place."""
+    cells = [c for c in nb.cells if not (_tagged(c, BADGE_TAG) or _tagged(c, SETUP_TAG))]
+    old = {tag: next((c for c in nb.cells if _tagged(c, tag)), None) for tag in (BADGE_TAG, SETUP_TAG)}
+    badge = nbformat.v4.new_markdown_cell(badge_source(relpath, config), metadata={"tags": [BADGE_TAG]})
+    setup = nbformat.v4.new_code_cell(setup_source(config), metadata={"tags": [SETUP_TAG]})
+    for new, tag in ((badge, BADGE_TAG), (setup, SETUP_TAG)):
+        if old[tag] is not None:
+            new["id"] = old[tag]["id"]
+    if old[SETUP_TAG] is not None and old[SETUP_TAG].source == setup.source:
+        setup = old[SETUP_TAG]  # keep its execution count and (empty) outputs
+    nb.cells = [badge, setup, *cells]
+    nb.metadata.update(colab_metadata())
+
+
+def notebooks() -> list[Path]:
+    return sorted(p for p in (ROOT / "notebooks").rglob("*.ipynb") if ".ipynb_checkpoints" not in p.parts)
+
+
+def main(argv: list[str]) -> int:
+    check = "--check" in argv
+    config = colab_config()
+    stale = []
+    for path in notebooks():
+        nb = nbformat.read(path, as_version=4)
+        before = nbformat.writes(nb)
+        sync(nb, path.relative_to(ROOT).as_posix(), config)
+        if nbformat.writes(nb) != before:
+            stale.append(path.relative_to(ROOT))
+            if not check:
+                nbformat.write(nb, path)
+    verb = "out of date" if check else "updated"
+    for path in stale:
+        print(f"{verb}: {path}")
+    if check and stale:
+        print("run `python course.py colab` (then `python course.py execute` for new setup cells)")
+    return 1 if check and stale else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
