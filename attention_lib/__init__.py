@@ -6,16 +6,25 @@ Every public name is re-exported here; each docstring names the lesson that buil
 from .attention import blend, calculate_attention, matchmaker, percentages, scaler
 from .checks import DtypeMismatchError
 from .device import environment_report, get_device
+from .lookup import hard_lookup
 from .loops import loop_attention
+from .masks import causal_mask, padding_mask
+from .multihead import MultiHeadAttention, merge_heads, split_heads
 
 __all__ = [
     "DtypeMismatchError",
+    "MultiHeadAttention",
     "blend",
     "calculate_attention",
+    "causal_mask",
     "environment_report",
     "get_device",
+    "hard_lookup",
     "loop_attention",
     "matchmaker",
+    "merge_heads",
+    "padding_mask",
     "percentages",
     "scaler",
+    "split_heads",
 ]

@@ -24,6 +24,7 @@ except ModuleNotFoundError:  # Python 3.10
 
 ROOT = Path(__file__).resolve().parents[1]
 BADGE_TAG, SETUP_TAG = "colab-badge", "colab-setup"
+README_START, README_END = "<!-- colab-badges:start -->", "<!-- colab-badges:end -->"
 
 
 def colab_config() -> dict[str, str]:
@@ -74,6 +75,30 @@ def sync(nb, relpath: str, config: dict[str, str]) -> None:
     nb.metadata.update(colab_metadata())
 
 
+def readme_block(config: dict[str, str]) -> str:
+    """The README's table of lessons, each with its badge (between the README_START/END markers)."""
+    rows = ["| lesson | open it |", "|---|---|"]
+    for path in sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb")):
+        title = next((c.source.splitlines()[0].lstrip("# ") for c in nbformat.read(path, as_version=4).cells
+                      if c.cell_type == "markdown" and c.source.startswith("# ")), path.stem)
+        relpath = path.relative_to(ROOT).as_posix()
+        rows.append(f"| [{title}]({relpath}) | {badge_source(relpath, config)} |")
+    return "\n".join([README_START, *rows, README_END])
+
+
+def sync_readme(config: dict[str, str], check: bool) -> bool:
+    """Rewrite the README's badge table; return True when it was out of date."""
+    readme = ROOT / "README.md"
+    text = readme.read_text()
+    if README_START not in text:
+        return False
+    start, end = text.index(README_START), text.index(README_END) + len(README_END)
+    new = text[:start] + readme_block(config) + text[end:]
+    if new != text and not check:
+        readme.write_text(new)
+    return new != text
+
+
 def notebooks() -> list[Path]:
     return sorted(p for p in (ROOT / "notebooks").rglob("*.ipynb") if ".ipynb_checkpoints" not in p.parts)
 
@@ -90,6 +115,8 @@ def main(argv: list[str]) -> int:
             stale.append(path.relative_to(ROOT))
             if not check:
                 nbformat.write(nb, path)
+    if sync_readme(config, check):
+        stale.append(Path("README.md"))
     verb = "out of date" if check else "updated"
     for path in stale:
         print(f"{verb}: {path}")

@@ -5,5 +5,14 @@ Each lesson states an exercise, gives a stub, and calls its checker here; the ru
 """
 
 from .checker import CheckResult, check_function
+from .cocktail_party import check_tune_in
+from .library_search import check_soft_lookup
+from .masking import check_causal_mask, check_masked_softmax
+from .matchmaker import check_matchmaker
+from .multihead import check_merge_heads, check_split_heads
+from .percentages import check_stable_softmax
+from .scaler import check_scaled_scores
 
-__all__ = ["CheckResult", "check_function"]
+__all__ = ["check_merge_heads", "check_split_heads", "check_matchmaker", "check_scaled_scores", "check_stable_softmax",
+           "CheckResult", "check_causal_mask", "check_function", "check_masked_softmax", "check_soft_lookup",
+           "check_tune_in"]

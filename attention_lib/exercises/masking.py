@@ -1,0 +1,122 @@
+"""Checkers for the exercises of ``notebooks/08_masking.ipynb``: build a causal mask, apply a mask.
+
+Masks follow SDPA's convention: a bool mask holds ``True`` where a query **may attend** to a key.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+
+from ..attention import percentages
+from ..masks import causal_mask
+from .checker import CheckResult, check_function
+
+
+def _sizes(seed: int) -> tuple[int, int]:
+    """``(L, S)`` for one trial: square first, then fewer queries than keys, then more."""
+    g = torch.Generator().manual_seed(seed)
+    L = int(torch.randint(2, 7, (1,), generator=g))
+    gap = int(torch.randint(1, 4, (1,), generator=g))
+    return [(L, L), (L, L + gap), (L + gap, L)][seed % 3]
+
+
+def _additive(L: int, S: int) -> torch.Tensor:
+    return torch.zeros(L, S).masked_fill(~causal_mask(L, S), float("-inf"))
+
+
+CAUSAL_MISTAKES = [
+    (_additive, "that is the additive form (0 / -inf). This exercise asks for the bool form: True where a "
+                "query may attend, False where it may not."),
+    (lambda L, S: torch.ones(L, S, dtype=torch.bool).triu(),
+     "that is the upper triangle (triu): each word would see itself and the future. Keep the lower triangle "
+     "with .tril()."),
+    (lambda L, S: ~causal_mask(L, S),
+     "True and False are swapped. In SDPA's convention True means 'may attend', so the past and the "
+     "diagonal are True (nn.MultiheadAttention uses the opposite)."),
+    (lambda L, S: torch.ones(L, S, dtype=torch.bool).tril(diagonal=-1),
+     "the diagonal is False, so a word cannot see itself (and the first word sees nothing). Use "
+     ".tril() with the default diagonal=0."),
+    (lambda L, S: torch.ones(L, S, dtype=torch.bool).tril(diagonal=S - L),
+     "the mask is aligned at the bottom-right corner. Align it top-left like SDPA's is_causal: query i sees "
+     "keys 0..i, whatever L and S."),
+]
+
+
+def check_causal_mask(fn: Callable[[int, int], torch.Tensor]) -> CheckResult:
+    """Check a learner's ``causal_mask(L, S)``: a bool ``(L, S)`` mask, ``True`` = may attend, top-left aligned.
+
+    Built step by step in ``notebooks/08_masking.ipynb``.
+
+    Args:
+        fn: ``(L, S) -> (L, S)`` bool tensor; it is tried with ``L == S``, ``L < S`` and ``L > S``.
+
+    Returns:
+        A :class:`~attention_lib.exercises.CheckResult` with a hint for typical mistakes (``triu``, swapped
+        ``True``/``False``, a blocked diagonal, bottom-right alignment, a float mask).
+
+    Example:
+        >>> check_causal_mask(lambda L, S: torch.ones(L, S, dtype=torch.bool).tril()).status
+        'passed'
+        >>> print(check_causal_mask(lambda L, S: torch.ones(L, S, dtype=torch.bool).triu()))
+        ❌ causal mask: not quite. Hint: that is the upper triangle (triu): ...
+    """
+    name = "causal mask"
+    result = check_function(fn, causal_mask, _sizes, name=name, mistakes=CAUSAL_MISTAKES,
+                            shape_hint="the mask is (L, S): one row per query, one column per key. Did you "
+                                       "use L for both sizes?")
+    if result.passed:
+        got = fn(3, 5)
+        if got.dtype != torch.bool:
+            return CheckResult("failed", f"❌ {name}: the pattern is right, but the mask has dtype {got.dtype}. "
+                               f"Hint: return a bool tensor, e.g. torch.ones(L, S, dtype=torch.bool).tril().")
+    return result
+
+
+def _scores_and_mask(seed: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Random scores ``(2, L, S)`` and a random bool mask ``(2, L, S)`` with at least one key per query."""
+    g = torch.Generator().manual_seed(seed)
+    L, S = _sizes(seed)
+    scores = 2 * torch.randn(2, L, S, generator=g)
+    mask = torch.rand(2, L, S, generator=g) > 0.5
+    mask[..., int(torch.randint(0, S, (1,), generator=g))] = True  # every query keeps a key
+    return scores, mask
+
+
+MASKED_SOFTMAX_MISTAKES = [
+    (lambda scores, mask: torch.softmax(scores.masked_fill(mask, float("-inf")), dim=-1),
+     "you blocked the allowed keys. True means 'may attend', so fill the places where the mask is False: "
+     "scores.masked_fill(~mask, float('-inf'))."),
+    (lambda scores, mask: torch.softmax(scores, dim=-1).masked_fill(~mask, 0.0),
+     "mask *before* the softmax. Zeroing weights afterwards leaves rows that no longer add up to 1."),
+    (lambda scores, mask: torch.softmax(scores * mask, dim=-1),
+     "multiplying by the mask makes a blocked score 0, not -inf, and e^0 = 1 still gets weight. Fill blocked "
+     "scores with float('-inf')."),
+    (lambda scores, mask: torch.softmax(scores.masked_fill(~mask, float("-inf")), dim=-2),
+     "the softmax must run over the keys (the last dimension): use dim=-1."),
+]
+
+
+def check_masked_softmax(fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]) -> CheckResult:
+    """Check a learner's ``masked_softmax(scores, mask)``: block with ``-inf`` where ``mask`` is False, then softmax.
+
+    Built step by step in ``notebooks/08_masking.ipynb``.
+
+    Args:
+        fn: ``(scores (N, L, S), mask (N, L, S) bool, True = may attend) -> weights (N, L, S)``. Every query
+            of the test inputs keeps at least one key.
+
+    Returns:
+        A :class:`~attention_lib.exercises.CheckResult` with a hint for typical mistakes (swapped convention,
+        masking after the softmax, multiplying by the mask, the wrong softmax dimension).
+
+    Example:
+        >>> solution = lambda s, m: torch.softmax(s.masked_fill(~m, float("-inf")), dim=-1)
+        >>> check_masked_softmax(solution).status
+        'passed'
+    """
+    return check_function(fn, percentages, _scores_and_mask, name="masked softmax",
+                          mistakes=MASKED_SOFTMAX_MISTAKES,
+                          shape_hint="the weights have the scores' shape (N, L, S): mask the scores, do not "
+                                     "index them.")

@@ -1,0 +1,273 @@
+"""Multi-head attention: a team of detectives, each with its own projections, attending in parallel.
+
+Shape legend (batch first, as everywhere in the package): ``N`` sentences, ``L`` queries, ``S`` keys and
+values, ``E`` the embedding size, ``H`` heads of size ``Dh = E // H``.
+
+Mask convention: a **bool** ``attn_mask`` holds ``True`` where a query **may attend** to a key (as in
+``torch.nn.functional.scaled_dot_product_attention``); a **float** mask is added to the scores.
+``torch.nn.MultiheadAttention``'s bool ``attn_mask`` and ``key_padding_mask`` mean the opposite
+(``True`` = blocked): pass ``~mask`` here, and ``(~key_padding_mask)[:, None, None, :]`` for padding.
+"""
+
+from __future__ import annotations
+
+from numbers import Real
+
+import torch
+from torch import nn
+
+from .attention import calculate_attention
+
+
+def _check_is_tensor(x, name: str = "x") -> None:
+    if not isinstance(x, torch.Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor, but got {type(x).__name__}; wrap it with torch.tensor(...).")
+
+
+def split_heads(x: torch.Tensor, num_heads: int) -> torch.Tensor:
+    """Split the features of every word into ``num_heads`` heads: ``(N, L, E) -> (N, H, L, Dh)``.
+
+    Built step by step in ``notebooks/09_detective_team.ipynb``. Head ``h`` gets features
+    ``h * Dh`` to ``(h + 1) * Dh - 1`` of every word.
+
+    Args:
+        x: ``(N, L, E)``, projected queries, keys or values.
+        num_heads: ``H``, which must divide ``E``.
+
+    Returns:
+        ``(N, H, L, Dh)`` with ``Dh = E // H``: one ``(L, Dh)`` matrix per sentence and head.
+
+    Raises:
+        TypeError: if ``x`` is not a tensor or ``num_heads`` is not an int.
+        ValueError: if ``x`` is not 3-D, or ``num_heads`` is not a positive divisor of ``E``.
+
+    Example:
+        >>> x = torch.arange(8.0).reshape(1, 2, 4)  # 2 words, 4 features
+        >>> split_heads(x, 2)[0, 1]  # head 1: the last 2 features of each word
+        tensor([[2., 3.],
+                [6., 7.]])
+    """
+    _check_is_tensor(x)
+    if isinstance(num_heads, bool) or not isinstance(num_heads, int):
+        raise TypeError(f"num_heads must be an int, but got {type(num_heads).__name__}.")
+    if x.dim() != 3:
+        raise ValueError(f"split_heads expects x of shape (N, L, E), but x.shape={tuple(x.shape)}; for one "
+                         f"sentence use x.unsqueeze(0).")
+    N, L, E = x.shape
+    if num_heads <= 0 or E % num_heads != 0:
+        raise ValueError(f"num_heads must divide the embedding size E, but E={E} and num_heads={num_heads}; "
+                         f"pick num_heads among {[h for h in range(1, E + 1) if E % h == 0]}.")
+    # (N, L, E) -> (N, L, H, Dh) -> (N, H, L, Dh)
+    return x.reshape(N, L, num_heads, E // num_heads).transpose(1, 2)
+
+
+def merge_heads(x: torch.Tensor) -> torch.Tensor:
+    """Concatenate the heads back into one vector per word: ``(N, H, L, Dh) -> (N, L, E)`` with ``E = H * Dh``.
+
+    Built step by step in ``notebooks/09_detective_team.ipynb``; the inverse of :func:`split_heads`.
+
+    Args:
+        x: ``(N, H, L, Dh)``, the output of each head.
+
+    Returns:
+        ``(N, L, H * Dh)``: each word's head outputs side by side, head 0 first.
+
+    Raises:
+        TypeError: if ``x`` is not a tensor.
+        ValueError: if ``x`` is not 4-D.
+
+    Example:
+        >>> x = torch.arange(8.0).reshape(1, 2, 2, 2)  # 2 heads, 2 words, Dh = 2
+        >>> merge_heads(x)
+        tensor([[[0., 1., 4., 5.],
+                 [2., 3., 6., 7.]]])
+        >>> torch.equal(split_heads(merge_heads(x), 2), x)
+        True
+    """
+    _check_is_tensor(x)
+    if x.dim() != 4:
+        raise ValueError(f"merge_heads expects x of shape (N, H, L, Dh), but x.shape={tuple(x.shape)}; it "
+                         f"undoes split_heads, whose output is 4-D.")
+    N, H, L, Dh = x.shape
+    # (N, H, L, Dh) -> (N, L, H, Dh) -> (N, L, H * Dh)
+    return x.transpose(1, 2).reshape(N, L, H * Dh)
+
+
+class MultiHeadAttention(nn.Module):
+    """Multi-head attention, batch first: project, split into heads, attend, merge, project again.
+
+    Built step by step in ``notebooks/09_detective_team.ipynb``. Computes the same function as
+    ``torch.nn.MultiheadAttention(embed_dim, num_heads, bias=bias, dropout=dropout, kdim=kdim, vdim=vdim,
+    batch_first=True)`` (see :meth:`from_torch`), with separate ``q_proj``, ``k_proj``, ``v_proj`` and
+    ``out_proj`` layers and the mask convention of :func:`calculate_attention` (bool ``True`` = may attend).
+
+    Args:
+        embed_dim: ``E``, the size of each query vector and of the output.
+        num_heads: ``H``; must divide ``embed_dim``. Each head works on ``Dh = E // H`` features.
+        bias: add a bias to the four projections.
+        dropout: probability of zeroing an attention weight, in training mode only.
+        kdim, vdim: the sizes of the key and value inputs (default ``embed_dim``).
+
+    Raises:
+        TypeError: if a size is not an int or ``dropout`` is not a number.
+        ValueError: if a size is not positive, ``embed_dim % num_heads != 0`` or ``dropout`` is not in [0, 1).
+
+    Example:
+        >>> _ = torch.manual_seed(0)
+        >>> mha = MultiHeadAttention(embed_dim=8, num_heads=2)
+        >>> x, memory = torch.randn(3, 5, 8), torch.randn(3, 7, 8)  # (N, L, E), (N, S, E)
+        >>> out, weights = mha(x, memory, memory)
+        >>> tuple(out.shape), tuple(weights.shape)  # (N, L, E), (N, H, L, S)
+        ((3, 5, 8), (3, 2, 5, 7))
+    """
+
+    def __init__(self, embed_dim: int, num_heads: int, bias: bool = True, dropout: float = 0.0, *,
+                 kdim: int | None = None, vdim: int | None = None):
+        super().__init__()
+        kdim = embed_dim if kdim is None else kdim
+        vdim = embed_dim if vdim is None else vdim
+        for name, size in (("embed_dim", embed_dim), ("num_heads", num_heads), ("kdim", kdim), ("vdim", vdim)):
+            if isinstance(size, bool) or not isinstance(size, int):
+                raise TypeError(f"{name} must be an int, but got {type(size).__name__}.")
+            if size <= 0:
+                raise ValueError(f"{name} must be positive, but {name}={size}.")
+        if embed_dim % num_heads != 0:
+            divisors = [h for h in range(1, embed_dim + 1) if embed_dim % h == 0]
+            raise ValueError(f"embed_dim must be divisible by num_heads (each head gets embed_dim // num_heads "
+                             f"features), but embed_dim={embed_dim} and num_heads={num_heads}; pick num_heads "
+                             f"among {divisors} or change embed_dim.")
+        if isinstance(dropout, bool) or not isinstance(dropout, Real):
+            raise TypeError(f"dropout must be a number in [0, 1), but got {type(dropout).__name__}.")
+        if not 0.0 <= dropout < 1.0:
+            raise ValueError(f"dropout must be in [0, 1), but dropout={dropout}; use 0.0 to switch it off.")
+        self.embed_dim, self.num_heads, self.head_dim = embed_dim, num_heads, embed_dim // num_heads
+        self.kdim, self.vdim, self.dropout = kdim, vdim, float(dropout)
+        self.q_proj = nn.Linear(embed_dim, embed_dim, bias=bias)
+        self.k_proj = nn.Linear(kdim, embed_dim, bias=bias)
+        self.v_proj = nn.Linear(vdim, embed_dim, bias=bias)
+        self.out_proj = nn.Linear(embed_dim, embed_dim, bias=bias)
+
+    def extra_repr(self) -> str:
+        return f"embed_dim={self.embed_dim}, num_heads={self.num_heads}, head_dim={self.head_dim}"
+
+    def forward(self, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
+                attn_mask: torch.Tensor | None = None, is_causal: bool = False,
+                need_weights: bool = True) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """Attend from ``query`` to ``key``/``value`` with every head at once.
+
+        Args:
+            query: ``(N, L, E)``.
+            key: ``(N, S, kdim)``.
+            value: ``(N, S, vdim)``.
+            attn_mask: optional ``(L, S)`` or ``(N or 1, H or 1, L, S)``. Bool: ``True`` = may attend
+                (the opposite of ``nn.MultiheadAttention``). Float: added to the scores. For key padding
+                pass ``(N, 1, 1, S)``, ``True`` on real words.
+            is_causal: query ``i`` may attend to keys ``0..i`` only; cannot be combined with ``attn_mask``.
+            need_weights: if ``False``, return ``(output, None)`` through the fast path (SDPA).
+
+        Returns:
+            ``(output, weights)``: output ``(N, L, E)``; weights ``(N, H, L, S)``, one map per head (after
+            dropout), or ``None`` when ``need_weights=False``.
+
+        Raises:
+            TypeError: if an input is not a tensor or its dtype differs from the module's.
+            ValueError: if an input is not 3-D, sizes do not match the module, ``N``/``S`` disagree, or the
+                mask has the wrong shape.
+        """
+        self._check_inputs(query, key, value, attn_mask)
+        N, L, _ = query.shape
+        S = key.shape[1]
+        H, Dh = self.num_heads, self.head_dim
+        # Each detective's questions, offers and notes: (N, L, E) -> (N, L, H, Dh) -> (N, H, L, Dh)
+        q = self.q_proj(query).reshape(N, L, H, Dh).transpose(1, 2)
+        k = self.k_proj(key).reshape(N, S, H, Dh).transpose(1, 2)  # (N, S, E) -> (N, H, S, Dh)
+        v = self.v_proj(value).reshape(N, S, H, Dh).transpose(1, 2)  # (N, S, E) -> (N, H, S, Dh)
+        if attn_mask is not None and attn_mask.dim() == 2:
+            attn_mask = attn_mask[None, None]  # (L, S) -> (1, 1, L, S), shared by sentences and heads
+        dropout_p = self.dropout if self.training else 0.0
+        # Every head at once, heads as a batch dimension: (N, H, L, Dh), (N, H, L, S)
+        heads, weights = calculate_attention(q, k, v, attn_mask=attn_mask, dropout_p=dropout_p,
+                                             is_causal=is_causal, need_weights=need_weights)
+        # Pool the notes: (N, H, L, Dh) -> (N, L, H, Dh) -> (N, L, E)
+        merged = heads.transpose(1, 2).reshape(N, L, H * Dh)
+        return self.out_proj(merged), weights
+
+    def _check_inputs(self, query, key, value, attn_mask) -> None:
+        expected = {"query": self.embed_dim, "key": self.kdim, "value": self.vdim}
+        for name, x in (("query", query), ("key", key), ("value", value)):
+            _check_is_tensor(x, name)
+            if x.dim() != 3:
+                raise ValueError(f"{name} must be 3-D (N, length, features), batch first, but "
+                                 f"{name}.shape={tuple(x.shape)}; for one sentence use {name}.unsqueeze(0).")
+            if x.shape[-1] != expected[name]:
+                raise ValueError(f"{name} must have {expected[name]} features (the module's "
+                                 f"{'embed_dim' if name == 'query' else name[0] + 'dim'}), but "
+                                 f"{name}.shape={tuple(x.shape)}; project it or build the module to match.")
+            if x.dtype != self.q_proj.weight.dtype:
+                raise TypeError(f"{name}.dtype={x.dtype} but the module's weights are "
+                                f"{self.q_proj.weight.dtype}; convert one of them, e.g. module.to({x.dtype}).")
+        if key.shape[:2] != value.shape[:2] or query.shape[0] != key.shape[0]:
+            raise ValueError(f"query, key and value must share N, and key and value S, but "
+                             f"query.shape={tuple(query.shape)}, key.shape={tuple(key.shape)}, "
+                             f"value.shape={tuple(value.shape)}; every key needs exactly one value.")
+        if isinstance(attn_mask, torch.Tensor) and attn_mask.dim() not in (2, 4):
+            raise ValueError(f"attn_mask must be (L, S) or (N or 1, H or 1, L, S), but "
+                             f"attn_mask.shape={tuple(attn_mask.shape)}; use mask.unsqueeze(1) for an (N, L, S) "
+                             f"mask and mask[:, None, None, :] for an (N, S) padding mask (True = real word).")
+
+    @classmethod
+    def from_torch(cls, module: nn.MultiheadAttention) -> MultiHeadAttention:
+        """Copy the weights of a batch-first ``torch.nn.MultiheadAttention`` into a new module.
+
+        Built step by step in ``notebooks/09_detective_team.ipynb``. The copy computes the same outputs
+        and per-head weights (``average_attn_weights=False``); remember that its bool masks mean
+        ``True`` = may attend, so pass ``~mask`` where torch gets ``mask``.
+
+        Args:
+            module: a ``torch.nn.MultiheadAttention`` built with ``batch_first=True``, with or without
+                bias, with or without ``kdim``/``vdim``.
+
+        Returns:
+            A :class:`MultiHeadAttention` with copied weights, on the module's device and dtype, in the
+            module's training mode.
+
+        Raises:
+            TypeError: if ``module`` is not a ``torch.nn.MultiheadAttention``.
+            ValueError: if it is not batch first, or uses ``add_bias_kv`` or ``add_zero_attn``.
+
+        Example:
+            >>> _ = torch.manual_seed(0)
+            >>> theirs = nn.MultiheadAttention(8, 2, batch_first=True)
+            >>> ours = MultiHeadAttention.from_torch(theirs)
+            >>> x = torch.randn(2, 3, 8)
+            >>> torch.allclose(ours(x, x, x)[0], theirs(x, x, x)[0], atol=1e-6)
+            True
+        """
+        if not isinstance(module, nn.MultiheadAttention):
+            raise TypeError(f"from_torch copies a torch.nn.MultiheadAttention, but got {type(module).__name__}.")
+        if not module.batch_first:
+            raise ValueError("from_torch needs a module built with batch_first=True, but module.batch_first is "
+                             "False; our module is batch first, (N, L, E): rebuild it with batch_first=True (the "
+                             "weights do not depend on the layout, so setting module.batch_first = True works).")
+        if module.bias_k is not None or module.add_zero_attn:
+            raise ValueError("from_torch cannot copy a module built with add_bias_kv=True or add_zero_attn=True: "
+                             "they add an extra key position that MultiHeadAttention does not have.")
+        E = module.embed_dim
+        weight = module.out_proj.weight
+        ours = cls(E, module.num_heads, bias=module.in_proj_bias is not None, dropout=module.dropout,
+                   kdim=module.kdim, vdim=module.vdim).to(device=weight.device, dtype=weight.dtype)
+        if module._qkv_same_embed_dim:
+            # in_proj_weight stacks the three projections: (3E, E) -> three (E, E)
+            w_q, w_k, w_v = module.in_proj_weight.chunk(3, dim=0)
+        else:
+            w_q, w_k, w_v = module.q_proj_weight, module.k_proj_weight, module.v_proj_weight
+        with torch.no_grad():
+            for layer, w in ((ours.q_proj, w_q), (ours.k_proj, w_k), (ours.v_proj, w_v)):
+                layer.weight.copy_(w)
+            ours.out_proj.weight.copy_(weight)
+            if module.in_proj_bias is not None:
+                for layer, b in zip((ours.q_proj, ours.k_proj, ours.v_proj), module.in_proj_bias.chunk(3),
+                                    strict=True):
+                    layer.bias.copy_(b)  # (3E,) -> three (E,)
+                ours.out_proj.bias.copy_(module.out_proj.bias)
+        return ours.train(module.training)

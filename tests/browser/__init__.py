@@ -1,0 +1,1 @@
+"""Helpers for ``tests/test_browser.py``: a throw-away JupyterLab server driven by Debian's Chromium."""

@@ -1,0 +1,69 @@
+"""Checks on the stored notebooks that strict nbval cannot make by itself (used by test_notebooks.py)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import nbformat
+
+ROOT = Path(__file__).resolve().parents[1]
+NOTEBOOKS = ROOT / "notebooks"
+
+
+def all_notebooks() -> list[Path]:
+    return sorted(p for p in NOTEBOOKS.rglob("*.ipynb") if ".ipynb_checkpoints" not in p.parts)
+
+
+def lessons() -> list[Path]:
+    return sorted(NOTEBOOKS.glob("[0-9][0-9]_*.ipynb"))
+
+
+def _code_cells(nb):
+    return [c for c in nb.cells if c.cell_type == "code" and c.source.strip()]
+
+
+def unexecuted_cells(nb) -> list[int]:
+    """Indices (among code cells) of non-empty code cells with no execution count.
+
+    nbval silently skips comparing such cells, so a notebook saved with cleared outputs would pass
+    strict nbval while checking nothing.
+    """
+    return [i for i, c in enumerate(_code_cells(nb)) if c.get("execution_count") is None]
+
+
+def out_of_order(nb) -> bool:
+    """True when the execution counts are not 1, 2, 3, ... in cell order (cells run by hand)."""
+    counts = [c.get("execution_count") for c in _code_cells(nb)]
+    return counts != list(range(1, len(counts) + 1))
+
+
+def stored_errors(nb) -> list[int]:
+    """Indices of code cells whose stored outputs contain an error or a traceback."""
+    bad = []
+    for i, cell in enumerate(_code_cells(nb)):
+        for out in cell.get("outputs", []):
+            text = "".join(out.get("text", "")) if out.get("output_type") == "stream" else ""
+            if out.get("output_type") == "error" or "Traceback (most recent call last)" in text:
+                bad.append(i)
+    return bad
+
+
+def unstable_outputs(nb) -> list[str]:
+    """Outputs that would differ between runs: object addresses, or a compared cell ending with ';'."""
+    problems = []
+    for i, cell in enumerate(_code_cells(nb)):
+        ignored = cell.source.lstrip().startswith("# NBVAL_IGNORE_OUTPUT")
+        if cell.source.rstrip().endswith(";"):
+            problems.append(f"code cell {i} ends with ';' (use plt.show() or assign the figure)")
+        if ignored:
+            continue
+        for out in cell.get("outputs", []):
+            text = "".join(out.get("text", "")) + "".join(out.get("data", {}).get("text/plain", ""))
+            if re.search(r"\bat 0x[0-9a-fA-F]{6,}", text):
+                problems.append(f"code cell {i} prints an object address")
+    return problems
+
+
+def read(path: Path):
+    return nbformat.read(path, as_version=4)

@@ -1,0 +1,124 @@
+"""Colab: every notebook opens itself on Colab, installs the course only there, and disturbs nothing.
+
+The Colab-like environment (`.venv-colab`, made by tools/colab_like_env.py: ipywidgets 7.7.1, matplotlib 3.10,
+IPython 7, the main environment's torch) is built on first use. Building it installs torch, so outside CI it is
+only built when COURSE_COLAB_ENV=1 is set; in CI (CI=true) it is always built and these tests never skip.
+"""
+
+import json
+import os
+import subprocess
+import sys
+import types
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools"))
+import colab_like_env  # noqa: E402
+import colab_sync  # noqa: E402
+from notebook_rules import ROOT, all_notebooks, read  # noqa: E402
+
+NOTEBOOKS = all_notebooks()
+IDS = [p.relative_to(ROOT / "notebooks").as_posix() for p in NOTEBOOKS]
+CONFIG = colab_sync.colab_config()
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=IDS)
+def test_badge_setup_cell_and_gpu_metadata(path):
+    nb = read(path)
+    badge, setup = nb.cells[0], nb.cells[1]
+    relpath = path.relative_to(ROOT).as_posix()
+    assert "colab-badge" in badge.metadata.get("tags", [])
+    assert f"/blob/{CONFIG['ref']}/{relpath}\"" in badge.source, "the badge must open this very notebook"
+    assert f"github/{CONFIG['repository']}/" in badge.source
+    assert "colab-setup" in setup.metadata.get("tags", [])
+    assert setup.source == colab_sync.setup_source(CONFIG)
+    assert setup.outputs == [], "outside Colab the setup cell must print nothing"
+    assert nb.metadata["accelerator"] == "GPU"
+    assert nb.metadata["colab"]["gpuType"] == "T4"
+
+
+def test_every_notebook_is_in_sync():
+    result = subprocess.run([sys.executable, str(ROOT / "tools" / "colab_sync.py"), "--check"],
+                            capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout
+
+
+def test_slug_is_defined_in_one_place():
+    """The slug appears in pyproject.toml once; everywhere else it was written by `course.py colab`."""
+    slug = CONFIG["repository"]
+    tracked = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True).stdout.split()
+    files = [ROOT / f for f in tracked] or [p for p in ROOT.rglob("*") if ".venv" not in p.parts]
+    holders = set()
+    for f in files:
+        if f.is_file() and f.suffix in {".py", ".toml", ".md", ".yml", ".yaml", ".cfg", ".sh", ".txt", ""}:
+            if slug in f.read_text(errors="ignore"):
+                holders.add(f.relative_to(ROOT).as_posix())
+    assert (ROOT / "pyproject.toml").read_text().count(slug) == 1
+    assert holders <= {"pyproject.toml", "README.md"}
+    readme = (ROOT / "README.md").read_text()
+    start, end = readme.index(colab_sync.README_START), readme.index(colab_sync.README_END)
+    outside = readme[:start] + readme[end:]
+    assert slug not in outside, "README mentions the slug outside the generated badge block"
+
+
+def _run_setup_cell(on_colab: bool):
+    calls = []
+    fake_subprocess = types.SimpleNamespace(run=lambda *a, **k: calls.append((a, k)))
+    saved = sys.modules.get("subprocess"), sys.modules.get("google.colab")
+    sys.modules["subprocess"] = fake_subprocess
+    if on_colab:
+        sys.modules["google.colab"] = types.ModuleType("google.colab")
+    else:
+        sys.modules.pop("google.colab", None)
+    try:
+        exec(colab_sync.setup_source(CONFIG), {})
+    finally:
+        sys.modules["subprocess"] = saved[0]
+        if saved[1] is None:
+            sys.modules.pop("google.colab", None)
+    return calls
+
+
+def test_setup_cell_does_nothing_outside_colab():
+    assert _run_setup_cell(on_colab=False) == []
+
+
+def test_setup_cell_installs_same_ref_on_colab():
+    (args, kwargs), = _run_setup_cell(on_colab=True)
+    command = args[0]
+    assert command[1:4] == ["-m", "pip", "install"]
+    assert f"git+https://github.com/{CONFIG['repository']}@{CONFIG['ref']}" in command[-1]
+    assert not any("ipywidgets" in part or "torch" in part for part in command)
+
+
+@pytest.fixture(scope="module")
+def colab_python():
+    venv = ROOT / ".venv-colab"
+    if not (venv / ".colab-like").exists() and not (os.environ.get("CI") or os.environ.get("COURSE_COLAB_ENV")):
+        pytest.skip("the Colab-like environment is built in CI, or here with COURSE_COLAB_ENV=1 (installs torch)")
+    return colab_like_env.create(venv)
+
+
+def test_install_into_colab_like_env_replaces_nothing(colab_python, tmp_path):
+    report = tmp_path / "report.json"
+    subprocess.run([str(colab_python), "-m", "pip", "install", "--dry-run", "--quiet", "--no-build-isolation",
+                    "--report", str(report), str(ROOT)], check=True, capture_output=True)
+    installs = {item["metadata"]["name"].lower() for item in json.loads(report.read_text())["install"]}
+    assert "attention-lib" in installs
+    assert not installs & {"torch", "matplotlib", "ipywidgets", "ipython"}, installs
+
+
+def test_explorers_build_under_ipywidgets_7(colab_python):
+    """The explorer tests pass under ipywidgets 7.7.1 too (with the package on the path, not installed)."""
+    version = subprocess.run([str(colab_python), "-c", "import ipywidgets; print(ipywidgets.__version__)"],
+                             capture_output=True, text=True, check=True).stdout.strip()
+    assert version == "7.7.1"
+    tests = sorted(str(p) for p in (ROOT / "tests").glob("test_widgets*.py"))
+    modules = sorted(str(p) for p in (ROOT / "attention_lib" / "widgets").glob("*.py"))
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "MPLBACKEND": "Agg"}
+    result = subprocess.run([str(colab_python), "-m", "pytest", "-q", "-p", "no:cacheprovider", "-o", "addopts=",
+                             "--doctest-modules", "--rootdir", str(ROOT), "-c", os.devnull, *modules, *tests],
+                            capture_output=True, text=True, env=env, cwd=ROOT)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
