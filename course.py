@@ -4,7 +4,8 @@
     python course.py lab        open the course in JupyterLab (creates .venv on first use)
     python course.py test       run the whole test suite: package tests, doctests, ruff, strict nbval
     python course.py execute    regenerate every notebook's stored outputs (the only way outputs are made)
-    python course.py colab      rewrite every notebook's Colab badge and setup cell from colab.toml
+    python course.py colab      rewrite every notebook's Colab badge and setup cell from pyproject.toml
+    python course.py gpu-check  on a CUDA machine: device tests, strict nbval and timings on the GPU
 
 Each command first makes sure ``.venv`` exists and holds the project with its ``dev`` extras (it reinstalls
 when ``pyproject.toml`` changes). Set ``COURSE_VENV`` to use another environment folder, or
@@ -87,7 +88,12 @@ def cmd_colab(args: list[str]) -> int:
     return subprocess.call([str(python), str(ROOT / "tools" / "colab_sync.py"), *args], cwd=ROOT)
 
 
-COMMANDS = {"lab": cmd_lab, "test": cmd_test, "execute": cmd_execute, "colab": cmd_colab}
+def cmd_gpu_check(args: list[str]) -> int:
+    python = venv_python()
+    return subprocess.call([str(python), str(ROOT / "tools" / "gpu_check.py"), *args], cwd=ROOT, env=run_env())
+
+
+COMMANDS = {"lab": cmd_lab, "test": cmd_test, "execute": cmd_execute, "colab": cmd_colab, "gpu-check": cmd_gpu_check}
 
 
 def main(argv: list[str]) -> int:

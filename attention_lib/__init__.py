@@ -10,6 +10,7 @@ from .lookup import hard_lookup
 from .loops import loop_attention
 from .masks import causal_mask, padding_mask
 from .multihead import MultiHeadAttention, merge_heads, split_heads
+from .timing import median_time, time_over_sizes
 
 __all__ = [
     "DtypeMismatchError",
@@ -22,9 +23,11 @@ __all__ = [
     "hard_lookup",
     "loop_attention",
     "matchmaker",
+    "median_time",
     "merge_heads",
     "padding_mask",
     "percentages",
     "scaler",
     "split_heads",
+    "time_over_sizes",
 ]

@@ -5,6 +5,7 @@ ipywidgets. Each explorer's cell ignores its output under nbval; the functions i
 plain cells and in the tests.
 """
 
+from .blend import blend_explorer, render_blend
 from .cocktail_party import cocktail_party_explorer, render_cocktail_party
 from .explorer import make_explorer
 from .library_search import library_search_explorer, render_library_search
@@ -13,7 +14,7 @@ from .multihead import detective_team_explorer, render_detective_team
 from .percentages import percentages_explorer, render_percentages
 from .scaler import render_scaler, scaler_explorer
 
-__all__ = ["detective_team_explorer", "render_detective_team",
+__all__ = ["blend_explorer", "render_blend", "detective_team_explorer", "render_detective_team",
            "percentages_explorer", "render_percentages", "render_scaler", "scaler_explorer",
            "cocktail_party_explorer", "library_search_explorer", "make_explorer", "masking_explorer",
            "render_cocktail_party", "render_library_search", "render_masking"]

@@ -68,11 +68,11 @@ def render_detective_team(weights: torch.Tensor, tokens: Sequence[str], head: in
     i = tokens.index(word)
     w = weights[head].detach().cpu()  # (L, S)
     fig, (left, right) = plt.subplots(1, 2, figsize=(9.5, 3.6), gridspec_kw={"width_ratios": [1.2, 1.0]})
-    plot_heatmap(w, tokens, tokens, title=f"{names[head]}: every word", vmin=0.0, vmax=1.0, ax=left)
+    plot_heatmap(w, tokens, tokens, title=names[head], vmin=0.0, vmax=1.0, ax=left)
     left.add_patch(Rectangle((-0.5, i - 0.5), len(tokens), 1.0, fill=False, edgecolor="tab:red", linewidth=3))
     top = int(w[i].argmax())
     plot_bars(w[i], tokens, ylim=(0.0, 1.1), ax=right,
-              title=f"{word!r} in {names[head]}: mostly {tokens[top]!r} ({float(w[i, top]):.2f})")
+              title=f"{word!r} looks most at {tokens[top]!r} ({float(w[i, top]):.2f})")
     fig.tight_layout()
     return fig
 

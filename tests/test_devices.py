@@ -1,0 +1,86 @@
+"""The same answers on every device: run on the CPU always, and on CUDA/MPS where present (gpu-check).
+
+`python course.py gpu-check` runs this file on a CUDA machine; on the CPU-only CI the CPU cases run.
+"""
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import attention_lib as al
+from attention_lib.data import random_qkv
+
+DEVICES = ["cpu"]
+if torch.cuda.is_available():
+    DEVICES.append("cuda")
+if getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available():
+    DEVICES.append("mps")
+
+
+def _mask(L, S, device):
+    g = torch.Generator().manual_seed(5)
+    allowed = torch.rand(L, S, generator=g) > 0.5
+    allowed[:, 0] = True
+    allowed[1] = False  # one fully masked row
+    return allowed.to(device)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("need_weights", [True, False])
+@pytest.mark.parametrize("masking", ["none", "causal", "bool"])
+def test_same_answer_on_device(device, need_weights, masking):
+    q, k, v = random_qkv(2, 3, L=6, S=7, E=16, Ev=8, seed=1)
+    kwargs = {"is_causal": True} if masking == "causal" else {}
+    if masking == "bool":
+        kwargs["attn_mask"] = _mask(6, 7, "cpu")
+    cpu_out, _ = al.calculate_attention(q, k, v, need_weights=need_weights, **kwargs)
+    dev_kwargs = {key: (val.to(device) if isinstance(val, torch.Tensor) else val) for key, val in kwargs.items()}
+    out, weights = al.calculate_attention(q.to(device), k.to(device), v.to(device), need_weights=need_weights,
+                                          **dev_kwargs)
+    assert out.device.type == device
+    torch.testing.assert_close(out.cpu(), cpu_out, atol=1e-4, rtol=1e-4)
+    if masking == "bool":
+        assert torch.equal(out[..., 1, :].cpu(), torch.zeros(2, 3, 8))
+        if need_weights:
+            assert torch.equal(weights[..., 1, :].cpu(), torch.zeros(2, 3, 7))
+    if masking != "bool":  # SDPA's own result for a fully masked row differs between kernels and versions
+        ref = F.scaled_dot_product_attention(q.to(device), k.to(device), v.to(device), **dev_kwargs)
+        torch.testing.assert_close(out, ref, atol=1e-4, rtol=1e-4)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_gradients_finite_on_device(device):
+    q, k, v = (t.to(device).requires_grad_() for t in random_qkv(2, L=5, S=6, E=8, seed=2))
+    out, _ = al.calculate_attention(q, k, v, attn_mask=_mask(5, 6, device))
+    out.square().sum().backward()
+    for t in (q, k, v):
+        assert bool(torch.isfinite(t.grad).all())
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_other_attention_functions_on_device(device):
+    q, k, v = (t.to(device) for t in random_qkv(2, L=9, S=9, E=8, seed=3))
+    ref = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+    if hasattr(al, "memory_efficient_attention"):
+        out = al.memory_efficient_attention(q, k, v, is_causal=True)
+        torch.testing.assert_close(out, ref, atol=1e-4, rtol=1e-4)
+    if hasattr(al, "MultiHeadAttention"):
+        torch.manual_seed(0)
+        mha = torch.nn.MultiheadAttention(8, 2, batch_first=True).to(device)
+        ours = al.MultiHeadAttention.from_torch(mha).to(device)
+        x = q
+        expected, _ = mha(x, x, x, need_weights=False)
+        got, _ = ours(x, x, x, need_weights=False)
+        torch.testing.assert_close(got, expected, atol=1e-4, rtol=1e-4)
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="on a CUDA machine gpu-check runs the real checks")
+def test_gpu_check_without_cuda_says_so_and_succeeds():
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = Path(__file__).resolve().parents[1] / "tools" / "gpu_check.py"
+    result = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0
+    assert "no CUDA here" in result.stdout
