@@ -9,6 +9,7 @@ from .device import environment_report, get_device
 from .lookup import hard_lookup
 from .loops import loop_attention
 from .masks import causal_mask, padding_mask
+from .memory import memory_efficient_attention
 from .multihead import MultiHeadAttention, merge_heads, split_heads
 from .timing import median_time, time_over_sizes
 
@@ -24,6 +25,7 @@ __all__ = [
     "loop_attention",
     "matchmaker",
     "median_time",
+    "memory_efficient_attention",
     "merge_heads",
     "padding_mask",
     "percentages",

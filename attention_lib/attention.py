@@ -184,6 +184,8 @@ def calculate_attention(
             aligned top-left like SDPA's. Cannot be combined with ``attn_mask``.
         scale: multiplies the scores; defaults to ``1 / sqrt(E)``.
         need_weights: if ``False``, return ``(output, None)`` and take the fastest path (SDPA itself).
+            With weights and no gradient needed, the scores, the masking and the softmax share a single
+            ``(N, ..., L, S)`` buffer, which becomes the returned weights.
 
     Returns:
         ``(output, weights)``: output ``(N, ..., L, Ev)`` and weights ``(N, ..., L, S)`` (after dropout, so
@@ -218,15 +220,44 @@ def calculate_attention(
 
     # Step 1: the scaling factor (1/sqrt(d_k) unless a custom scale is given).
     scale = 1.0 / math.sqrt(query.shape[-1]) if scale is None else scale
-    # Steps 2 and 3: the matchmaker and the scaler.
-    scores = (query @ key.transpose(-2, -1)) * scale  # (N, ..., L, E) @ (N, ..., E, S) -> (N, ..., L, S)
-    # Step 4: the percentages.
-    weights = percentages(scores, attn_mask)
+    # Steps 2 and 3: the matchmaker and the scaler. Scaling the queries first gives the same scores,
+    # (q * scale) @ kᵀ = (q @ kᵀ) * scale, but multiplies L x E numbers instead of L x S.
+    scores = (query * scale) @ key.transpose(-2, -1)  # (N, ..., L, E) @ (N, ..., E, S) -> (N, ..., L, S)
+    # Step 4: the percentages, written into the score buffer itself whenever that is safe.
+    weights = _percentages_in_place(scores, attn_mask)
     if dropout_p > 0.0:
-        weights = F.dropout(weights, p=dropout_p)
+        weights = F.dropout(weights, p=dropout_p, inplace=not weights.requires_grad)
     # Step 5: the blend.
     output = weights @ value  # (N, ..., L, S) @ (N, ..., S, Ev) -> (N, ..., L, Ev)
     return output, weights
+
+
+def _percentages_in_place(scores: torch.Tensor, attn_mask: torch.Tensor | None) -> torch.Tensor:
+    """Step 4 on a fresh score buffer: the weights of :func:`percentages`, with as few ``(L, S)`` buffers.
+
+    ``scores`` must be a new tensor that nothing else uses (the matmul's result). Masking always writes into
+    it: autograd allows that, because the matmul that made it does not need its result for the backward
+    pass. The softmax writes into it only when no gradient is needed, because softmax's backward pass needs
+    its own output intact; so without gradients a single ``(N, ..., L, S)`` buffer ever exists.
+    """
+    has_key = None  # (..., L, 1): which queries have at least one key; None when all of them do
+    if attn_mask is not None:
+        if attn_mask.dtype == torch.bool:
+            scores.masked_fill_(~attn_mask, float("-inf"))
+            allowed = attn_mask
+        else:
+            scores.add_(attn_mask)
+            allowed = attn_mask > float("-inf")
+        has_key = allowed.any(dim=-1, keepdim=True)  # small: it has the mask's shape, not the scores'
+        if bool(has_key.all()):
+            has_key = None
+        else:  # a row of -inf would give 0/0 = NaN: give it zeros now (finite gradients), zero weights later
+            scores.masked_fill_(~has_key, 0.0)
+    if scores.requires_grad:
+        weights = torch.softmax(scores, dim=-1)
+        return weights if has_key is None else weights.masked_fill(~has_key, 0.0)
+    weights = torch.softmax(scores, dim=-1, out=scores)
+    return weights if has_key is None else weights.masked_fill_(~has_key, 0.0)
 
 
 def _fast_path(query, key, value, attn_mask, dropout_p, scale) -> torch.Tensor:

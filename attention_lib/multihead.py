@@ -256,7 +256,7 @@ class MultiHeadAttention(nn.Module):
         weight = module.out_proj.weight
         ours = cls(E, module.num_heads, bias=module.in_proj_bias is not None, dropout=module.dropout,
                    kdim=module.kdim, vdim=module.vdim).to(device=weight.device, dtype=weight.dtype)
-        if module._qkv_same_embed_dim:
+        if module.in_proj_weight is not None:
             # in_proj_weight stacks the three projections: (3E, E) -> three (E, E)
             w_q, w_k, w_v = module.in_proj_weight.chunk(3, dim=0)
         else:

@@ -155,7 +155,9 @@ def test_from_torch_keeps_training_mode_dtype_and_dropout():
     torch.manual_seed(0)
     theirs = nn.MultiheadAttention(4, 2, dropout=0.25, batch_first=True, dtype=torch.float64)
     ours = MultiHeadAttention.from_torch(theirs)
-    assert ours.training and ours.dropout == 0.25 and ours.q_proj.weight.dtype == torch.float64
+    assert ours.training
+    assert ours.dropout == 0.25
+    assert ours.q_proj.weight.dtype == torch.float64
 
 
 def test_gradcheck_float64():

@@ -99,5 +99,5 @@ def test_lesson_imports_attention_lib_and_has_solution(path):
     if "raise NotImplementedError" in code:
         solution = path.parent / "solutions" / f"{path.stem}_solution.ipynb"
         assert solution.exists(), f"{path.name} has an exercise but no {solution.relative_to(ROOT)}"
-        outputs = json.dumps(read(solution).cells)
+        outputs = json.dumps(read(solution).cells, ensure_ascii=False)
         assert "✅" in outputs, f"{solution.name} must show its checker passing"

@@ -84,3 +84,10 @@ def test_blend_explorer_redraws_when_a_control_changes():
     box.controls["word"].value = "cat"
     assert box.figure is not second
     assert box.figure.axes[0].get_title() == "weights of 'cat'"
+
+
+def test_plot_mix_leaves_room_above_the_tallest_stack():
+    fig = plot_mix(torch.tensor([0.2, 0.8]), torch.tensor([[1.0, 0.0], [1.0, 0.5]]), ["a", "b"], ["x", "y"])
+    low, high = fig.axes[0].get_ylim()
+    assert low == 0.0
+    assert high > 1.0  # the "x" stack reaches 0.2 + 0.8 = 1.0

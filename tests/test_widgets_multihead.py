@@ -41,13 +41,15 @@ def test_render_draws_the_head_and_the_word_row(weights):
     assert fig.axes[0].get_title() == "what?"
     assert fig.axes[1].get_title() == "'softly' looks most at 'purred' (0.81)"
     framed = [p for p in fig.axes[0].patches if p.get_edgecolor()[0] > 0.5]
-    assert framed and framed[0].get_y() == pytest.approx(2.5)  # the row of 'softly'
+    assert len(framed) == 1
+    assert framed[0].get_y() == pytest.approx(2.5)  # the row of 'softly'
 
 
 def test_render_changes_with_its_parameters(weights):
     heat0, bars0 = drawn(render_detective_team(weights, TOKENS, head=0, word="the"))
     heat1, bars1 = drawn(render_detective_team(weights, TOKENS, head=1, word="the"))
-    assert (heat0 != heat1).any() and not torch.equal(bars0, bars1)
+    assert (heat0 != heat1).any()
+    assert not torch.equal(bars0, bars1)
     _, bars_softly = drawn(render_detective_team(weights, TOKENS, head=1, word="softly"))
     assert not torch.equal(bars1, bars_softly)
 

@@ -10,12 +10,13 @@ from .cocktail_party import check_tune_in
 from .library_search import check_soft_lookup
 from .masking import check_causal_mask, check_masked_softmax
 from .matchmaker import check_matchmaker
+from .memory import check_online_softmax_update
 from .multihead import check_merge_heads, check_split_heads
 from .no_loops import check_weights_no_loops
 from .percentages import check_stable_softmax
 from .scaler import check_scaled_scores
 
-__all__ = ["check_calculate_attention", "check_weights_no_loops",
+__all__ = ["check_calculate_attention", "check_online_softmax_update", "check_weights_no_loops",
            "check_merge_heads", "check_split_heads", "check_matchmaker", "check_scaled_scores", "check_stable_softmax",
            "CheckResult", "check_causal_mask", "check_function", "check_masked_softmax", "check_soft_lookup",
            "check_tune_in"]

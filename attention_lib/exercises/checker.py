@@ -44,10 +44,15 @@ def _close(a, b, atol: float, rtol: float) -> bool:
                                                      equal_nan=True)
     if isinstance(a, tuple | list) and isinstance(b, tuple | list):
         return len(a) == len(b) and all(_close(x, y, atol, rtol) for x, y in zip(a, b, strict=True))
+    if isinstance(a, torch.Tensor | tuple | list) or isinstance(b, torch.Tensor | tuple | list):
+        return False  # a tensor against a tuple (or the reverse): not the same kind of answer
     try:
         return abs(float(a) - float(b)) <= atol + rtol * abs(float(b))
     except (TypeError, ValueError):
-        return a == b
+        try:
+            return bool(a == b)
+        except Exception:  # noqa: BLE001 - an answer we cannot compare is not a match
+            return False
 
 
 def _shape(x):

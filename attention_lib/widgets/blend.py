@@ -69,6 +69,9 @@ def plot_mix(weights: torch.Tensor, value: torch.Tensor, tokens: Sequence[str], 
     ax.hlines(total.numpy(), [p - 0.4 for p in positions], [p + 0.4 for p in positions], colors="black",
               linewidth=2, zorder=3, label="output")
     ax.axhline(0.0, color="grey", linewidth=0.8)
+    low, high = float(bottom_neg.min()), float(bottom_pos.max())
+    pad = 0.1 * max(high - low, 1e-6)
+    ax.set_ylim(low - pad if low < 0 else 0.0, high + pad)  # room above the tallest stack for its output line
     ax.set_xticks(positions, labels=[str(f) for f in features])
     ax.set_ylabel("contribution to the output")
     ax.set_title(title)

@@ -294,10 +294,11 @@ class NotebookReport:
     seconds: float = 0.0
     screenshots: list[Path] = field(default_factory=list)
     page_errors: list[str] = field(default_factory=list)  #: uncaught JavaScript errors (reported only)
+    timings: dict[str, float] = field(default_factory=dict)  #: seconds per step
 
     def summary(self) -> str:
         lines = [f"{self.name}: {len(self.problems)} problem(s), {self.cells} cells, "
-                 f"{self.explorers_checked}/{self.explorers} explorer(s) checked, {self.seconds:.1f} s"]
+                 f"{self.explorers_checked}/{self.explorers} explorer(s) checked, {self.seconds:.1f} s {self.timings}"]
         lines += [f"  - {p}" for p in self.problems]
         if self.page_errors:
             lines.append("  JavaScript errors in the page:")
@@ -344,6 +345,12 @@ _JS_PROBLEMS = """() => {
       const text = area ? area.textContent : '';
       const bad = text.match(/Error displaying widget[^\\n]*/);
       if (bad) add('widget error', bad[0]);
+      // ipywidgets 8 draws a view that failed to load as a broken-file icon; a click reveals the message.
+      for (const el of cell.node.querySelectorAll('.jupyter-widgets-error-widget')) {
+        if (el.classList.contains('icon-error') && el.parentElement) el.parentElement.click();
+        const lines = el.innerText.split('\\n').map(l => l.trim()).filter(l => l && !l.startsWith('['));
+        add('widget error', 'Error displaying widget: ' + (lines[0] || 'a widget view failed to load'));
+      }
       if (text.includes('Loading widget...')) add('widget never loaded', 'still "Loading widget..."');
     } else if (cell.model.type === 'markdown') {
       for (const el of cell.node.querySelectorAll('mjx-merror, .MathJax_Error')) add('LaTeX error', el.textContent);
@@ -448,24 +455,34 @@ def check_notebook(browser: LabBrowser, server: LabServer, relative: str, *, scr
     Returns:
         A :class:`NotebookReport`; ``report.problems`` is empty when the notebook is fine.
     """
-    name = Path(relative).stem
-    report = NotebookReport(name=name)
-    start = time.monotonic()
+    report = NotebookReport(name=Path(relative).stem)
+    start = last = time.monotonic()
     original = (server.root / relative).read_bytes()
     page = browser.context.new_page()
     page.on("pageerror", lambda error: report.page_errors.append(str(error).splitlines()[0][:300]))
+    phase = "opening the notebook"
+
+    def done(step: str) -> None:
+        nonlocal last
+        now = time.monotonic()
+        report.timings[step] = round(now - last, 1)
+        last = now
+
     try:
         page.goto(server.lab_url(relative, workspace=f"check-{secrets.token_hex(4)}"), wait_until="load")
         page.wait_for_function(_JS_PANEL, timeout=60_000)
-        # Wait for the kernel to be started and idle before running (as a learner waits for "Idle").
+        done("open")
+        phase = "waiting for the kernel to start"
+        # Wait for the kernel to be started and idle before running, as a learner waits for "Idle".
         page.wait_for_function(f"() => {{ const s = ({_JS_PANEL})(); return s && s.ready && s.kernel === 'idle'; }}",
                                timeout=90_000)
         report.cells = page.evaluate(_JS_PANEL)["cells"]
+        done("kernel")
         # Give the notebook the whole width, as in the screenshots a learner would take.
         page.evaluate("() => { const app = window.jupyterapp; if (!app.shell.leftCollapsed) "
                       "return app.commands.execute('application:toggle-left-area'); }")
 
-        # Run → Run All Cells, from the menu bar.
+        phase = "Run → Run All Cells"
         page.locator(".lm-MenuBar-item", has_text=re.compile(r"^Run$")).click()
         page.locator(".lm-Menu-item[data-command='runmenu:run-all']").click()
         hung = _wait_for_run(page, run_timeout)
@@ -473,40 +490,30 @@ def check_notebook(browser: LabBrowser, server: LabServer, relative: str, *, scr
             report.problems.append(f"Run All Cells: {hung}")
         # Widgets render asynchronously after the kernel is idle: give them a moment.
         _wait_until(lambda: not page.locator(".jp-Notebook :text('Loading widget...')").count(), 10)
+        done("run all")
 
+        phase = "inspecting the outputs"
         for problem in page.evaluate(_JS_PROBLEMS):
             text = f": {problem['text']}" if problem["text"] else ""
             report.problems.append(f"cell {problem['cell']} ({problem['source']!r}) {problem['kind']}{text}")
 
+        phase = "moving the explorers' controls"
         report.explorers = page.evaluate(_JS_MARK_EXPLORERS)
         for index in range(report.explorers):
-            explorer = page.locator(f"[data-course-explorer='{index}']")
-            cell = explorer.get_attribute("data-course-cell")
-            explorer.scroll_into_view_if_needed()
-            _wait_until(lambda explorer=explorer: _figure_signature(explorer), 10)
-            before = _figure_signature(explorer)
-            if not before:
-                report.problems.append(f"cell {cell}: explorer shows no figure")
-                continue
-            action = _move_control(page, explorer)
-            if action is None:
-                report.problems.append(f"cell {cell}: explorer has no control the test can move")
-                continue
-            changed = _wait_until(lambda e=explorer, b=before: _figure_signature(e) not in ("", b), figure_timeout)
-            _wait_for_run(page, figure_timeout)
-            tracebacks = explorer.locator(".widget-output [data-mime-type='application/vnd.jupyter.stderr']",
-                                          has_text="Traceback")
-            if tracebacks.count():
-                report.problems.append(f"cell {cell}: explorer shows a traceback after {action}: "
-                                       f"{tracebacks.first.inner_text()[:600]}")
-            elif not changed:
-                report.problems.append(f"cell {cell}: explorer figure did not change within {figure_timeout:.0f} s "
-                                       f"after {action}")
+            problem = _check_explorer(page, page.locator(f"[data-course-explorer='{index}']"), figure_timeout)
+            if problem:
+                report.problems.append(problem)
             else:
                 report.explorers_checked += 1
-
+        done("explorers")
+    except Exception as error:  # a browser step failed: say which, and keep the screenshot
+        report.problems.append(f"{phase}: {type(error).__name__}: {str(error).splitlines()[0][:300]}")
+    try:
+        _report_dialogs(page, report)
         if screenshot_dir is not None:
-            report.screenshots = _screenshots(page, Path(screenshot_dir), name, report)
+            report.screenshots = _screenshots(page, Path(screenshot_dir), report)
+            done("screenshots")
+        report.problems += _log_console_problems(page)  # after the screenshots: it opens a panel
     finally:
         with contextlib.suppress(Exception):
             page.close(run_before_unload=False)
@@ -518,9 +525,93 @@ def check_notebook(browser: LabBrowser, server: LabServer, relative: str, *, scr
     return report
 
 
-def _screenshots(page, folder: Path, name: str, report: NotebookReport) -> list[Path]:
+def _check_explorer(page, explorer, figure_timeout: float) -> str | None:
+    """Move one control of an explorer and wait for its figure to change; None when it did, else the problem."""
+    cell = explorer.get_attribute("data-course-cell")
+    explorer.scroll_into_view_if_needed()
+    _wait_until(lambda: _figure_signature(explorer), 10)
+    before = _figure_signature(explorer)
+    if not before:
+        return f"cell {cell}: explorer shows no figure"
+    action = _move_control(page, explorer)
+    if action is None:
+        return f"cell {cell}: explorer has no control the test can move"
+    changed = _wait_for_new_figure(page, explorer, before, figure_timeout)
+    tracebacks = explorer.locator(".widget-output [data-mime-type='application/vnd.jupyter.stderr']",
+                                  has_text="Traceback")
+    if tracebacks.count():
+        return f"cell {cell}: explorer shows a traceback after {action}: {tracebacks.first.inner_text()[:600]}"
+    if not changed:
+        return f"cell {cell}: explorer figure did not change after {action}"
+    return None
+
+
+def _wait_for_new_figure(page, explorer, before: str, timeout: float, quiet: float = 3.0) -> bool:
+    """Wait for the explorer's figure to differ from ``before``; give up early once the kernel has been idle
+    for ``quiet`` seconds (it has nothing more to draw), or after ``timeout`` seconds."""
+    start = time.monotonic()
+    idle_since = None
+    while time.monotonic() - start < timeout:
+        if _figure_signature(explorer) not in ("", before):
+            return True
+        now = time.monotonic()
+        if page.evaluate(_JS_RUN_STATE)["kernel"] == "idle":
+            idle_since = idle_since or now
+            if now - idle_since >= quiet:
+                break
+        else:
+            idle_since = None
+        time.sleep(0.25)
+    _wait_for_run(page, timeout)
+    return _figure_signature(explorer) not in ("", before)
+
+
+def _log_console_problems(page) -> list[str]:
+    """Tracebacks in JupyterLab's log console, where errors with no cell to show them in go, e.g. an
+    exception in an explorer's callback after a control moved (its cell shows nothing)."""
+    status = page.locator(".jp-LogConsoleStatusItem")
+    if not status.count() or status.first.inner_text().strip() in ("", "0"):
+        return []
+    page.evaluate("() => window.jupyterapp.commands.execute('logconsole:open')")
+    panel = page.locator(".jp-LogConsolePanel")
+    _wait_until(lambda: panel.count() and panel.first.inner_text().strip(), 10)
+    text = panel.first.inner_text() if panel.count() else ""
+    if "Traceback" not in text:
+        return []
+    errors = re.findall(r"^\s*([A-Za-z_.]*(?:Error|Exception)\b:?.*)$", text, flags=re.MULTILINE)
+    last = next((e for e in reversed(errors) if ":" in e), errors[-1] if errors else "")
+    return [f"log console shows a traceback (an error outside any cell, e.g. in an explorer callback): "
+            f"{last.strip()[:300]}"]
+
+
+def _report_dialogs(page, report: NotebookReport) -> None:
+    """A dialog a learner would have to answer (e.g. "Select Kernel" for a notebook without a kernelspec)."""
+    with contextlib.suppress(Exception):
+        for dialog in page.locator(".jp-Dialog").all():
+            if dialog.is_visible():
+                text = " ".join(dialog.inner_text().split())[:300]
+                report.problems.append(f"JupyterLab shows a dialog: {text}")
+
+
+_JS_EXPLORER_BOX = """(cell) => {
+  // The smallest rectangle around what the explorer draws (title, controls, figure), for a README picture.
+  const root = cell.querySelector('.jp-OutputArea-output .jupyter-widgets') || cell;
+  let box = null;
+  for (const el of root.querySelectorAll('*')) {
+    if (el.children.length && el.tagName !== 'SELECT') continue;
+    const r = el.getBoundingClientRect();
+    if (!r.width || !r.height) continue;
+    box = box ? {l: Math.min(box.l, r.left), t: Math.min(box.t, r.top), r: Math.max(box.r, r.right),
+                 b: Math.max(box.b, r.bottom)} : {l: r.left, t: r.top, r: r.right, b: r.bottom};
+  }
+  return box && {x: Math.max(box.l - 8, 0), y: Math.max(box.t - 8, 0), width: box.r - box.l + 16,
+                 height: box.b - box.t + 16};
+}"""
+
+
+def _screenshots(page, folder: Path, report: NotebookReport) -> list[Path]:
     """``<name>.png``: the page at the first problem, else the first explorer, else the first figure, else the
-    top; ``<name>-explorer.png``: just the first explorer's cell (a small picture for the README)."""
+    top; ``<name>-explorer.png``: just the first explorer (title, controls, figure), a small README picture."""
     folder.mkdir(parents=True, exist_ok=True)
     saved = []
     focus = None
@@ -528,17 +619,22 @@ def _screenshots(page, folder: Path, name: str, report: NotebookReport) -> list[
     if match:
         focus = page.locator(".jp-Notebook .jp-Cell").nth(int(match.group(1)) - 1)
     elif report.explorers:
-        focus = page.locator("[data-course-explorer='0']")
+        focus = page.locator("[data-course-explorer='0'] .jp-Cell-outputWrapper")
     elif page.locator(".jp-Notebook .jp-OutputArea-output img").count():
-        focus = page.locator(".jp-Notebook .jp-Cell", has=page.locator(".jp-OutputArea-output img")).first
+        focus = page.locator(".jp-Notebook .jp-OutputArea-output img").first
     if focus is not None:
-        focus.scroll_into_view_if_needed()
+        with contextlib.suppress(Exception):
+            focus.scroll_into_view_if_needed(timeout=5_000)
     page.mouse.move(0, 0)  # no hover highlight
-    path = folder / f"{name}.png"
+    path = folder / f"{report.name}.png"
     page.screenshot(path=str(path))
     saved.append(path)
     if report.explorers:
-        path = folder / f"{name}-explorer.png"
-        page.locator("[data-course-explorer='0'] .jp-Cell-outputWrapper").screenshot(path=str(path))
-        saved.append(path)
+        explorer = page.locator("[data-course-explorer='0']")
+        explorer.scroll_into_view_if_needed()
+        clip = explorer.evaluate(_JS_EXPLORER_BOX)
+        if clip:
+            path = folder / f"{report.name}-explorer.png"
+            page.screenshot(path=str(path), clip=clip)
+            saved.append(path)
     return saved

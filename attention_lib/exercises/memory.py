@@ -1,0 +1,97 @@
+"""The exercise of ``notebooks/10_memory_efficient.ipynb``: one step of the online softmax.
+
+The learner writes ``online_softmax_update(running_max, running_sum, running_output, scores, value)``: fold
+a new block of keys (its scores and values) into the running maximum, sum and blend, exactly what
+:func:`attention_lib.memory.online_softmax_update` does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+
+from ..memory import online_softmax_update
+from .checker import CheckResult, check_function
+
+_INF = float("inf")
+
+
+def _inputs(seed: int):
+    """A state after a first block of keys, and a second block whose larger scores move most rows' max.
+
+    In trial 1 the first query's keys are all masked, in both blocks: its state stays ``-inf, 0, 0``.
+    """
+    g = torch.Generator().manual_seed(3000 + seed)
+    n, L, B, Ev = 2, 3 + seed, 2 + seed, 3
+    first = torch.randn(n, L, 4, generator=g)
+    if seed == 1:
+        first[:, 0] = -_INF
+    state = (torch.full((n, L, 1), -_INF), torch.zeros(n, L, 1), torch.zeros(n, L, Ev))
+    state = online_softmax_update(*state, first, torch.randn(n, 4, Ev, generator=g))
+    scores = torch.randn(n, L, B, generator=g) + 2.0  # mostly larger than the first block's scores ...
+    scores[:, -1] -= 6.0  # ... except in the last row, which keeps its old maximum
+    if seed == 1:
+        scores[:, 0] = -_INF  # the first query's keys are masked in both blocks
+    return (*state, scores, torch.randn(n, B, Ev, generator=g))
+
+
+def _update(running_max, running_sum, running_output, scores, value, *, correct=True, guard=True,
+            shift_by="new", new_max_out=True, normalise_block=False):
+    """The online update with one of the typical slips switched on (used to recognise them)."""
+    new_max = torch.maximum(running_max, scores.amax(dim=-1, keepdim=True))
+    safe = new_max.masked_fill(new_max == -_INF, 0.0) if guard else new_max
+    block_max = scores.amax(dim=-1, keepdim=True)
+    weights = torch.exp(scores - (safe if shift_by == "new" else block_max))
+    if normalise_block:
+        weights = torch.softmax(scores, dim=-1)
+    correction = torch.exp(running_max - safe) if correct else torch.ones_like(running_max)
+    running_sum = running_sum * correction + weights.sum(dim=-1, keepdim=True)
+    running_output = running_output * correction + weights @ value
+    return (new_max if new_max_out else running_max), running_sum, running_output
+
+
+_MISTAKES = [
+    (lambda *a: _update(*a, guard=False),
+     "a query that has seen only masked keys has running max -inf, and -inf - (-inf) is NaN: shift such rows by 0 "
+     "instead (new_max.masked_fill(new_max == float('-inf'), 0.0))."),
+    (lambda *a: _update(*a, correct=False),
+     "when the maximum grows, the old sum and the old blend were measured against the old maximum: multiply both "
+     "by torch.exp(running_max - new_max) before adding the new block."),
+    (lambda *a: _update(*a, shift_by="block"),
+     "subtract the new running maximum (the larger of the old one and this block's), not this block's own "
+     "maximum, so that old and new numbers share one reference."),
+    (lambda *a: _update(*a, new_max_out=False),
+     "return the new maximum, torch.maximum(running_max, scores.amax(dim=-1, keepdim=True)), not the old one."),
+    (lambda *a: _update(*a, normalise_block=True),
+     "do not normalise the block with a softmax: keep torch.exp(scores - new_max) and let running_sum do the "
+     "dividing at the very end."),
+]
+
+
+def check_online_softmax_update(fn: Callable) -> CheckResult:
+    """Check ``online_softmax_update(running_max, running_sum, running_output, scores, value)``.
+
+    The exercise of ``notebooks/10_memory_efficient.ipynb``. The learner's function gets a state made from a
+    first block of keys and a new block ``scores (N, L, B)``, ``value (N, B, Ev)``, on three fresh random
+    inputs (one with a query whose keys are all masked), and must return ``(new_max, new_sum, new_output)`` as
+    :func:`attention_lib.memory.online_softmax_update` does; typical slips get their own hint.
+
+    Args:
+        fn: ``(running_max (N, L, 1), running_sum (N, L, 1), running_output (N, L, Ev), scores (N, L, B),
+            value (N, B, Ev)) -> (new_max, new_sum, new_output)``.
+
+    Returns:
+        A :class:`~attention_lib.exercises.checker.CheckResult` (shows "✅ ..." when correct).
+
+    Example:
+        >>> check_online_softmax_update(online_softmax_update).status
+        'passed'
+        >>> print(check_online_softmax_update(lambda m, s, o, scores, v: _update(m, s, o, scores, v, correct=False)))
+        ❌ online_softmax_update: not quite. Hint: when the maximum grows, the old sum and the old blend were ...
+    """
+    return check_function(
+        fn, online_softmax_update, _inputs, name="online_softmax_update", mistakes=_MISTAKES,
+        shape_hint="return three tensors: the new max (N, L, 1), the new sum (N, L, 1) and the new output "
+                   "(N, L, Ev).",
+    )

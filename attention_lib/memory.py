@@ -1,0 +1,167 @@
+"""Attention that fits in memory: blocks of keys and an online softmax, never the whole ``(L, S)`` matrix.
+
+The five-step recipe builds every score at once: ``L x S`` numbers per head. At 4096 words that is 64 MiB
+per head in float32, and it grows with the *square* of the length. The online softmax visits the keys one
+block at a time and keeps, for each query, only three running things: the largest score so far, the sum of
+the exponentials so far and the (unnormalised) blend so far. Its memory grows linearly with the length, and
+its answer is the same. FlashAttention does this inside one GPU kernel; here it is in plain PyTorch.
+Built step by step in ``notebooks/10_memory_efficient.ipynb``.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from .checks import check_mask, check_options, check_qkv, scores_shape
+
+#: Queries and keys per block when ``block_size`` is not given: large enough to keep the matrix products
+#: fast, small enough that a block of scores stays a few MiB.
+DEFAULT_BLOCK_SIZE = 256
+
+
+def online_softmax_update(running_max: torch.Tensor, running_sum: torch.Tensor, running_output: torch.Tensor,
+                          scores: torch.Tensor, value: torch.Tensor
+                          ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """One step of the online softmax: fold a block of keys into the running max, sum and blend.
+
+    Built step by step in ``notebooks/10_memory_efficient.ipynb``. After every block,
+    ``running_output / running_sum`` is the attention output over all the keys seen so far. When a block
+    brings a larger score, everything accumulated so far was measured against a smaller maximum: it is
+    multiplied by ``exp(old max - new max)`` to bring it to the new one. A row that has seen only masked
+    keys (max ``-inf``) keeps a zero sum and a zero blend, never NaN.
+
+    Args:
+        running_max: ``(N, ..., L, 1)``, the largest score seen so far (``-inf`` before the first block).
+        running_sum: ``(N, ..., L, 1)``, the sum of ``exp(score - running_max)`` so far (``0`` at first).
+        running_output: ``(N, ..., L, Ev)``, the sum of ``exp(score - running_max) * value`` so far.
+        scores: ``(N, ..., L, B)``, the scaled (and masked) scores of this block of ``B`` keys.
+        value: ``(N, ..., B, Ev)``, the values of this block of keys.
+
+    Returns:
+        The new ``(running_max, running_sum, running_output)``, with the same shapes.
+
+    Example:
+        >>> scores, value = torch.tensor([[1.0, 2.0, 3.0, 4.0]]), torch.arange(8.0).reshape(4, 2)
+        >>> state = torch.tensor([[float("-inf")]]), torch.zeros(1, 1), torch.zeros(1, 2)
+        >>> state = online_softmax_update(*state, scores[:, :2], value[:2])  # keys 0 and 1
+        >>> state = online_softmax_update(*state, scores[:, 2:], value[2:])  # keys 2 and 3
+        >>> running_max, running_sum, running_output = state
+        >>> torch.allclose(running_output / running_sum, torch.softmax(scores, dim=-1) @ value)
+        True
+    """
+    # The maximum only keeps exp() from overflowing; the answer does not depend on it, so no gradient
+    # needs to flow through it.
+    new_max = torch.maximum(running_max, scores.detach().amax(dim=-1, keepdim=True))  # (N, ..., L, 1)
+    # Rows that have seen only masked keys still have max -inf: shift them by 0, so exp() gives 0, not NaN.
+    shift = new_max.masked_fill(new_max == float("-inf"), 0.0)
+    correction = torch.exp(running_max - shift)  # how much the old sum and blend shrink
+    weights = (scores - shift).exp_()  # (N, ..., L, B): this block's weights, not yet normalised
+    running_sum = running_sum * correction + weights.sum(dim=-1, keepdim=True)
+    running_output = running_output * correction + weights @ value  # (..., L, B) @ (..., B, Ev) -> (..., L, Ev)
+    return new_max, running_sum, running_output
+
+
+def memory_efficient_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
+                               attn_mask: torch.Tensor | None = None, is_causal: bool = False, *,
+                               scale: float | None = None, block_size: int | None = None) -> torch.Tensor:
+    """Scaled dot-product attention computed block by block, without the full ``(L, S)`` score matrix.
+
+    Built step by step in ``notebooks/10_memory_efficient.ipynb``. Same results and conventions as
+    :func:`attention_lib.calculate_attention` (and ``torch.nn.functional.scaled_dot_product_attention``), but
+    it returns only the output: the weights are exactly what it avoids storing. Queries are cut into blocks
+    of ``block_size``; for each, the keys are visited ``block_size`` at a time and merged with
+    :func:`online_softmax_update`. The forward pass keeps two blocks of scores and a few ``(N, ..., B, Ev)``
+    tensors at a time, so its extra memory grows linearly with the length. Gradients are exact; the backward
+    pass keeps every block's weights, so training uses as much memory as the standard version.
+    float16/bfloat16 inputs are computed in float32 and returned in their own dtype.
+
+    Args:
+        query: ``(N, ..., L, E)``.
+        key: ``(N, ..., S, E)``.
+        value: ``(N, ..., S, Ev)``.
+        attn_mask: optional, broadcastable to ``(N, ..., L, S)``. Bool: ``True`` = may attend. Float: added
+            to the scores (``-inf`` blocks). Note that ``nn.MultiheadAttention`` uses ``True`` = blocked.
+        is_causal: if ``True``, query ``i`` may attend to keys ``0..i`` only (top-left aligned, like SDPA);
+            blocks entirely in the future are skipped. Cannot be combined with ``attn_mask``.
+        scale: multiplies the scores; defaults to ``1 / sqrt(E)``.
+        block_size: queries and keys per block (a positive int); defaults to :data:`DEFAULT_BLOCK_SIZE`.
+
+    Returns:
+        The output ``(N, ..., L, Ev)``. A query whose every key is masked gets exact zeros (and zero
+        gradients), never NaN.
+
+    Raises:
+        TypeError: if an input is not a tensor, not floating point, a mask has an unusable dtype, or
+            ``block_size`` is not an int.
+        ValueError: if shapes, devices, dtypes or the mask do not fit together (as in
+            :func:`attention_lib.calculate_attention`), ``attn_mask`` is combined with ``is_causal``, or
+            ``block_size < 1``.
+
+    Example:
+        >>> from attention_lib import calculate_attention
+        >>> _ = torch.manual_seed(0)
+        >>> q, k, v = torch.randn(2, 10, 8), torch.randn(2, 12, 8), torch.randn(2, 12, 3)
+        >>> out = memory_efficient_attention(q, k, v, block_size=4)  # 3 x 3 blocks of scores
+        >>> torch.allclose(out, calculate_attention(q, k, v)[0], atol=1e-6)
+        True
+    """
+    check_qkv(query, key, value)
+    check_options(attn_mask, 0.0, is_causal, scale)
+    if attn_mask is not None:
+        check_mask(attn_mask, scores_shape(query, key), query)
+        attn_mask = attn_mask.expand(scores_shape(query, key))  # (N, ..., L, S), a view: no new memory
+    block = _check_block_size(block_size)
+    L, S, Ev = query.shape[-2], key.shape[-2], value.shape[-1]
+    scale = 1.0 / math.sqrt(query.shape[-1]) if scale is None else scale
+    batch = torch.broadcast_shapes(query.shape[:-2], key.shape[:-2], value.shape[:-2])
+
+    dtype = query.dtype
+    if dtype in (torch.float16, torch.bfloat16):  # sums of many exponentials need more than 8-11 bits
+        query, key, value = query.float(), key.float(), value.float()
+        attn_mask = attn_mask.float() if attn_mask is not None and attn_mask.is_floating_point() else attn_mask
+    output = query.new_empty(*batch, L, Ev)
+    for q_start in range(0, L, block):
+        q_stop = min(q_start + block, L)
+        q_block = query[..., q_start:q_stop, :] * scale  # (N, ..., Bq, E): scale the queries, not the scores
+        running_max = query.new_full((*batch, q_stop - q_start, 1), float("-inf"))
+        running_sum = query.new_zeros(*batch, q_stop - q_start, 1)
+        running_output = query.new_zeros(*batch, q_stop - q_start, Ev)
+        last_key = min(S, q_stop) if is_causal else S  # causal: later keys are in every query's future
+        for k_start in range(0, last_key, block):
+            k_stop = min(k_start + block, last_key)
+            # (N, ..., Bq, E) @ (N, ..., E, Bk) -> (N, ..., Bq, Bk)
+            scores = q_block @ key[..., k_start:k_stop, :].transpose(-2, -1)
+            _mask_block(scores, attn_mask, is_causal, q_start, q_stop, k_start, k_stop)
+            running_max, running_sum, running_output = online_softmax_update(
+                running_max, running_sum, running_output, scores, value[..., k_start:k_stop, :])
+        # Rows that saw only masked keys have sum 0 and blend 0: divide them by 1 to keep exact zeros.
+        output[..., q_start:q_stop, :] = running_output / running_sum.masked_fill(running_sum == 0, 1.0)
+    return output.to(dtype)
+
+
+def _mask_block(scores, attn_mask, is_causal, q_start, q_stop, k_start, k_stop) -> None:
+    """Mask one fresh block of scores in place (autograd allows it: the matmul does not need its result)."""
+    if is_causal and k_stop - 1 > q_start:  # some key of this block lies after some query of it
+        rows = torch.arange(q_start, q_stop, device=scores.device)[:, None]  # (Bq, 1)
+        cols = torch.arange(k_start, k_stop, device=scores.device)  # (Bk,)
+        scores.masked_fill_(cols > rows, float("-inf"))
+    elif attn_mask is not None:
+        block_mask = attn_mask[..., q_start:q_stop, k_start:k_stop]  # (N, ..., Bq, Bk)
+        if block_mask.dtype == torch.bool:
+            scores.masked_fill_(~block_mask, float("-inf"))
+        else:
+            scores.add_(block_mask)
+
+
+def _check_block_size(block_size) -> int:
+    if block_size is None:
+        return DEFAULT_BLOCK_SIZE
+    if isinstance(block_size, bool) or not isinstance(block_size, int):
+        raise TypeError(f"block_size must be an int (queries and keys per block) or None, but got "
+                        f"{type(block_size).__name__}; try block_size=256.")
+    if block_size < 1:
+        raise ValueError(f"block_size must be at least 1, but block_size={block_size}; try block_size=256, "
+                         f"or None for the default ({DEFAULT_BLOCK_SIZE}).")
+    return block_size

@@ -1,0 +1,85 @@
+"""The benchmark command runs end to end (a smoke test: no assertions on times) and its measuring tools."""
+
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from attention_lib import bench
+from attention_lib.bench import MiB, attention_flops, growth_exponent, peak_memory, time_paired
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_quick_command_prints_every_section():
+    result = subprocess.run(
+        [sys.executable, "-m", "attention_lib.bench", "--quick", "--device", "cpu", "--sizes", "16", "32",
+         "--memory-sizes", "32", "64", "--repeats", "1", "--loop-max", "16"],
+        capture_output=True, text=True, cwd=ROOT, timeout=120,
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    out = result.stdout
+    for heading in ("== environment", "SDPA kernel", "== ceiling", "== time", "== peak extra memory",
+                    "growth exponent", "== targets"):
+        assert heading in out
+    for method in ("sdpa", "calculate_attention", "need_weights=False", "memory_efficient", "loop"):
+        assert f" {method} " in out
+    assert out.count(" loop ") == 2  # n=16 only, for 1x1 and 2x4 heads
+    assert "USDT" not in result.stderr  # the profiler's start/stop chatter is silenced
+
+
+def test_main_returns_the_measurements(capsys):
+    result = bench.main(["--device", "cpu", "--sizes", "16", "--memory-sizes", "16", "32", "--repeats", "2",
+                         "--loop-max", "0"])
+    assert result["ratios"]["2x4", 16, "sdpa"] == 1.0
+    assert ("1x1", 16, "loop") not in result["ratios"]
+    assert set(result["memory"]) == {(m, n) for m in ("sdpa", "calculate_attention", "need_weights=False",
+                                                      "memory_efficient") for n in (16, 32)}
+    out = capsys.readouterr().out
+    assert "memory_efficient growth exponent n=16..32" in out  # the targets name the sizes measured
+
+
+def test_peak_memory_counts_the_result_and_the_largest_temporary():
+    def temporary_then_result():
+        torch.ones(MiB // 2).sum()  # 2 MiB of float32, freed at once
+        return torch.ones(MiB // 4)  # 1 MiB kept
+
+    assert peak_memory(temporary_then_result) == pytest.approx(2 * MiB, rel=0.01)
+    x = torch.ones(MiB // 4)
+    assert peak_memory(torch.mul, x, 2.0) == pytest.approx(MiB, rel=0.01)  # the input does not count
+    assert peak_memory(lambda: None) == 0
+
+
+def test_peak_memory_sees_the_square_buffer_of_calculate_attention():
+    q = torch.randn(1, 2, 1024, 8)
+    square = 2 * 1024 * 1024 * 4
+    with_weights = peak_memory(lambda: bench.METHODS["calculate_attention"](q, q, q))
+    blocked = peak_memory(lambda: bench.METHODS["memory_efficient"](q, q, q))
+    assert square <= with_weights <= 1.1 * square + 2 * 1024 * 8 * 4
+    assert blocked < with_weights / 4  # two 256 x 256 blocks of scores at a time
+
+
+def test_peak_memory_explains_unsupported_devices():
+    with pytest.raises(ValueError, match="measures CPU and CUDA memory, but the inputs are on meta"):
+        peak_memory(torch.neg, torch.empty(3, device="meta"))
+
+
+def test_time_paired_interleaves_in_a_rotating_order():
+    calls = []
+    candidates = {name: (lambda name=name: calls.append(name)) for name in "abc"}
+    times = time_paired(candidates, (), repeats=3)
+    assert calls == list("abc") + list("abc") + list("bca") + list("cab")  # warm-up, then rotated repeats
+    assert all(len(t) == 3 and min(t) >= 0 for t in times.values())
+
+
+@pytest.mark.parametrize(("n1", "m1", "n2", "m2", "expected"), [(1, 3, 2, 6, 1.0), (10, 1, 20, 4, 2.0),
+                                                               (4, 5, 8, 5, 0.0)])
+def test_growth_exponent(n1, m1, n2, m2, expected):
+    assert math.isclose(growth_exponent(n1, m1, n2, m2), expected, abs_tol=1e-12)
+
+
+def test_attention_flops_counts_two_matrix_products():
+    assert attention_flops(8, 1024, 512, 64, 32) == 8 * (2 * 1024 * 512 * 64 + 2 * 1024 * 512 * 32)

@@ -1,0 +1,219 @@
+"""memory_efficient_attention and its online softmax against SDPA and calculate_attention."""
+
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+from hypothesis import given
+from hypothesis import strategies as st
+
+import attention_lib as al
+from attention_lib import calculate_attention, memory_efficient_attention
+from attention_lib.memory import DEFAULT_BLOCK_SIZE, online_softmax_update
+
+TOL = {torch.float32: {"atol": 2e-5, "rtol": 2e-5}, torch.float64: {"atol": 1e-10, "rtol": 1e-10}}
+
+
+def make_qkv(batch, L, S, E, Ev, dtype=torch.float64, seed=0, requires_grad=False):
+    g = torch.Generator().manual_seed(seed)
+    tensors = (torch.randn(*batch, n, e, generator=g, dtype=dtype) for n, e in ((L, E), (S, E), (S, Ev)))
+    return [t.requires_grad_(requires_grad) for t in tensors]
+
+
+def random_allowed(shape, seed, keep_rows=True):
+    g = torch.Generator().manual_seed(seed + 1000)
+    allowed = torch.rand(shape, generator=g) > 0.4
+    if keep_rows:
+        allowed[..., 0] = True
+    return allowed
+
+
+def as_float(allowed, dtype):
+    return torch.zeros(allowed.shape, dtype=dtype).masked_fill(~allowed, -math.inf)
+
+
+# -- equivalence with SDPA: shapes, masks, causal, scales, dtypes and block sizes -----------------------
+
+
+@st.composite
+def cases(draw):
+    batch = tuple(draw(st.lists(st.integers(1, 3), min_size=0, max_size=2)))
+    L, S = draw(st.integers(1, 11)), draw(st.integers(1, 11))
+    E, Ev = draw(st.integers(1, 6)), draw(st.integers(1, 6))
+    dtype = draw(st.sampled_from([torch.float32, torch.float64]))
+    mask_kind = draw(st.sampled_from(["none", "bool", "float", "causal"]))
+    keep = draw(st.integers(0, len(batch)))
+    mask_shape = [*batch[len(batch) - keep:], L, S]
+    mask_shape = [1 if i < keep and draw(st.booleans()) else d for i, d in enumerate(mask_shape)]
+    scale = draw(st.one_of(st.none(), st.floats(0.05, 2.0)))
+    block = draw(st.one_of(st.none(), st.integers(1, 12)))
+    return batch, L, S, E, Ev, dtype, mask_kind, tuple(mask_shape), scale, block, draw(st.integers(0, 9999))
+
+
+@given(cases())
+def test_matches_sdpa(case):
+    batch, L, S, E, Ev, dtype, mask_kind, mask_shape, scale, block, seed = case
+    q, k, v = make_qkv(batch, L, S, E, Ev, dtype, seed)
+    kwargs = {"scale": scale}
+    if mask_kind in ("bool", "float"):
+        allowed = random_allowed(mask_shape, seed)
+        kwargs["attn_mask"] = allowed if mask_kind == "bool" else as_float(allowed, dtype)
+    if mask_kind == "causal":
+        kwargs["is_causal"] = True
+    out = memory_efficient_attention(q, k, v, block_size=block, **kwargs)
+    assert out.shape == (*batch, L, Ev)
+    assert out.dtype == dtype
+    torch.testing.assert_close(out, F.scaled_dot_product_attention(q, k, v, **kwargs), **TOL[dtype])
+
+
+@pytest.mark.parametrize("block_size", [1, 3, 4, 7, 100])
+@pytest.mark.parametrize(("L", "S"), [(9, 9), (5, 12), (12, 5)])
+def test_causal_skips_future_blocks_and_matches(block_size, L, S):
+    q, k, v = make_qkv((2, 3), L, S, 4, 5)
+    expected = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+    got = memory_efficient_attention(q, k, v, is_causal=True, block_size=block_size)
+    torch.testing.assert_close(got, expected, **TOL[torch.float64])
+
+
+def test_default_block_size_covers_long_sequences():
+    q, k, v = make_qkv((1,), DEFAULT_BLOCK_SIZE + 37, DEFAULT_BLOCK_SIZE * 2 + 5, 8, 4, torch.float32)
+    torch.testing.assert_close(memory_efficient_attention(q, k, v), F.scaled_dot_product_attention(q, k, v),
+                               **TOL[torch.float32])
+
+
+def test_broadcast_batch_dimensions():
+    q, _, _ = make_qkv((), 5, 6, 4, 3)  # one query sequence shared by every batch
+    _, k, v = make_qkv((2, 3), 5, 6, 4, 3, seed=1)
+    expected, _ = calculate_attention(q, k, v)
+    torch.testing.assert_close(memory_efficient_attention(q, k, v, block_size=2), expected)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_half_precision_is_accumulated_in_float32(dtype):
+    q, k, v = make_qkv((2,), 40, 40, 8, 8, torch.float32)
+    out = memory_efficient_attention(q.to(dtype), k.to(dtype), v.to(dtype), block_size=8)
+    assert out.dtype == dtype
+    expected = F.scaled_dot_product_attention(q, k, v)
+    torch.testing.assert_close(out.float(), expected, atol=2e-2, rtol=2e-2)
+
+
+# -- fully masked rows: exact zeros, finite gradients ----------------------------------------------------
+
+
+@pytest.mark.parametrize("kind", ["bool", "float"])
+def test_fully_masked_rows_are_zero_with_finite_gradients(kind):
+    q, k, v = make_qkv((2,), 6, 7, 5, 3, requires_grad=True)
+    allowed = random_allowed((6, 7), 3)
+    allowed[2] = False
+    mask = allowed if kind == "bool" else as_float(allowed, torch.float64)
+    out = memory_efficient_attention(q, k, v, attn_mask=mask, block_size=3)
+    assert torch.equal(out[:, 2], torch.zeros_like(out[:, 2]))
+    torch.testing.assert_close(out, calculate_attention(q, k, v, attn_mask=mask)[0])
+    out.sum().backward()
+    for t in (q, k, v):
+        assert bool(torch.isfinite(t.grad).all())
+    assert torch.equal(q.grad[:, 2], torch.zeros_like(q.grad[:, 2]))
+
+
+def test_everything_masked_gives_zeros():
+    q, k, v = make_qkv((), 4, 5, 3, 2, torch.float32)
+    out = memory_efficient_attention(q, k, v, attn_mask=torch.zeros(4, 5, dtype=torch.bool), block_size=2)
+    assert torch.equal(out, torch.zeros(4, 2))
+
+
+# -- gradients --------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("mask_kind", ["none", "bool", "float", "causal", "fully_masked_row"])
+def test_gradcheck(mask_kind):
+    q, k, v = make_qkv((2,), 5, 6, 3, 2, requires_grad=True)
+    kwargs = {}
+    allowed = random_allowed((5, 6), 7)
+    if mask_kind == "fully_masked_row":
+        allowed[3] = False
+    if mask_kind in ("bool", "fully_masked_row"):
+        kwargs["attn_mask"] = allowed
+    if mask_kind == "float":
+        kwargs["attn_mask"] = as_float(allowed, torch.float64)
+    if mask_kind == "causal":
+        kwargs["is_causal"] = True
+    fn = lambda q, k, v: memory_efficient_attention(q, k, v, block_size=2, **kwargs)  # noqa: E731
+    assert torch.autograd.gradcheck(fn, (q, k, v))
+
+
+def test_gradients_match_sdpa():
+    q, k, v = make_qkv((2, 2), 7, 9, 4, 3, requires_grad=True)
+    mask = random_allowed((7, 9), 11)
+    out = memory_efficient_attention(q, k, v, attn_mask=mask, block_size=4)
+    ref = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+    grads = torch.autograd.grad(out.square().sum(), (q, k, v))
+    ref_grads = torch.autograd.grad(ref.square().sum(), (q, k, v))
+    for g, r in zip(grads, ref_grads, strict=True):
+        torch.testing.assert_close(g, r, **TOL[torch.float64])
+
+
+# -- the online softmax step ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("splits", [[4], [1, 3], [2, 2], [1, 1, 1, 1], [3, 1]])
+def test_online_update_equals_softmax_blend(splits):
+    g = torch.Generator().manual_seed(sum(splits) * 10 + len(splits))
+    scores, value = torch.randn(2, 3, 4, generator=g, dtype=torch.float64) * 5, torch.randn(2, 4, 2, generator=g,
+                                                                                         dtype=torch.float64)
+    state = (torch.full((2, 3, 1), -math.inf, dtype=torch.float64), torch.zeros(2, 3, 1, dtype=torch.float64),
+             torch.zeros(2, 3, 2, dtype=torch.float64))
+    start = 0
+    for size in splits:
+        state = online_softmax_update(*state, scores[..., start:start + size], value[..., start:start + size, :])
+        start += size
+    running_max, running_sum, running_output = state
+    torch.testing.assert_close(running_max, scores.amax(-1, keepdim=True))
+    torch.testing.assert_close(running_output / running_sum, torch.softmax(scores, -1) @ value)
+
+
+def test_online_update_survives_huge_scores_and_masked_blocks():
+    scores = torch.tensor([[-math.inf, -math.inf], [1000.0, 999.0]])  # the first block of row 0 is all masked
+    value = torch.tensor([[1.0], [3.0]])
+    state = torch.full((2, 1), -math.inf), torch.zeros(2, 1), torch.zeros(2, 1)
+    state = online_softmax_update(*state, scores[:, :1], value[:1])
+    assert torch.equal(state[1][0], torch.zeros(1))
+    assert torch.equal(state[2][0], torch.zeros(1))
+    state = online_softmax_update(*state, scores[:, 1:], value[1:])
+    assert bool(torch.isfinite(state[1]).all())
+    torch.testing.assert_close(state[2][1] / state[1][1], torch.softmax(scores[1], -1) @ value)
+
+
+# -- errors and the public API ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("block_size", "error", "match"), [
+    (0, ValueError, r"block_size must be at least 1, but block_size=0"),
+    (-3, ValueError, r"block_size must be at least 1"),
+    (2.0, TypeError, r"block_size must be an int .* but got float"),
+    (True, TypeError, r"block_size must be an int .* but got bool"),
+])
+def test_block_size_errors(block_size, error, match):
+    q, k, v = make_qkv((), 3, 3, 2, 2)
+    with pytest.raises(error, match=match):
+        memory_efficient_attention(q, k, v, block_size=block_size)
+
+
+def test_input_errors_are_the_shared_ones():
+    q, k, v = make_qkv((2,), 3, 4, 5, 2)
+    with pytest.raises(ValueError, match="share the last dimension d_k"):
+        memory_efficient_attention(q, k[..., :4], v)
+    with pytest.raises(ValueError, match="either attn_mask or is_causal"):
+        memory_efficient_attention(q, k, v, attn_mask=torch.ones(3, 4, dtype=torch.bool), is_causal=True)
+    with pytest.raises(ValueError, match="must broadcast to the scores' shape"):
+        memory_efficient_attention(q, k, v, attn_mask=torch.ones(4, 3, dtype=torch.bool))
+    with pytest.raises(TypeError, match="must be a floating-point tensor"):
+        memory_efficient_attention(q.long(), k, v)
+    with pytest.raises(TypeError, match="scale must be a number"):
+        memory_efficient_attention(q, k, v, scale="big")
+
+
+def test_public_api():
+    assert al.memory_efficient_attention is memory_efficient_attention
+    assert "memory_efficient_attention" in al.__all__
+    assert "notebooks/10_memory_efficient.ipynb" in memory_efficient_attention.__doc__
