@@ -2,7 +2,8 @@
 
 One run prints the environment (with the SDPA kernel that actually ran), the matrix-product ceiling in
 GFLOP/s, a timing table and a peak-memory table. ``--quick`` finishes in well under a minute; the measured
-memory of lesson ``notebooks/10_memory_efficient.ipynb`` comes from :func:`peak_memory`.
+memory of lesson ``notebooks/10_memory_efficient.ipynb`` comes from
+:func:`attention_lib.memory.peak_memory`, as here.
 
 How it measures:
 
@@ -21,16 +22,12 @@ How it measures:
 from __future__ import annotations
 
 import argparse
-import json
-import math
 import os
 import platform
 import statistics
 import sys
-import tempfile
 import time
-from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Callable, Mapping
 
 import torch
 import torch.nn.functional as F
@@ -38,10 +35,8 @@ import torch.nn.functional as F
 from .attention import calculate_attention
 from .device import get_device
 from .loops import loop_attention
-from .memory import memory_efficient_attention
+from .memory import MiB, device_of, growth_exponent, memory_efficient_attention, peak_memory, quiet_profiler
 from .timing import synchronize
-
-MiB = 2**20
 
 #: The methods compared, each called as ``fn(query, key, value)``.
 METHODS: dict[str, Callable[..., object]] = {
@@ -63,80 +58,6 @@ def attention_flops(batch: int, L: int, S: int, E: int, Ev: int) -> int:
     return batch * (2 * L * S * E + 2 * L * S * Ev)
 
 
-def growth_exponent(n1: float, m1: float, n2: float, m2: float) -> float:
-    """The exponent ``p`` in ``m ∝ nᵖ`` through two points: 1 means linear growth, 2 quadratic.
-
-    Example:
-        >>> growth_exponent(1024, 4.0, 2048, 16.0)
-        2.0
-    """
-    return math.log(m2 / m1) / math.log(n2 / n1)
-
-
-def _device_of(args) -> torch.device:
-    return next((a.device for a in args if isinstance(a, torch.Tensor)), torch.device("cpu"))
-
-
-@contextmanager
-def _quiet_profiler() -> Iterator[None]:
-    """Silence the lines some profiler builds write straight to file descriptor 2 when they start and stop."""
-    sys.stderr.flush()
-    saved = os.dup(2)
-    try:
-        with open(os.devnull, "w") as devnull:
-            os.dup2(devnull.fileno(), 2)
-        yield
-    finally:
-        os.dup2(saved, 2)
-        os.close(saved)
-
-
-def peak_memory(fn: Callable[..., object], *args, **kwargs) -> int:
-    """Peak extra bytes allocated while ``fn(*args, **kwargs)`` runs: its result counts, its inputs do not.
-
-    Used by ``python -m attention_lib.bench`` and ``notebooks/10_memory_efficient.ipynb``. On CUDA it reads
-    ``torch.cuda.max_memory_allocated``; on the CPU it replays the allocations and frees that
-    ``torch.profiler`` records with ``profile_memory=True`` (buffers inside kernels included).
-
-    Example:
-        >>> def two_buffers_one_at_a_time():
-        ...     first = torch.ones(MiB // 4).sum()  # 1 MiB of float32, freed once summed
-        ...     return torch.ones(MiB // 4).sum() + first
-        >>> round(peak_memory(two_buffers_one_at_a_time) / MiB, 2)
-        1.0
-    """
-    device = _device_of([*args, *kwargs.values()])
-    if device.type == "cuda":
-        synchronize(device)
-        torch.cuda.reset_peak_memory_stats(device)
-        before = torch.cuda.memory_allocated(device)
-        result = fn(*args, **kwargs)
-        synchronize(device)
-        peak = torch.cuda.max_memory_allocated(device) - before
-        del result
-        return peak
-    if device.type != "cpu":
-        raise ValueError(f"peak_memory measures CPU and CUDA memory, but the inputs are on {device}; "
-                         f"move them with .cpu() or .cuda().")
-    from torch.profiler import ProfilerActivity, profile
-
-    with _quiet_profiler(), profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
-        result = fn(*args, **kwargs)
-    del result
-    with tempfile.TemporaryDirectory() as folder:
-        path = os.path.join(folder, "trace.json")
-        prof.export_chrome_trace(path)
-        with open(path) as f:
-            events = json.load(f)["traceEvents"]
-    records = sorted((e["ts"], e["args"]["Bytes"]) for e in events
-                     if e.get("name") == "[memory]" and e.get("args", {}).get("Device Type", 0) == 0)
-    running = peak = 0
-    for _, nbytes in records:
-        running += nbytes
-        peak = max(peak, running)
-    return peak
-
-
 def sdpa_kernel(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor) -> str:
     """Which implementation ``scaled_dot_product_attention`` picks for these inputs, read from the profiler.
 
@@ -147,7 +68,7 @@ def sdpa_kernel(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor) -> 
     """
     from torch.profiler import ProfilerActivity, profile
 
-    with _quiet_profiler(), profile(activities=[ProfilerActivity.CPU]) as prof:
+    with quiet_profiler(), profile(activities=[ProfilerActivity.CPU]) as prof:
         F.scaled_dot_product_attention(query, key, value)
         synchronize(query.device)
     names = {e.name for e in prof.events() if e.name.startswith("aten::_scaled_dot_product")}
@@ -164,7 +85,7 @@ def time_paired(candidates: Mapping[str, Callable[..., object]], args: tuple, re
         >>> [len(t) for t in times.values()]
         [3, 3]
     """
-    device = _device_of(args)
+    device = device_of(args)
     names = list(candidates)
     for name in names:
         candidates[name](*args)
@@ -224,6 +145,7 @@ def _parse(argv) -> argparse.Namespace:
     p.add_argument("--repeats", type=int, help="timed runs per method and size")
     p.add_argument("--loop-max", type=int, help="largest n for the (slow) loop version")
     p.add_argument("--head-dim", type=int, default=64, help="E = Ev, the size of each query/key/value vector")
+    p.add_argument("--threads", type=int, help="torch.set_num_threads(THREADS) first (default: torch's choice)")
     args = p.parse_args(argv)
     quick = args.quick
     args.sizes = args.sizes or ([128, 256] if quick else [128, 512, 1024, 2048])
@@ -236,6 +158,8 @@ def _parse(argv) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> dict:
     """Run the benchmark, print its report, and return the measurements (for tests and notebooks)."""
     args = _parse(argv)
+    if args.threads:
+        torch.set_num_threads(args.threads)
     device = torch.device(args.device) if args.device else get_device()
     dtype = getattr(torch, args.dtype)
     d = args.head_dim
@@ -243,23 +167,37 @@ def main(argv: list[str] | None = None) -> dict:
     q, k, v = _inputs((2, 4), max(args.sizes), d, device, dtype)
     print(f"  SDPA kernel at 2x4 heads, n={max(args.sizes)}: {sdpa_kernel(q, k, v)} (found with torch.profiler)")
     del q, k, v
-    ceiling = matmul_gflops(device, dtype, 512 if args.quick else 2048, args.repeats)
-    print(f"\n== ceiling: square matmul ({512 if args.quick else 2048}²): {ceiling:.1f} GFLOP/s")
-    print(f"\n== time, d={d}: median of {args.repeats} paired, interleaved repeats; ratio = median of "
-          f"time/SDPA time per repeat")
-    print(f"  {'B x H':>5} {'n':>5}  {'method':<20} {'ms':>9} {'x SDPA':>7} {'GFLOP/s':>8} {'% ceiling':>9}")
+    size = 512 if args.quick else 2048
+    ceilings = [matmul_gflops(device, dtype, size, args.repeats)]
     ratios: dict[tuple[str, int, str], float] = {}
+    rows = []  # printed once the ceiling is known
     for bh in ((1, 1), (2, 4)):
         for n in args.sizes:
-            methods = {m: fn for m, fn in METHODS.items() if m != "loop" or n <= args.loop_max}
-            times = time_paired(methods, _inputs(bh, n, d, device, dtype), args.repeats)
-            work = attention_flops(bh[0] * bh[1], n, n, d, d)
-            for m, t in times.items():
-                ratio = statistics.median(a / b for a, b in zip(t, times["sdpa"], strict=True))
-                ratios[f"{bh[0]}x{bh[1]}", n, m] = ratio
-                gflops = work / statistics.median(t) / 1e9
-                print(f"  {bh[0]}x{bh[1]:<3} {n:>5}  {m:<20} {statistics.median(t) * 1e3:>9.2f} {ratio:>7.2f} "
-                      f"{gflops:>8.1f} {100 * gflops / ceiling:>8.0f}%")
+            inputs = _inputs(bh, n, d, device, dtype)
+            # Short runs are noisier: give them more repeats. The slow loop gets its own, fewer, paired runs.
+            repeats = args.repeats * (3 if n <= 512 else 2 if n <= 1024 else 1)
+            runs = [time_paired({m: fn for m, fn in METHODS.items() if m != "loop"}, inputs, repeats)]
+            if n <= args.loop_max:
+                runs.append(time_paired({m: METHODS[m] for m in ("sdpa", "loop")}, inputs, min(args.repeats, 3)))
+            for times in runs:
+                for m, t in times.items():
+                    if m == "sdpa" and times is not runs[0]:
+                        continue  # the loop's own SDPA runs only serve its ratio
+                    ratios[f"{bh[0]}x{bh[1]}", n, m] = statistics.median(a / b for a, b in zip(t, times["sdpa"],
+                                                                                               strict=True))
+                    rows.append((bh, n, m, statistics.median(t), attention_flops(bh[0] * bh[1], n, n, d, d)))
+    ceilings.append(matmul_gflops(device, dtype, size, args.repeats))
+    ceiling = max(ceilings)
+    print(f"\n== ceiling: square matmul ({size}²), median of {args.repeats} runs before and after the timings: "
+          f"{ceilings[0]:.1f} and {ceilings[1]:.1f} GFLOP/s; the larger, {ceiling:.1f} GFLOP/s, is the ceiling")
+    print(f"\n== time, d={d}: medians of paired, interleaved repeats ({3 * args.repeats} for n <= 512, "
+          f"{2 * args.repeats} up to 1024, {args.repeats} above; the loop: {min(args.repeats, 3)}, paired with "
+          f"its own SDPA runs); x SDPA = median of the per-repeat ratios")
+    print(f"  {'B x H':>5} {'n':>5}  {'method':<20} {'ms':>9} {'x SDPA':>7} {'GFLOP/s':>8} {'% ceiling':>9}")
+    for bh, n, m, seconds, work in rows:
+        gflops = work / seconds / 1e9
+        print(f"  {bh[0]}x{bh[1]:<3} {n:>5}  {m:<20} {seconds * 1e3:>9.2f} {ratios[f'{bh[0]}x{bh[1]}', n, m]:>7.2f} "
+              f"{gflops:>8.1f} {100 * gflops / ceiling:>8.0f}%")
     memory = _memory_table(args.memory_sizes, d, device, dtype)
     _targets(ratios, memory, args.memory_sizes, d, torch.empty((), dtype=dtype).element_size())
     return {"ceiling": ceiling, "ratios": ratios, "memory": memory}

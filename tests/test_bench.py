@@ -8,8 +8,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from attention_lib import bench
-from attention_lib.bench import MiB, attention_flops, growth_exponent, peak_memory, time_paired
+from attention_lib import bench, calculate_attention
+from attention_lib.bench import attention_flops, time_paired
+from attention_lib.memory import MiB, growth_exponent, peak_memory
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -53,9 +54,11 @@ def test_peak_memory_counts_the_result_and_the_largest_temporary():
     assert peak_memory(lambda: None) == 0
 
 
-def test_peak_memory_sees_the_square_buffer_of_calculate_attention():
+def test_calculate_attention_without_gradients_keeps_one_square_buffer():
     q = torch.randn(1, 2, 1024, 8)
-    square = 2 * 1024 * 1024 * 4
+    square, output, bool_mask = 2 * 1024 * 1024 * 4, 2 * 1024 * 8 * 4, 1024 * 1024
+    causal = peak_memory(lambda: calculate_attention(q, q, q, is_causal=True))
+    assert square <= causal <= square + output + 2 * bool_mask  # the (L, S) mask and its inverse
     with_weights = peak_memory(lambda: bench.METHODS["calculate_attention"](q, q, q))
     blocked = peak_memory(lambda: bench.METHODS["memory_efficient"](q, q, q))
     assert square <= with_weights <= 1.1 * square + 2 * 1024 * 8 * 4

@@ -1,27 +1,33 @@
 """Every lesson, run in JupyterLab in a real (headless) browser, the way a learner runs it.
 
 nbval checks what the kernel prints; this test checks what the learner *sees*. For each numbered lesson
-``notebooks/NN_*.ipynb`` it opens the notebook in JupyterLab, runs *Run → Run All Cells* from the menu bar,
-waits for the kernel to go idle, and fails when any cell shows a traceback or an error, did not run, shows
-"Error displaying widget" (or a widget that never loads), or when a markdown cell has a LaTeX error. For every
-explorer (an ipywidgets control above a figure) it moves a control as a learner would and fails unless the
-figure changes. A screenshot of each lesson goes to ``artifacts/screenshots/`` (``NN_name.png``, plus
-``NN_name-explorer.png``, a small picture of the first explorer, for the README); set
-``COURSE_SCREENSHOT_DIR`` to write them elsewhere.
+``notebooks/NN_*.ipynb`` (those that exist when pytest collects) it opens the notebook in JupyterLab, clears
+the outputs and runs *Run → Run All Cells* from the menu bar, waits for the kernel to go idle, and fails when
+a cell shows a traceback or an error output or did not run, a widget shows "Error displaying widget" (or never
+loads), a markdown cell has a LaTeX error or a picture that does not load, or JupyterLab's log console holds
+a traceback. For every explorer (ipywidgets controls above a figure) it moves a control as a learner would and
+fails unless the figure changes. Each check is shown to fail on a deliberately broken scratch notebook.
+
+Screenshots go to ``artifacts/screenshots/`` (``COURSE_SCREENSHOT_DIR`` to change): ``NN_name.png`` (the
+page at the first problem, else at the first explorer or figure) and, for a lesson with an explorer,
+``NN_name-explorer.png``, a small picture cropped to that explorer, meant for the README. To make just one::
+
+    python -m pytest tests/test_browser.py -k 04_scaler
 
 What it needs: Chromium and the Python package ``playwright`` (Playwright's own browser download is not
 used; the test drives the system's Chromium). Install both on Debian/Ubuntu with::
 
     bash tools/install_browser.sh
 
-Without them the test FAILS and says so. A learner who only wants the rest of the suite can skip it with
+Without them the test FAILS (an error at setup that says how to install them); it never skips on its own. A
+learner who only wants the rest of the suite can opt out with ``COURSE_SKIP_BROWSER=1``, e.g.
 ``COURSE_SKIP_BROWSER=1 python course.py test``. ``COURSE_CHROMIUM=/path/to/chrome`` picks another browser.
 
-The test works on a temporary copy of ``notebooks/`` (the committed notebooks are never opened, so they
-cannot be saved or changed), starts one JupyterLab server (localhost, free port, random token, temporary
-config, settings and workspace folders) and one Chromium (fresh profile, no internet) for the whole module,
-and a fresh kernel per lesson. Run it alone with ``python -m pytest tests/test_browser.py -q``; it takes about
-15-30 s per lesson on a 2-core machine.
+The test works on a temporary copy of ``notebooks/`` (the committed notebooks are never opened, autosave is
+off, and each check fails if the file it opened changed), starts one JupyterLab server (127.0.0.1, free port,
+random token, temporary config, settings and workspace folders) and one Chromium (fresh profile, every host
+but localhost unresolvable) for the whole module, and a fresh page and kernel per notebook. On a 2-core
+machine a lesson takes 9-17 s and the whole module about 3.5 minutes.
 """
 
 from __future__ import annotations
@@ -30,11 +36,11 @@ import os
 
 import nbformat
 import pytest
+from browser.check import check_notebook
 from browser.lab import (
     LabBrowser,
     LabServer,
     browser_problem,
-    check_notebook,
     lesson_notebooks,
 )
 
@@ -55,10 +61,14 @@ def lab(tmp_path_factory):
 
 
 def write_notebook(server: LabServer, name: str, *sources: str) -> str:
-    """Write a scratch notebook of code cells into the server's (temporary) root; returns its name."""
+    """Write a scratch notebook into the server's (temporary) root; returns its name.
+
+    Each source is a code cell, or a markdown cell when it starts with ``md:``.
+    """
     nb = nbformat.v4.new_notebook()
     nb.metadata["kernelspec"] = {"display_name": "Python 3", "language": "python", "name": "python3"}
-    nb.cells = [nbformat.v4.new_code_cell(source) for source in sources]
+    nb.cells = [nbformat.v4.new_markdown_cell(source.removeprefix("md:")) if source.startswith("md:")
+                else nbformat.v4.new_code_cell(source) for source in sources]
     nbformat.write(nb, server.root / name)
     return name
 
@@ -172,6 +182,10 @@ make_explorer(render, {"n": widgets.IntSlider(value=3, min=1, max=9)})
     pytest.param(["x = 1", "raise ValueError('deliberate')", "y = 2"], "error output: ValueError: deliberate",
                  id="exception"),
     pytest.param([PRINTED_TRACEBACK], "traceback shown", id="printed-traceback"),
+    pytest.param(["md:# A picture\n\n![diagram](no_such_picture.png)", "x = 1"], "broken image: no_such_picture.png",
+                 id="broken-image"),
+    pytest.param(["md:A fraction with a missing argument: $\\frac{1}$", "x = 1"],
+                 "LaTeX error: Missing argument for \\frac", id="latex-error"),
     pytest.param([FROZEN_EXPLORER], "explorer figure did not change", id="frozen-explorer"),
     pytest.param([FAILING_EXPLORER], "log console shows a traceback (an error outside any cell, e.g. in an explorer "
                  "callback): ValueError: n must be 3", id="explorer-raises"),

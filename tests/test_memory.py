@@ -172,6 +172,19 @@ def test_online_update_equals_softmax_blend(splits):
     torch.testing.assert_close(running_output / running_sum, torch.softmax(scores, -1) @ value)
 
 
+def test_online_update_in_place_reuses_the_scores():
+    g = torch.Generator().manual_seed(5)
+    scores, value = torch.randn(3, 4, generator=g), torch.randn(4, 2, generator=g)
+    state = torch.full((3, 1), -math.inf), torch.zeros(3, 1), torch.zeros(3, 2)
+    kept = scores.clone()
+    expected = online_softmax_update(*state, scores, value)
+    assert torch.equal(scores, kept)  # by default the scores are left alone
+    got = online_softmax_update(*state, scores, value, in_place=True)
+    for a, b in zip(got, expected, strict=True):
+        torch.testing.assert_close(a, b)
+    torch.testing.assert_close(scores, torch.exp(kept - kept.amax(-1, keepdim=True)))  # now the block's weights
+
+
 def test_online_update_survives_huge_scores_and_masked_blocks():
     scores = torch.tensor([[-math.inf, -math.inf], [1000.0, 999.0]])  # the first block of row 0 is all masked
     value = torch.tensor([[1.0], [3.0]])

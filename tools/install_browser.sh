@@ -29,7 +29,7 @@ if ! command -v chromium >/dev/null 2>&1; then
     DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y --no-install-recommends chromium fonts-dejavu-core
 fi
 
-"$PYTHON" -m pip install --quiet "playwright>=1.40,<2"
+"$PYTHON" -m pip install --quiet "playwright>=1.45,<2"
 
 echo "Browser:    $(command -v chromium) ($(chromium --version 2>/dev/null || echo 'version unknown'))"
 echo "Playwright: $("$PYTHON" -c 'import importlib.metadata as m; print(m.version("playwright"))')"

@@ -1,0 +1,305 @@
+"""Open a notebook in JupyterLab, run it all from the menu, and report everything a learner would see go wrong.
+
+:func:`check_notebook` clears the outputs (*Edit → Clear Outputs of All Cells*), runs *Run → Run All Cells*,
+waits for the kernel to finish, collects the problems (tracebacks, error outputs, cells that did not run,
+"Error displaying widget", widgets stuck loading, LaTeX errors, pictures that do not load, tracebacks in the
+log console, dialogs), moves one control of every explorer and checks that its figure changed, and saves
+screenshots.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+import secrets
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .lab import SCREENSHOTS, LabBrowser, LabServer
+from .scripts import (
+    JS_EXPLORER_BOX,
+    JS_FIGURE_SIGNATURE,
+    JS_MARK_EXPLORERS,
+    JS_PANEL,
+    JS_PROBLEMS,
+    JS_RUN_STATE,
+)
+
+
+@dataclass
+class NotebookReport:
+    """What :func:`check_notebook` saw: ``problems`` is empty when a learner would see nothing wrong."""
+
+    name: str
+    problems: list[str] = field(default_factory=list)
+    explorers: int = 0  #: explorers found (cells with a control and a widget ``Output``)
+    explorers_checked: int = 0  #: explorers whose figure changed after a control moved
+    cells: int = 0
+    seconds: float = 0.0
+    screenshots: list[Path] = field(default_factory=list)
+    page_errors: list[str] = field(default_factory=list)  #: uncaught JavaScript errors (reported only)
+    timings: dict[str, float] = field(default_factory=dict)  #: seconds per step
+
+    def summary(self) -> str:
+        lines = [f"{self.name}: {len(self.problems)} problem(s), {self.cells} cells, "
+                 f"{self.explorers_checked}/{self.explorers} explorer(s) checked, {self.seconds:.1f} s {self.timings}"]
+        lines += [f"  - {p}" for p in self.problems]
+        if self.page_errors:
+            lines.append("  JavaScript errors in the page:")
+            lines += [f"    {e}" for e in self.page_errors[:10]]
+        lines += [f"  screenshot: {s}" for s in self.screenshots]
+        return "\n".join(lines)
+
+
+def _figure_signature(explorer) -> str:
+    """What the explorer's figure looks like now: the image sources (or markup) in its widget Output."""
+    return explorer.evaluate(JS_FIGURE_SIGNATURE)
+
+
+def _move_control(page, explorer) -> str | None:
+    """Change one control of the explorer the way a learner would; returns what was done, or None."""
+    for handle in explorer.locator(".widget-slider .noUi-handle, .widget-hslider .noUi-handle").all():
+        before = handle.get_attribute("aria-valuenow")
+        handle.focus()
+        for key in ("ArrowRight", "ArrowLeft", "ArrowLeft"):
+            page.keyboard.press(key)
+            if handle.get_attribute("aria-valuenow") != before:
+                return f"slider {before} -> {handle.get_attribute('aria-valuenow')} ({key})"
+    for select in explorer.locator(".widget-dropdown select").all():
+        values = select.evaluate("(s) => [...s.options].map(o => o.value)")
+        current = select.input_value()
+        others = [v for v in values if v != current]
+        if others:
+            select.select_option(others[0])
+            return f"dropdown {current!r} -> {others[0]!r}"
+    for box in explorer.locator(".widget-checkbox input[type=checkbox]").all():
+        box.click()
+        return "checkbox toggled"
+    for button in explorer.locator(".widget-toggle-buttons button:not(.mod-active)").all():
+        button.click()
+        return f"toggle button {button.inner_text()!r}"
+    for radio in explorer.locator(".widget-radio-box input[type=radio]:not(:checked)").all():
+        radio.check()
+        return "radio button"
+    return None
+
+
+def _menu(page, menu: str, command: str) -> None:
+    """Click ``menu`` in JupyterLab's menu bar, then the item that runs ``command``."""
+    page.locator(".lm-MenuBar-item", has_text=re.compile(f"^{menu}$")).click()
+    page.locator(f".lm-Menu-item[data-command='{command}']").click()
+
+
+def _wait_for_run(page, timeout: float) -> str | None:
+    """Wait until no cell is queued or running and the kernel is idle (twice in a row); None or what hung."""
+    deadline = time.monotonic() + timeout
+    calm = 0
+    state = {}
+    while time.monotonic() < deadline:
+        state = page.evaluate(JS_RUN_STATE)
+        calm = calm + 1 if state["kernel"] == "idle" and state["pending"] == 0 else 0
+        if calm >= 3:
+            return None
+        if state["kernel"] in {"dead", "none"}:
+            return f"the kernel is {state['kernel']}"
+        time.sleep(0.4)
+    return f"still running after {timeout:.0f} s (kernel {state.get('kernel')}, {state.get('pending')} cell(s) queued)"
+
+
+def _wait_until(predicate, timeout: float, step: float = 0.25) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(step)
+    return predicate()
+
+
+def check_notebook(browser: LabBrowser, server: LabServer, relative: str, *, screenshot_dir: Path | None = SCREENSHOTS,
+                   run_timeout: float = 240.0, figure_timeout: float = 30.0) -> NotebookReport:
+    """Open ``relative`` (a path under ``server.root``) in a fresh page, run it all, and report what is wrong.
+
+    Args:
+        browser: a started :class:`LabBrowser`.
+        server: a started :class:`LabServer`.
+        relative: the notebook's path under ``server.root``, e.g. ``"03_matchmaker.ipynb"``.
+        screenshot_dir: where ``<stem>.png`` (and ``<stem>-explorer.png``) go; None for no screenshots.
+        run_timeout: seconds allowed for *Run All Cells*.
+        figure_timeout: seconds allowed for an explorer's figure to change after a control moves.
+
+    Returns:
+        A :class:`NotebookReport`; ``report.problems`` is empty when the notebook is fine.
+    """
+    report = NotebookReport(name=Path(relative).stem)
+    start = last = time.monotonic()
+    original = (server.root / relative).read_bytes()
+    page = browser.context.new_page()
+    page.on("pageerror", lambda error: report.page_errors.append(str(error).splitlines()[0][:300]))
+    phase = "opening the notebook"
+
+    def done(step: str) -> None:
+        nonlocal last
+        now = time.monotonic()
+        report.timings[step] = round(now - last, 1)
+        last = now
+
+    try:
+        page.goto(server.lab_url(relative, workspace=f"check-{secrets.token_hex(4)}"), wait_until="load")
+        page.wait_for_function(JS_PANEL, timeout=60_000)
+        done("open")
+        phase = "waiting for the kernel to start"
+        # Wait for the kernel to be started and idle before running, as a learner waits for "Idle".
+        page.wait_for_function(f"() => {{ const s = ({JS_PANEL})(); return s && s.ready && s.kernel === 'idle'; }}",
+                               timeout=90_000)
+        report.cells = page.evaluate(JS_PANEL)["cells"]
+        done("kernel")
+        # Give the notebook the whole width, as in the screenshots a learner would take.
+        page.evaluate("() => { const app = window.jupyterapp; if (!app.shell.leftCollapsed) "
+                      "return app.commands.execute('application:toggle-left-area'); }")
+
+        # Edit → Clear Outputs of All Cells, then Run → Run All Cells, from the menu bar. Clearing first means
+        # that every output inspected below is fresh, and a cell without an execution count did not run.
+        phase = "Edit → Clear Outputs of All Cells"
+        _menu(page, "Edit", "editmenu:clear-all")
+        page.wait_for_function("() => window.jupyterapp.shell.currentWidget.content.widgets.every("
+                               "c => c.model.type !== 'code' || c.model.executionCount === null)", timeout=10_000)
+        phase = "Run → Run All Cells"
+        _menu(page, "Run", "runmenu:run-all")
+        hung = _wait_for_run(page, run_timeout)
+        if hung:
+            report.problems.append(f"Run All Cells: {hung}")
+        # Widgets render asynchronously after the kernel is idle: give them a moment.
+        _wait_until(lambda: not page.locator(".jp-Notebook :text('Loading widget...')").count(), 10)
+        done("run all")
+
+        phase = "inspecting the outputs"
+        for problem in page.evaluate(JS_PROBLEMS):
+            text = f": {problem['text']}" if problem["text"] else ""
+            report.problems.append(f"cell {problem['cell']} ({problem['source']!r}) {problem['kind']}{text}")
+
+        phase = "moving the explorers' controls"
+        report.explorers = page.evaluate(JS_MARK_EXPLORERS)
+        for index in range(report.explorers):
+            problem = _check_explorer(page, page.locator(f"[data-course-explorer='{index}']"), figure_timeout)
+            if problem:
+                report.problems.append(problem)
+            else:
+                report.explorers_checked += 1
+        done("explorers")
+    except Exception as error:  # a browser step failed: say which, and keep the screenshot
+        report.problems.append(f"{phase}: {type(error).__name__}: {str(error).splitlines()[0][:300]}")
+    try:
+        _report_dialogs(page, report)
+        if screenshot_dir is not None:
+            report.screenshots = _screenshots(page, Path(screenshot_dir), report)
+            done("screenshots")
+        report.problems += _log_console_problems(page)  # after the screenshots: it opens a panel
+    finally:
+        with contextlib.suppress(Exception):
+            page.close(run_before_unload=False)
+        with contextlib.suppress(OSError):
+            server.shutdown_kernels()
+    if (server.root / relative).read_bytes() != original:
+        report.problems.append("the notebook file was saved by JupyterLab while the test ran")
+    report.seconds = time.monotonic() - start
+    return report
+
+
+def _check_explorer(page, explorer, figure_timeout: float) -> str | None:
+    """Move one control of an explorer and wait for its figure to change; None when it did, else the problem."""
+    cell = explorer.get_attribute("data-course-cell")
+    explorer.scroll_into_view_if_needed()
+    _wait_until(lambda: _figure_signature(explorer), 10)
+    before = _figure_signature(explorer)
+    if not before:
+        return f"cell {cell}: explorer shows no figure"
+    action = _move_control(page, explorer)
+    if action is None:
+        return f"cell {cell}: explorer has no control the test can move"
+    changed = _wait_for_new_figure(page, explorer, before, figure_timeout)
+    tracebacks = explorer.locator(".widget-output [data-mime-type='application/vnd.jupyter.stderr']",
+                                  has_text="Traceback")
+    if tracebacks.count():
+        return f"cell {cell}: explorer shows a traceback after {action}: {tracebacks.first.inner_text()[:600]}"
+    if not changed:
+        return f"cell {cell}: explorer figure did not change after {action}"
+    return None
+
+
+def _wait_for_new_figure(page, explorer, before: str, timeout: float, quiet: float = 3.0) -> bool:
+    """Wait for the explorer's figure to differ from ``before``; give up early once the kernel has been idle
+    for ``quiet`` seconds (it has nothing more to draw), or after ``timeout`` seconds."""
+    start = time.monotonic()
+    idle_since = None
+    while time.monotonic() - start < timeout:
+        if _figure_signature(explorer) not in ("", before):
+            return True
+        now = time.monotonic()
+        if page.evaluate(JS_RUN_STATE)["kernel"] == "idle":
+            idle_since = idle_since or now
+            if now - idle_since >= quiet:
+                break
+        else:
+            idle_since = None
+        time.sleep(0.25)
+    _wait_for_run(page, timeout)
+    return _figure_signature(explorer) not in ("", before)
+
+
+def _log_console_problems(page) -> list[str]:
+    """Tracebacks in JupyterLab's log console, where errors with no cell to show them in go, e.g. an
+    exception in an explorer's callback after a control moved (its cell shows nothing)."""
+    status = page.locator(".jp-LogConsoleStatusItem")
+    if not status.count() or status.first.inner_text().strip() in ("", "0"):
+        return []
+    page.evaluate("() => window.jupyterapp.commands.execute('logconsole:open')")
+    panel = page.locator(".jp-LogConsolePanel")
+    _wait_until(lambda: panel.count() and panel.first.inner_text().strip(), 10)
+    text = panel.first.inner_text() if panel.count() else ""
+    if "Traceback" not in text:
+        return []
+    errors = re.findall(r"^\s*([A-Za-z_.]*(?:Error|Exception)\b:?.*)$", text, flags=re.MULTILINE)
+    last = next((e for e in reversed(errors) if ":" in e), errors[-1] if errors else "")
+    return [f"log console shows a traceback (an error outside any cell, e.g. in an explorer callback): "
+            f"{last.strip()[:300]}"]
+
+
+def _report_dialogs(page, report: NotebookReport) -> None:
+    """A dialog a learner would have to answer (e.g. "Select Kernel" for a notebook without a kernelspec)."""
+    with contextlib.suppress(Exception):
+        for dialog in page.locator(".jp-Dialog").all():
+            if dialog.is_visible():
+                text = " ".join(dialog.inner_text().split())[:300]
+                report.problems.append(f"JupyterLab shows a dialog: {text}")
+
+
+def _screenshots(page, folder: Path, report: NotebookReport) -> list[Path]:
+    """``<name>.png``: the page at the first problem, else the first explorer, else the first figure, else the
+    top; ``<name>-explorer.png``: just the first explorer (title, controls, figure), a small README picture."""
+    folder.mkdir(parents=True, exist_ok=True)
+    saved = []
+    focus = None
+    match = re.match(r"cell (\d+)", report.problems[0]) if report.problems else None
+    if match:
+        focus = page.locator(".jp-Notebook .jp-Cell").nth(int(match.group(1)) - 1)
+    elif report.explorers:
+        focus = page.locator("[data-course-explorer='0'] .jp-Cell-outputWrapper")
+    elif page.locator(".jp-Notebook .jp-OutputArea-output img").count():
+        focus = page.locator(".jp-Notebook .jp-OutputArea-output img").first
+    if focus is not None:
+        with contextlib.suppress(Exception):
+            focus.scroll_into_view_if_needed(timeout=5_000)
+    page.mouse.move(0, 0)  # no hover highlight
+    path = folder / f"{report.name}.png"
+    page.screenshot(path=str(path))
+    saved.append(path)
+    if report.explorers:
+        explorer = page.locator("[data-course-explorer='0']")
+        explorer.scroll_into_view_if_needed()
+        clip = explorer.evaluate(JS_EXPLORER_BOX)
+        if clip:
+            path = folder / f"{report.name}-explorer.png"
+            page.screenshot(path=str(path), clip=clip)
+            saved.append(path)
+    return saved

@@ -1,0 +1,111 @@
+"""The JavaScript that ``check.py`` runs inside JupyterLab (``window.jupyterapp``, exposed by the test's config).
+
+Cell numbers count every cell from 1, as a learner would.
+"""
+
+# The open notebook: None while it loads, else its kernel's status, whether it is ready, and its cell count.
+JS_PANEL = """() => {
+  const app = window.jupyterapp;
+  const panel = app && app.shell.currentWidget;
+  if (!panel || !panel.content || !panel.sessionContext || !panel.content.widgets.length) return null;
+  const kernel = panel.sessionContext.session && panel.sessionContext.session.kernel;
+  return {kernel: kernel ? kernel.status : 'none', ready: panel.context.isReady, cells: panel.content.widgets.length};
+}"""
+
+
+# The kernel's status and how many cells are queued or running ("[*]").
+JS_RUN_STATE = """() => {
+  const panel = window.jupyterapp.shell.currentWidget;
+  const kernel = panel.sessionContext.session && panel.sessionContext.session.kernel;
+  const prompts = [...panel.content.node.querySelectorAll('.jp-CodeCell .jp-InputPrompt')].map(p => p.textContent);
+  return {kernel: kernel ? kernel.status : 'none', pending: prompts.filter(t => t.includes('*')).length};
+}"""
+
+
+# One entry per problem: {cell, source (its first line), kind, text}.
+JS_PROBLEMS = """() => {
+  const panel = window.jupyterapp.shell.currentWidget;
+  const found = [];
+  const first = (s) => (s || '').trim().split('\\n').filter(l => l.trim())[0] || '';
+  panel.content.widgets.forEach((cell, i) => {
+    const where = {cell: i + 1, source: first(cell.model.sharedModel.getSource()).slice(0, 80)};
+    const add = (kind, text) => found.push({...where, kind, text: (text || '').slice(0, 600)});
+    if (cell.model.type === 'code') {
+      const outputs = cell.model.outputs.toJSON();
+      for (const o of outputs) {
+        if (o.output_type === 'error') add('error output', o.ename + ': ' + o.evalue);
+      }
+      if (cell.model.sharedModel.getSource().trim() && cell.model.executionCount === null) add('did not run', '');
+      for (const el of cell.node.querySelectorAll(
+          '.jp-OutputArea-output[data-mime-type="application/vnd.jupyter.stderr"]')) {
+        if (el.textContent.includes('Traceback')) add('traceback shown', el.textContent);
+      }
+      const area = cell.node.querySelector('.jp-Cell-outputWrapper');
+      const text = area ? area.textContent : '';
+      const bad = text.match(/Error displaying widget[^\\n]*/);
+      if (bad) add('widget error', bad[0]);
+      // ipywidgets 8 draws a view that failed to load as a broken-file icon; a click reveals the message.
+      for (const el of cell.node.querySelectorAll('.jupyter-widgets-error-widget')) {
+        if (el.classList.contains('icon-error') && el.parentElement) el.parentElement.click();
+        const lines = el.innerText.split('\\n').map(l => l.trim()).filter(l => l && !l.startsWith('['));
+        add('widget error', 'Error displaying widget: ' + (lines[0] || 'a widget view failed to load'));
+      }
+      if (text.includes('Loading widget...')) add('widget never loaded', 'still "Loading widget..."');
+    } else if (cell.model.type === 'markdown') {
+      for (const el of cell.node.querySelectorAll('mjx-merror, .MathJax_Error')) {
+        add('LaTeX error', (el.getAttribute('data-mjx-error') || 'error') + ' in ' + el.textContent);
+      }
+      // Pictures served by this server (the notebooks' own files) that did not load; external ones are blocked.
+      for (const img of cell.node.querySelectorAll('.jp-RenderedMarkdown img')) {
+        const url = new URL(img.getAttribute('src') || '', location.href);
+        if (url.host === location.host && img.complete && !img.naturalWidth) {
+          add('broken image', decodeURIComponent(url.pathname.split('/files/').pop()));
+        }
+      }
+    }
+  });
+  return found;
+}"""
+
+
+# Marks every explorer (a code cell whose output has a widget Output and a control) and returns their count.
+JS_MARK_EXPLORERS = """() => {
+  const panel = window.jupyterapp.shell.currentWidget;
+  let count = 0;
+  panel.content.widgets.forEach((cell, i) => {
+    if (cell.model.type !== 'code') return;
+    const area = cell.node.querySelector('.jp-Cell-outputWrapper');
+    if (!area || !area.querySelector('.widget-output')) return;
+    if (!area.querySelector('.widget-slider, .widget-hslider, .widget-dropdown, .widget-checkbox, '
+                            + '.widget-toggle-buttons, .widget-radio-box')) return;
+    cell.node.setAttribute('data-course-explorer', String(count));
+    cell.node.setAttribute('data-course-cell', String(i + 1));
+    count += 1;
+  });
+  return count;
+}"""
+
+
+# An explorer's figure as it is now: its image sources (or its markup, for a figure that is not an image).
+JS_FIGURE_SIGNATURE = """(cell) => {
+  const outs = [...cell.querySelectorAll('.widget-output')];
+  const imgs = outs.flatMap(o => [...o.querySelectorAll('img')].map(i => i.getAttribute('src') || ''));
+  if (imgs.length) return imgs.join('|');
+  return outs.map(o => o.querySelector('svg, canvas, .jp-OutputArea') ? o.innerHTML : '').join('|');
+}"""
+
+
+JS_EXPLORER_BOX = """(cell) => {
+  // The smallest rectangle around what the explorer draws (title, controls, figure), for a README picture.
+  const root = cell.querySelector('.jp-OutputArea-output .jupyter-widgets') || cell;
+  let box = null;
+  for (const el of root.querySelectorAll('*')) {
+    if (el.children.length && el.tagName !== 'SELECT') continue;
+    const r = el.getBoundingClientRect();
+    if (!r.width || !r.height) continue;
+    box = box ? {l: Math.min(box.l, r.left), t: Math.min(box.t, r.top), r: Math.max(box.r, r.right),
+                 b: Math.max(box.b, r.bottom)} : {l: r.left, t: r.top, r: r.right, b: r.bottom};
+  }
+  return box && {x: Math.max(box.l - 8, 0), y: Math.max(box.t - 8, 0), width: box.r - box.l + 16,
+                 height: box.b - box.t + 16};
+}"""
