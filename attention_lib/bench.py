@@ -126,7 +126,7 @@ def _environment(device: torch.device, dtype: torch.dtype) -> list[str]:
         lines.append(f"CPU: {_cpu_name()}")
     if hasattr(os, "getloadavg"):
         lines.append("load average (1, 5, 15 min): " + ", ".join(f"{x:.2f}" for x in os.getloadavg())
-                     + "  (other programs compete for the cores when it exceeds the thread count)")
+                     + "  (above the number of cores, other programs compete for them: noisier times)")
     return lines
 
 
@@ -148,7 +148,7 @@ def _parse(argv) -> argparse.Namespace:
     p.add_argument("--threads", type=int, help="torch.set_num_threads(THREADS) first (default: torch's choice)")
     args = p.parse_args(argv)
     quick = args.quick
-    args.sizes = args.sizes or ([128, 256] if quick else [128, 512, 1024, 2048])
+    args.sizes = args.sizes or ([64, 256] if quick else [128, 512, 1024, 2048])
     args.memory_sizes = args.memory_sizes or ([512, 1024] if quick else [2048, 4096])
     args.repeats = args.repeats or (3 if quick else 7)
     args.loop_max = args.loop_max if args.loop_max is not None else (64 if quick else 128)

@@ -91,9 +91,10 @@ def memory_efficient_attention(query: torch.Tensor, key: torch.Tensor, value: to
     :func:`attention_lib.calculate_attention` (and ``torch.nn.functional.scaled_dot_product_attention``), but
     it returns only the output: the weights are exactly what it avoids storing. Queries are cut into blocks
     of ``block_size``; for each, the keys are visited ``block_size`` at a time and merged with
-    :func:`online_softmax_update`. The forward pass keeps one block of scores and a few ``(N, ..., B, Ev)``
-    tensors at a time, so its extra memory grows linearly with the length. Gradients are exact; the backward
-    pass keeps every block's weights, so training uses as much memory as the standard version.
+    :func:`online_softmax_update` (in base 2, which is faster and gives the same result). The forward pass
+    keeps one block of scores and a few ``(N, ..., B, Ev)`` tensors at a time, so its extra memory grows
+    linearly with the length. Gradients are exact; the backward pass keeps every block's weights, so training
+    uses as much memory as the standard version.
     float16/bfloat16 inputs are computed in float32 and returned in their own dtype.
 
     Args:

@@ -185,6 +185,22 @@ def test_online_update_in_place_reuses_the_scores():
     torch.testing.assert_close(scores, torch.exp(kept - kept.amax(-1, keepdim=True)))  # now the block's weights
 
 
+@pytest.mark.parametrize("in_place", [False, True])
+def test_online_update_in_base_2_gives_the_same_output(in_place):
+    g = torch.Generator().manual_seed(6)
+    scores, value = torch.randn(2, 3, 5, generator=g, dtype=torch.float64), torch.randn(2, 5, 4, generator=g,
+                                                                                      dtype=torch.float64)
+    state = (torch.full((2, 3, 1), -math.inf, dtype=torch.float64), torch.zeros(2, 3, 1, dtype=torch.float64),
+             torch.zeros(2, 3, 4, dtype=torch.float64))
+    natural = online_softmax_update(*state, scores[..., :2], value[:, :2])
+    natural = online_softmax_update(*natural, scores[..., 2:], value[:, 2:])
+    in_base_2 = scores * math.log2(math.e)
+    base2 = online_softmax_update(*state, in_base_2[..., :2].clone(), value[:, :2], base2=True, in_place=in_place)
+    base2 = online_softmax_update(*base2, in_base_2[..., 2:].clone(), value[:, 2:], base2=True, in_place=in_place)
+    torch.testing.assert_close(base2[2] / base2[1], natural[2] / natural[1])
+    torch.testing.assert_close(base2[2] / base2[1], torch.softmax(scores, -1) @ value)
+
+
 def test_online_update_survives_huge_scores_and_masked_blocks():
     scores = torch.tensor([[-math.inf, -math.inf], [1000.0, 999.0]])  # the first block of row 0 is all masked
     value = torch.tensor([[1.0], [3.0]])
