@@ -3,6 +3,7 @@
 This is the only way notebook outputs are produced: never edit an output by hand. With no arguments, every
 notebook under ``notebooks/`` (solutions included) is executed; otherwise only the paths given. Each runs in
 its own folder, in a fresh kernel of the current environment, with the thread settings `course.py` sets.
+``--jobs N`` (first argument) executes N notebooks at once: faster, but stored timings get noisier.
 """
 
 from __future__ import annotations
@@ -43,11 +44,16 @@ def execute(path: Path) -> tuple[Path, float]:
 
 
 def main(argv: list[str]) -> int:
+    jobs = 1
+    if argv[:1] == ["--jobs"]:
+        jobs, argv = int(argv[1]), argv[2:]
     paths = [Path(a).resolve() for a in argv] if argv else all_notebooks()
     if not paths:
         print("no notebooks found")
         return 0
-    with ProcessPoolExecutor(max_workers=2) as pool:
+    # One notebook at a time by default: two kernels on two cores disturb each other's timings (lessons 07 and
+    # 10 store measured times, in ignored cells, for learners to read).
+    with ProcessPoolExecutor(max_workers=jobs) as pool:
         for path, seconds in pool.map(execute, paths):
             print(f"{seconds:6.1f} s  {path.relative_to(ROOT)}", flush=True)
     return 0
