@@ -68,7 +68,8 @@ def run_env() -> dict[str, str]:
 
 def cmd_lab(args: list[str]) -> int:
     python = venv_python()
-    return subprocess.call([str(python), "-m", "jupyter", "lab", f"--notebook-dir={NOTEBOOKS}", *args],
+    extra = ["--allow-root"] if hasattr(os, "geteuid") and os.geteuid() == 0 else []  # containers, Colab-like VMs
+    return subprocess.call([str(python), "-m", "jupyter", "lab", f"--notebook-dir={NOTEBOOKS}", *extra, *args],
                            cwd=ROOT)
 
 
