@@ -87,8 +87,10 @@ def test_lesson_structure(path):
     assert "## Summary" in markdown
     for target in re.findall(r"\]\(((?:\.\./)?[\w/]+\.ipynb)\)", markdown):
         assert (path.parent / target).exists(), f"{path.name} links to missing {target}"
-    if number != "10":
-        assert "**Next up:**" in markdown
+    following = sorted(path.parent.glob(f"{int(number) + 1:02d}_*.ipynb"))
+    if following:
+        next_up = re.findall(r"\*\*Next up:\*\*[^\n]*?\]\(([^)]+)\)", markdown)
+        assert next_up == [following[0].name], "'Next up' must link the next lesson, so that 00 -> 10 is one path"
 
 
 @pytest.mark.parametrize("path", lessons(), ids=[p.name for p in lessons()])
