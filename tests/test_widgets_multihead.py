@@ -78,3 +78,11 @@ def test_explorer_builds_and_redraws(weights):
     box.controls["word"].value = "purred"
     assert box.figure.axes[0].get_title() == "what?"
     assert box.figure.axes[1].get_title().startswith("'purred' looks most at")
+
+
+def test_render_names_no_favourite_for_an_even_row():
+    from attention_lib.widgets.multihead import render_detective_team
+
+    weights = torch.full((1, 4, 4), 0.25)
+    fig = render_detective_team(weights, ["the", "cat", "purred", "softly"], head=0, word="the")
+    assert fig.axes[1].get_title() == "'the' spreads its attention evenly"

@@ -71,8 +71,11 @@ def render_detective_team(weights: torch.Tensor, tokens: Sequence[str], head: in
     plot_heatmap(w, tokens, tokens, title=names[head], vmin=0.0, vmax=1.0, ax=left)
     left.add_patch(Rectangle((-0.5, i - 0.5), len(tokens), 1.0, fill=False, edgecolor="tab:red", linewidth=3))
     top = int(w[i].argmax())
-    plot_bars(w[i], tokens, ylim=(0.0, 1.1), ax=right,
-              title=f"{word!r} looks most at {tokens[top]!r} ({float(w[i, top]):.2f})")
+    if torch.allclose(w[i], w[i, top].expand_as(w[i]), atol=5e-3):  # a tie: no favourite to name
+        title = f"{word!r} spreads its attention evenly"
+    else:
+        title = f"{word!r} looks most at {tokens[top]!r} ({float(w[i, top]):.2f})"
+    plot_bars(w[i], tokens, ylim=(0.0, 1.1), ax=right, title=title)
     fig.tight_layout()
     return fig
 
