@@ -18,13 +18,18 @@ class DtypeMismatchError(ValueError, TypeError):
     """Two tensors that must share a dtype do not (catch it as ``ValueError`` or ``TypeError``)."""
 
 
-def check_tensor(x, name: str, min_dim: int = 2) -> None:
-    """Check that ``x`` is a floating-point tensor with at least ``min_dim`` dimensions."""
+def check_is_tensor(x, name: str) -> None:
+    """Check that ``x`` is a ``torch.Tensor`` (of any dtype and shape)."""
     if not isinstance(x, torch.Tensor):
         raise TypeError(
             f"{name} must be a torch.Tensor, but got {type(x).__name__}; "
             f"wrap your data with torch.tensor(...) or torch.as_tensor(...)."
         )
+
+
+def check_tensor(x, name: str, min_dim: int = 2) -> None:
+    """Check that ``x`` is a floating-point tensor with at least ``min_dim`` dimensions."""
+    check_is_tensor(x, name)
     if not x.is_floating_point():
         raise TypeError(
             f"{name} must be a floating-point tensor, but {name}.dtype={x.dtype}; "

@@ -17,11 +17,7 @@ import torch
 from torch import nn
 
 from .attention import calculate_attention
-
-
-def _check_is_tensor(x, name: str = "x") -> None:
-    if not isinstance(x, torch.Tensor):
-        raise TypeError(f"{name} must be a torch.Tensor, but got {type(x).__name__}; wrap it with torch.tensor(...).")
+from .checks import check_is_tensor
 
 
 def split_heads(x: torch.Tensor, num_heads: int) -> torch.Tensor:
@@ -47,7 +43,7 @@ def split_heads(x: torch.Tensor, num_heads: int) -> torch.Tensor:
         tensor([[2., 3.],
                 [6., 7.]])
     """
-    _check_is_tensor(x)
+    check_is_tensor(x, "x")
     if isinstance(num_heads, bool) or not isinstance(num_heads, int):
         raise TypeError(f"num_heads must be an int, but got {type(num_heads).__name__}.")
     if x.dim() != 3:
@@ -84,7 +80,7 @@ def merge_heads(x: torch.Tensor) -> torch.Tensor:
         >>> torch.equal(split_heads(merge_heads(x), 2), x)
         True
     """
-    _check_is_tensor(x)
+    check_is_tensor(x, "x")
     if x.dim() != 4:
         raise ValueError(f"merge_heads expects x of shape (N, H, L, Dh), but x.shape={tuple(x.shape)}; it "
                          f"undoes split_heads, whose output is 4-D.")
@@ -195,7 +191,7 @@ class MultiHeadAttention(nn.Module):
     def _check_inputs(self, query, key, value, attn_mask) -> None:
         expected = {"query": self.embed_dim, "key": self.kdim, "value": self.vdim}
         for name, x in (("query", query), ("key", key), ("value", value)):
-            _check_is_tensor(x, name)
+            check_is_tensor(x, name)
             if x.dim() != 3:
                 raise ValueError(f"{name} must be 3-D (N, length, features), batch first, but "
                                  f"{name}.shape={tuple(x.shape)}; for one sentence use {name}.unsqueeze(0).")

@@ -84,3 +84,17 @@ def test_gpu_check_without_cuda_says_so_and_succeeds():
     result = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120)
     assert result.returncode == 0
     assert "no CUDA here" in result.stdout
+
+
+def test_gpu_check_timing_table_runs(capsys):
+    """The timing part of gpu-check, on the CPU and tiny, so that its code is exercised without a GPU."""
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools"))
+    import gpu_check
+
+    gpu_check.timings("cpu", sizes=(8, 16))
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].split()[:2] == ["n", "loop"]
+    assert [line.split()[0] for line in lines[1:]] == ["8", "16"]

@@ -1,23 +1,17 @@
 """Lesson 06's picture and explorer: the mix adds up to the output, and the controls redraw it."""
 
 import matplotlib
-import matplotlib.pyplot as plt
 import pytest
 import torch
+from figures import bar_heights
 
 import attention_lib as al
 from attention_lib.data import toy_sentence
 from attention_lib.widgets.blend import blend_explorer, plot_mix, render_blend
 
 
-@pytest.fixture(autouse=True)
-def _close_figures():
-    yield
-    plt.close("all")
-
-
 def heights(ax):
-    return torch.tensor([float(p.get_height()) for p in ax.patches])
+    return bar_heights(ax, torch.float32)
 
 
 def test_plot_mix_slices_are_weight_times_value_and_stack_to_the_output():

@@ -1,22 +1,12 @@
 """Lesson 01's explorer: the render function draws the right numbers, and the explorer redraws on change."""
 
-import matplotlib.pyplot as plt
 import pytest
 import torch
+from figures import bar_heights
 
 from attention_lib import calculate_attention
 from attention_lib.data import TOKENS, toy_sentence
 from attention_lib.widgets import cocktail_party_explorer, render_cocktail_party
-
-
-@pytest.fixture(autouse=True)
-def _close_figures():
-    yield
-    plt.close("all")
-
-
-def bar_heights(ax):
-    return torch.tensor([float(bar.get_height()) for bar in ax.patches], dtype=torch.float64)
 
 
 @pytest.mark.parametrize("word", TOKENS)

@@ -1,22 +1,12 @@
 """Lesson 02's explorer: the render function draws the soft and hard lookups, and the explorer redraws."""
 
-import matplotlib.pyplot as plt
 import pytest
 import torch
+from figures import bar_heights
 
 from attention_lib import calculate_attention
 from attention_lib.data import toy_sentence
 from attention_lib.widgets import library_search_explorer, render_library_search
-
-
-@pytest.fixture(autouse=True)
-def _close_figures():
-    yield
-    plt.close("all")
-
-
-def bar_heights(ax):
-    return torch.tensor([float(bar.get_height()) for bar in ax.patches], dtype=torch.float64)
 
 
 def test_weights_and_answers_match_the_lookups():

@@ -1,6 +1,5 @@
 """The masking explorer (lesson 08): its mask builder, its render function, and the explorer's wiring."""
 
-import matplotlib.pyplot as plt
 import pytest
 import torch
 
@@ -13,11 +12,6 @@ def images(fig):
     """The (mask, weights) arrays drawn on the figure's two heatmaps."""
     return [ax.images[0].get_array().data.copy() for ax in fig.axes if ax.images]
 
-
-@pytest.fixture(autouse=True)
-def _close_figures():
-    yield
-    plt.close("all")
 
 
 def test_batch_mask_kinds():

@@ -1,6 +1,5 @@
 """The detective-team explorer (lesson 09): its render function and the explorer's wiring."""
 
-import matplotlib.pyplot as plt
 import pytest
 import torch
 
@@ -8,11 +7,6 @@ from attention_lib.widgets import detective_team_explorer, render_detective_team
 
 TOKENS = ["the", "cat", "purred", "softly"]
 
-
-@pytest.fixture(autouse=True)
-def _close_figures():
-    yield
-    plt.close("all")
 
 
 @pytest.fixture

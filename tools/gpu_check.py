@@ -22,30 +22,21 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 
-def timings() -> None:
+def timings(device: str = "cuda", sizes=(32, 128, 512, 2048)) -> None:
+    """Print loop / matrix / SDPA median times on ``device`` (the test suite runs it on the CPU, tiny)."""
     import attention_lib as al
     from attention_lib.data import random_qkv
 
-    device = torch.device("cuda")
-
-    def clock(fn, repeats=10):
-        fn()
-        torch.cuda.synchronize()
-        times = []
-        for _ in range(repeats):
-            start = time.perf_counter()
-            fn()
-            torch.cuda.synchronize()
-            times.append(time.perf_counter() - start)
-        return sorted(times)[len(times) // 2]
+    device = torch.device(device)
+    clock = al.median_time  # warms up, synchronizes the GPU around the clock, returns the median
 
     print(f"{'n':>6} {'loop (ms)':>10} {'matrix (ms)':>12} {'SDPA (ms)':>10} {'loop/SDPA':>10} {'matrix/SDPA':>12}")
-    for n in (32, 128, 512, 2048):
+    for n in sizes:
         q, k, v = random_qkv(4, 8, L=n, E=64, seed=0, device=device)
-        sdpa = clock(lambda q=q, k=k, v=v: torch.nn.functional.scaled_dot_product_attention(q, k, v))
-        matrix = clock(lambda q=q, k=k, v=v: al.calculate_attention(q, k, v))
+        sdpa = clock(torch.nn.functional.scaled_dot_product_attention, q, k, v, repeats=10)
+        matrix = clock(al.calculate_attention, q, k, v, repeats=10)
         if n <= 128:
-            loop = clock(lambda q=q, k=k, v=v: al.loop_attention(q, k, v), repeats=3)
+            loop = clock(al.loop_attention, q, k, v, repeats=3)
             loop_text, ratio = f"{loop * 1e3:10.2f}", f"{loop / sdpa:10.1f}"
         else:
             loop_text, ratio = f"{'-':>10}", f"{'-':>10}"

@@ -1,6 +1,7 @@
 """The exercise of ``notebooks/07_no_loops.ipynb``: turn a loop over words into matrix operations.
 
-The notebook shows :func:`loop_weights`, which fills the attention weights one query and one key at a time.
+The notebook builds ``loop_weights`` by hand, filling the attention weights one query and one key at a time
+(the library's loop version is :func:`attention_lib.loop_attention`).
 The learner writes ``weights_no_loops(query, key)``, the same numbers with no Python loop, for any batch
 dimensions: ``query (N, ..., L, E)`` and ``key (N, ..., S, E)`` give weights ``(N, ..., L, S)``.
 """
@@ -17,39 +18,6 @@ from .checker import CheckResult, check_function
 
 #: Trial 0 is square (L = S = E) so that a missing transpose runs and earns its hint; the others are not.
 _SHAPES = ((2, 4, 4, 4), (3, 5, 7, 6), (2, 6, 3, 8))  # (N, L, S, E)
-
-
-def loop_weights(query: torch.Tensor, key: torch.Tensor) -> torch.Tensor:
-    """Attention weights with two Python loops: one query at a time, one key at a time (slow on purpose).
-
-    Shown in ``notebooks/07_no_loops.ipynb`` as the loop to vectorise.
-
-    Args:
-        query: ``(L, E)``, one sentence's queries.
-        key: ``(S, E)``, its keys.
-
-    Returns:
-        The weights ``(L, S)``: row ``i`` is ``softmax`` over ``j`` of ``query[i] · key[j] / sqrt(E)``.
-
-    Raises:
-        ValueError: if ``query`` or ``key`` is not 2-D, or they differ in ``E``.
-
-    Example:
-        >>> q, k = torch.randn(3, 4), torch.randn(5, 4)
-        >>> torch.allclose(loop_weights(q, k), torch.softmax(q @ k.T / 2.0, dim=-1), atol=1e-6)
-        True
-    """
-    if query.dim() != 2 or key.dim() != 2 or query.shape[1] != key.shape[1]:
-        raise ValueError(f"loop_weights takes one sentence: query (L, E) and key (S, E) with the same E, but "
-                         f"query.shape={tuple(query.shape)} and key.shape={tuple(key.shape)}; pick one "
-                         f"sentence, e.g. query[0] and key[0].")
-    L, S, d_k = query.shape[0], key.shape[0], query.shape[1]
-    weights = torch.zeros(L, S, dtype=query.dtype, device=query.device)
-    for i in range(L):  # one query at a time
-        for j in range(S):  # one key at a time: a dot product of two E-vectors
-            weights[i, j] = (query[i] * key[j]).sum() / math.sqrt(d_k)
-        weights[i] = torch.softmax(weights[i], dim=0)  # this query's row becomes percentages
-    return weights
 
 
 def _inputs(seed: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -87,7 +55,7 @@ _MISTAKES = [
 
 
 def check_weights_no_loops(fn: Callable) -> CheckResult:
-    """Check ``weights_no_loops(query, key)``: :func:`loop_weights` without loops, for any batch dimensions.
+    """Check ``weights_no_loops(query, key)``: the notebook's ``loop_weights`` without loops, for any batch dimensions.
 
     The exercise of ``notebooks/07_no_loops.ipynb``. The learner's function is run on three fresh random
     batches ``query (N, L, E)``, ``key (N, S, E)`` (one of them square) and compared with
