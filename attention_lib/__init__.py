@@ -9,9 +9,9 @@ from .device import environment_report, get_device
 from .lookup import hard_lookup
 from .loops import loop_attention
 from .masks import causal_mask, padding_mask
+from .measure import median_time, time_over_sizes
 from .memory import memory_efficient_attention
 from .multihead import MultiHeadAttention, merge_heads, split_heads
-from .timing import median_time, time_over_sizes
 
 __all__ = [
     "DtypeMismatchError",

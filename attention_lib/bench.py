@@ -3,7 +3,7 @@
 One run prints the environment (with the SDPA kernel that actually ran), the matrix-product ceiling in
 GFLOP/s, a timing table and a peak-memory table. ``--quick`` finishes in well under a minute; the measured
 memory of lesson ``notebooks/10_memory_efficient.ipynb`` comes from
-:func:`attention_lib.memory.peak_memory`, as here.
+:func:`attention_lib.measure.peak_memory`, as here.
 
 How it measures:
 
@@ -26,8 +26,7 @@ import os
 import platform
 import statistics
 import sys
-import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F
@@ -35,8 +34,8 @@ import torch.nn.functional as F
 from .attention import calculate_attention
 from .device import get_device
 from .loops import loop_attention
-from .memory import MiB, device_of, growth_exponent, memory_efficient_attention, peak_memory, quiet_profiler
-from .timing import synchronize
+from .measure import MiB, growth_exponent, peak_memory, quiet_profiler, synchronize, time_paired
+from .memory import memory_efficient_attention
 
 #: The methods compared, each called as ``fn(query, key, value)``.
 METHODS: dict[str, Callable[..., object]] = {
@@ -74,30 +73,6 @@ def sdpa_kernel(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor) -> 
     names = {e.name for e in prof.events() if e.name.startswith("aten::_scaled_dot_product")}
     names |= {e.name for e in prof.events() if e.name.startswith("aten::_efficient_attention")}
     return ", ".join(sorted(n.removeprefix("aten::") for n in names)) or "math (composite: matmul + softmax)"
-
-
-def time_paired(candidates: Mapping[str, Callable[..., object]], args: tuple, repeats: int) -> dict[str, list[float]]:
-    """Time every candidate once per repeat, interleaved in a rotating order, after one warm-up each.
-
-    Example:
-        >>> x = torch.randn(32, 32)
-        >>> times = time_paired({"mm": torch.mm, "add": torch.add}, (x, x), repeats=3)
-        >>> [len(t) for t in times.values()]
-        [3, 3]
-    """
-    device = device_of(args)
-    names = list(candidates)
-    for name in names:
-        candidates[name](*args)
-    times: dict[str, list[float]] = {name: [] for name in names}
-    for r in range(repeats):
-        for name in names[r % len(names):] + names[: r % len(names)]:
-            synchronize(device)
-            start = time.perf_counter()
-            candidates[name](*args)
-            synchronize(device)
-            times[name].append(time.perf_counter() - start)
-    return times
 
 
 def matmul_gflops(device: torch.device, dtype: torch.dtype, size: int, repeats: int) -> float:
@@ -247,7 +222,7 @@ def _targets(ratios, memory, sizes, d: int, nbytes: int) -> None:
         checks.append((f"memory_efficient peak at n={n2} - output <= 32 MiB",
                        (memory["memory_efficient", n2] - out) / MiB, 32))
     if checks:
-        print("\n== targets (issue 6)")
+        print("\n== targets")
         for text, value, limit in checks:
             print(f"  {'met   ' if value <= limit else 'MISSED'} {text}: {value:.2f}")
 

@@ -1,5 +1,9 @@
 """Masks: who may look at whom. A causal mask hides the future; a padding mask hides the padding.
 
+This module is the one place that says what a mask *means*: :func:`apply_mask` puts a mask on scores and
+:func:`rows_with_keys` finds the queries that still have a key to attend to. Every attention function of the
+package calls them.
+
 Convention, the same as ``torch.nn.functional.scaled_dot_product_attention`` (SDPA) and everywhere in this
 package: a bool mask holds ``True`` where a query **may attend** to a key, ``False`` where it is blocked.
 
@@ -26,7 +30,8 @@ def _check_size(value, name: str, fix: str) -> int:
     return int(value)
 
 
-def causal_mask(L: int, S: int | None = None, device=None) -> torch.Tensor:
+def causal_mask(L: int, S: int | None = None, device=None, *, query_start: int = 0,
+                key_start: int = 0) -> torch.Tensor:
     """A causal (look-back-only) mask: query ``i`` may attend to keys ``0..i`` and not to the future.
 
     Built step by step in ``notebooks/08_masking.ipynb``.
@@ -41,6 +46,9 @@ def causal_mask(L: int, S: int | None = None, device=None) -> torch.Tensor:
         L: the number of queries (target length).
         S: the number of keys (source length); defaults to ``L`` (self-attention).
         device: where to create the mask; defaults to the CPU. Use ``query.device``.
+        query_start, key_start: return only the block of a larger causal mask for queries
+            ``query_start..query_start+L-1`` and keys ``key_start..key_start+S-1`` (used by
+            :func:`attention_lib.memory_efficient_attention`, which works block by block).
 
     Returns:
         A bool tensor ``(L, S)``, ``True`` on and below the diagonal. It broadcasts against scores
@@ -58,11 +66,83 @@ def causal_mask(L: int, S: int | None = None, device=None) -> torch.Tensor:
         >>> causal_mask(2, 4).int()
         tensor([[1, 0, 0, 0],
                 [1, 1, 0, 0]], dtype=torch.int32)
+        >>> torch.equal(causal_mask(2, 3, query_start=4, key_start=3), causal_mask(6, 6)[4:6, 3:6])
+        True
     """
     fix = "pass sizes such as query.size(-2) and key.size(-2)."
     L = _check_size(L, "L", fix)
     S = L if S is None else _check_size(S, "S", fix)
-    return torch.ones(L, S, dtype=torch.bool, device=device).tril()  # (L, S)
+    query_start = _check_size(query_start, "query_start", "pass the index of the block's first query.")
+    key_start = _check_size(key_start, "key_start", "pass the index of the block's first key.")
+    if query_start == key_start == 0:
+        return torch.ones(L, S, dtype=torch.bool, device=device).tril()  # (L, S)
+    queries = torch.arange(query_start, query_start + L, device=device)  # (L,)
+    keys = torch.arange(key_start, key_start + S, device=device)  # (S,)
+    return keys.unsqueeze(0) <= queries.unsqueeze(1)  # (1, S) <= (L, 1) -> (L, S): key j is not after query i
+
+
+def apply_mask(scores: torch.Tensor, attn_mask: torch.Tensor | None, *, inplace: bool = False,
+               float_scale: float = 1.0) -> torch.Tensor:
+    """Put a mask on scores: a blocked score becomes ``-inf``, so the softmax gives it weight 0.
+
+    Built step by step in ``notebooks/08_masking.ipynb``. A **bool** mask holds ``True`` where a query
+    **may attend** (the score is kept) and ``False`` where it is blocked (the score becomes ``-inf``); a
+    **float** mask is **added** to the scores (``0`` keeps a score, ``-inf`` blocks it, other values nudge it).
+
+    Args:
+        scores: ``(N, ..., L, S)``, scaled scores.
+        attn_mask: ``None`` (nothing to do), or a mask broadcastable to ``(N, ..., L, S)``.
+        inplace: write into ``scores`` instead of a new tensor (for a fresh buffer that nothing else uses;
+            autograd allows it after a matrix product, which does not need its result to go backward).
+        float_scale: multiply a float mask by this before adding it (for scores kept in another unit, such
+            as the powers of 2 of :func:`attention_lib.memory_efficient_attention`).
+
+    Returns:
+        The masked scores ``(N, ..., L, S)`` (``scores`` itself when ``inplace``).
+
+    Example:
+        >>> apply_mask(torch.tensor([[1.0, 2.0]]), torch.tensor([[True, False]]))
+        tensor([[1., -inf]])
+        >>> apply_mask(torch.tensor([[1.0, 2.0]]), torch.tensor([[0.0, -0.5]]))
+        tensor([[1.0000, 1.5000]])
+    """
+    if attn_mask is None:
+        return scores
+    if attn_mask.dtype == torch.bool:
+        return scores.masked_fill_(~attn_mask, float("-inf")) if inplace else scores.masked_fill(
+            ~attn_mask, float("-inf"))
+    return scores.add_(attn_mask, alpha=float_scale) if inplace else scores.add(attn_mask, alpha=float_scale)
+
+
+def rows_with_keys(attn_mask: torch.Tensor | None) -> torch.Tensor | None:
+    """Which queries have at least one key they may attend to: ``(..., L, 1)``, or ``None`` if all of them do.
+
+    Built step by step in ``notebooks/08_masking.ipynb``. A query whose every key is blocked has nothing to
+    average: its softmax would be ``0 / 0 = NaN``. The attention functions of the package give such a row
+    exact zeros instead (weights, output and gradients), as
+    ``torch.nn.functional.scaled_dot_product_attention`` does on the CPU. The result has the mask's shape
+    with a last dimension of 1, so it is small and broadcasts against the scores or the output.
+
+    Args:
+        attn_mask: ``None``, or a bool (``True`` = may attend) or float (``-inf`` = blocked) mask
+            ``(..., L, S)``.
+
+    Returns:
+        A bool tensor ``(..., L, 1)``, ``True`` where a query has a key, or ``None`` when every query has one
+        (the common case, which then costs nothing more).
+
+    Example:
+        >>> rows_with_keys(torch.tensor([[True, False], [False, False]]))
+        tensor([[ True],
+                [False]])
+        >>> rows_with_keys(causal_mask(3)) is None
+        True
+    """
+    if attn_mask is None:
+        return None
+    allowed = attn_mask if attn_mask.dtype == torch.bool else attn_mask > float("-inf")
+    has_key = allowed.any(dim=-1, keepdim=True)  # (..., L, S) -> (..., L, 1)
+    return None if bool(has_key.all()) else has_key
 
 
 def padding_mask(lengths, S: int, device=None) -> torch.Tensor:

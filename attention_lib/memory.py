@@ -5,26 +5,17 @@ per head in float32, and it grows with the *square* of the length. The online so
 block at a time and keeps, for each query, only three running things: the largest score so far, the sum of
 the exponentials so far and the (unnormalised) blend so far. Its memory grows linearly with the length, and
 its answer is the same. FlashAttention does this inside one GPU kernel; here it is in plain PyTorch.
-Built step by step in ``notebooks/10_memory_efficient.ipynb``, where :func:`peak_memory` measures the
-difference.
+Built step by step in ``notebooks/10_memory_efficient.ipynb``, where
+:func:`attention_lib.measure.peak_memory` measures the difference.
 """
 
 from __future__ import annotations
 
-import json
 import math
-import os
-import sys
-import tempfile
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 
 import torch
 
 from .checks import check_mask, check_options, check_qkv, scores_shape
-from .timing import synchronize
-
-MiB = 2**20
 
 #: Queries and keys per block when ``block_size`` is not given: large enough to keep the matrix products
 #: fast, small enough that a block of scores stays a few MiB.
@@ -188,81 +179,3 @@ def _check_block_size(block_size) -> int:
         raise ValueError(f"block_size must be at least 1, but block_size={block_size}; try block_size=256, "
                          f"or None for the default ({DEFAULT_BLOCK_SIZE}).")
     return block_size
-
-
-# -- measuring memory ------------------------------------------------------------------------------------
-
-
-def growth_exponent(n1: float, m1: float, n2: float, m2: float) -> float:
-    """The exponent ``p`` in ``m ∝ nᵖ`` through two points: 1 means linear growth, 2 quadratic.
-
-    Example:
-        >>> growth_exponent(1024, 4.0, 2048, 16.0)
-        2.0
-    """
-    return math.log(m2 / m1) / math.log(n2 / n1)
-
-
-def device_of(args) -> torch.device:
-    """The device of the first tensor in ``args`` (the CPU if there is none)."""
-    return next((a.device for a in args if isinstance(a, torch.Tensor)), torch.device("cpu"))
-
-
-@contextmanager
-def quiet_profiler() -> Iterator[None]:
-    """Silence the lines some profiler builds write straight to file descriptor 2 when they start and stop."""
-    sys.stderr.flush()
-    saved = os.dup(2)
-    try:
-        with open(os.devnull, "w") as devnull:
-            os.dup2(devnull.fileno(), 2)
-        yield
-    finally:
-        os.dup2(saved, 2)
-        os.close(saved)
-
-
-def peak_memory(fn: Callable[..., object], *args, **kwargs) -> int:
-    """Peak extra bytes allocated while ``fn(*args, **kwargs)`` runs: its result counts, its inputs do not.
-
-    Used in ``notebooks/10_memory_efficient.ipynb`` and by ``python -m attention_lib.bench``. On CUDA it reads
-    ``torch.cuda.max_memory_allocated``; on the CPU it replays the allocations and frees that
-    ``torch.profiler`` records with ``profile_memory=True`` (buffers inside kernels included).
-
-    Example:
-        >>> def two_buffers_one_at_a_time():
-        ...     first = torch.ones(MiB // 4).sum()  # 1 MiB of float32, freed once summed
-        ...     return torch.ones(MiB // 4).sum() + first
-        >>> round(peak_memory(two_buffers_one_at_a_time) / MiB, 2)
-        1.0
-    """
-    device = device_of([*args, *kwargs.values()])
-    if device.type == "cuda":
-        synchronize(device)
-        torch.cuda.reset_peak_memory_stats(device)
-        before = torch.cuda.memory_allocated(device)
-        result = fn(*args, **kwargs)
-        synchronize(device)
-        peak = torch.cuda.max_memory_allocated(device) - before
-        del result
-        return peak
-    if device.type != "cpu":
-        raise ValueError(f"peak_memory measures CPU and CUDA memory, but the inputs are on {device}; "
-                         f"move them with .cpu() or .cuda().")
-    from torch.profiler import ProfilerActivity, profile
-
-    with quiet_profiler(), profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
-        result = fn(*args, **kwargs)
-    del result
-    with tempfile.TemporaryDirectory() as folder:
-        path = os.path.join(folder, "trace.json")
-        prof.export_chrome_trace(path)
-        with open(path) as f:
-            events = json.load(f)["traceEvents"]
-    records = sorted((e["ts"], e["args"].get("Ev Idx", 0), e["args"]["Bytes"]) for e in events
-                     if e.get("name") == "[memory]" and e.get("args", {}).get("Device Type", 0) == 0)
-    running = peak = 0
-    for *_, nbytes in records:  # in the order they happened
-        running += nbytes
-        peak = max(peak, running)
-    return peak

@@ -9,8 +9,8 @@ import pytest
 import torch
 
 from attention_lib import bench, calculate_attention
-from attention_lib.bench import attention_flops, time_paired
-from attention_lib.memory import MiB, growth_exponent, peak_memory
+from attention_lib.bench import attention_flops
+from attention_lib.measure import MiB, growth_exponent, peak_memory, time_paired
 
 ROOT = Path(__file__).resolve().parents[1]
 

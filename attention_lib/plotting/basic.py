@@ -1,4 +1,4 @@
-"""Pictures for the lessons: labelled heatmaps, bar charts and line plots. Each returns its figure.
+"""Labelled heatmaps, bar charts and line plots: the basic pictures of the lessons. Each returns its figure.
 
 matplotlib is imported inside each function, so ``import attention_lib`` stays fast and works without a
 display; the functions work headless (the Agg backend) and take tensors on any device.

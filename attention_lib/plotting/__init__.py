@@ -1,0 +1,9 @@
+"""Pictures for the lessons, each returned as a matplotlib figure; one module per kind of picture.
+
+matplotlib is imported inside each function, so ``import attention_lib`` stays fast and works without a
+display; the functions work headless (the Agg backend) and take tensors on any device.
+"""
+
+from .basic import plot_bars, plot_heatmap, plot_heatmaps, plot_lines
+
+__all__ = ["plot_bars", "plot_heatmap", "plot_heatmaps", "plot_lines"]
