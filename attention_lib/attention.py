@@ -21,6 +21,7 @@ import torch
 import torch.nn.functional as F
 
 from .checks import check_mask, check_options, check_qkv, check_tensor, scores_shape
+from .masks import apply_mask, causal_mask, rows_with_keys
 
 
 def matchmaker(query: torch.Tensor, key: torch.Tensor) -> torch.Tensor:
@@ -51,7 +52,7 @@ def matchmaker(query: torch.Tensor, key: torch.Tensor) -> torch.Tensor:
     return query @ key.transpose(-2, -1)
 
 
-def scaler(scores: torch.Tensor, d_k: int) -> torch.Tensor:
+def scaler(scores: torch.Tensor, d_k: int, *, scale: float | None = None, inplace: bool = False) -> torch.Tensor:
     """Step 3, the scaler: ``scores / sqrt(d_k)``, so that scores keep a variance near 1 whatever ``d_k``.
 
     Built step by step in ``notebooks/04_scaler.ipynb``.
@@ -59,9 +60,13 @@ def scaler(scores: torch.Tensor, d_k: int) -> torch.Tensor:
     Args:
         scores: ``(N, ..., L, S)``, the raw scores from :func:`matchmaker`.
         d_k: the size ``E`` of the query and key vectors (a positive integer).
+        scale: if given, multiply by it instead of dividing by ``sqrt(d_k)`` (SDPA's ``scale`` argument).
+        inplace: write into ``scores`` instead of a new tensor. :func:`calculate_attention` does this with the
+            fresh buffer the matchmaker returns, so the weights need one ``(L, S)`` buffer, not two; autograd
+            allows it, because a matrix product does not need its own result to go backward.
 
     Returns:
-        The scaled scores, same shape as ``scores``.
+        The scaled scores, same shape as ``scores`` (``scores`` itself when ``inplace``).
 
     Raises:
         TypeError: if ``scores`` is not a floating-point tensor or ``d_k`` is not an integer.
@@ -77,10 +82,13 @@ def scaler(scores: torch.Tensor, d_k: int) -> torch.Tensor:
                         f"use query.size(-1).")
     if d_k <= 0:
         raise ValueError(f"d_k must be positive, but d_k={d_k}; use query.size(-1).")
-    return scores / math.sqrt(d_k)
+    if scale is not None:
+        return scores.mul_(scale) if inplace else scores * scale
+    return scores.div_(math.sqrt(d_k)) if inplace else scores / math.sqrt(d_k)
 
 
-def percentages(scores: torch.Tensor, attn_mask: torch.Tensor | None = None) -> torch.Tensor:
+def percentages(scores: torch.Tensor, attn_mask: torch.Tensor | None = None, *,
+                inplace: bool = False) -> torch.Tensor:
     """Step 4, the percentages: a softmax over the keys (last dimension), so each row sums to 1.
 
     Built step by step in ``notebooks/05_percentages.ipynb`` (masks in ``notebooks/08_masking.ipynb``).
@@ -93,6 +101,10 @@ def percentages(scores: torch.Tensor, attn_mask: torch.Tensor | None = None) -> 
         scores: ``(N, ..., L, S)``, scaled scores.
         attn_mask: optional, broadcastable to ``(N, ..., L, S)``. Bool: ``True`` = may attend. Float: added
             to the scores (``-inf`` blocks).
+        inplace: turn ``scores`` itself into the weights (masking and softmax write into it), so that a
+            single ``(L, S)`` buffer exists. For a fresh buffer that nothing else uses, as in
+            :func:`calculate_attention`. When ``scores`` needs a gradient the softmax still makes a new tensor,
+            because its backward pass needs its own output intact.
 
     Returns:
         The attention weights ``(N, ..., L, S)``: non-negative, each row sums to 1 (or is all zeros when
@@ -110,18 +122,19 @@ def percentages(scores: torch.Tensor, attn_mask: torch.Tensor | None = None) -> 
         tensor([[0., 1.]])
     """
     check_tensor(scores, "scores", min_dim=1)
-    if attn_mask is None:
-        return torch.softmax(scores, dim=-1)
-    check_mask(attn_mask, tuple(scores.shape), scores)
-    if attn_mask.dtype == torch.bool:
-        scores = scores.masked_fill(~attn_mask, float("-inf"))
-    else:
-        scores = scores + attn_mask
-    # A row that is -inf everywhere would give 0/0 = NaN. Give it zeros before the softmax (finite, with
-    # finite gradients) and zero its weights afterwards.
-    has_key = scores.amax(dim=-1, keepdim=True) > float("-inf")  # (N, ..., L, 1)
-    weights = torch.softmax(scores.masked_fill(~has_key, 0.0), dim=-1)
-    return weights.masked_fill(~has_key, 0.0)
+    if attn_mask is not None:
+        check_mask(attn_mask, tuple(scores.shape), scores)
+    scores = apply_mask(scores, attn_mask, inplace=inplace)
+    # A row with no key left is -inf everywhere: its softmax would be 0/0 = NaN. Give it zeros before the
+    # softmax (finite, with finite gradients) and zero its weights afterwards.
+    has_key = rows_with_keys(attn_mask)  # (N, ..., L, 1), or None when every row has a key
+    if has_key is not None:
+        scores = scores.masked_fill_(~has_key, 0.0) if inplace else scores.masked_fill(~has_key, 0.0)
+    in_place_softmax = inplace and not scores.requires_grad
+    weights = torch.softmax(scores, dim=-1, out=scores) if in_place_softmax else torch.softmax(scores, dim=-1)
+    if has_key is not None:
+        weights = weights.masked_fill_(~has_key, 0.0) if in_place_softmax else weights.masked_fill(~has_key, 0.0)
+    return weights
 
 
 def blend(weights: torch.Tensor, value: torch.Tensor) -> torch.Tensor:
@@ -170,8 +183,11 @@ def calculate_attention(
     """Scaled dot-product attention, ``softmax(Q Kᵀ · scale + mask) V``, returning the output and the weights.
 
     The five steps of the recipe, built one per lesson in ``notebooks/03_matchmaker.ipynb`` to
-    ``notebooks/06_blend.ipynb``. Arguments and results follow
-    ``torch.nn.functional.scaled_dot_product_attention`` (SDPA), which also returns no weights.
+    ``notebooks/06_blend.ipynb``: d_k, the matchmaker, the scaler, the percentages, the blend. The body reads as
+    those five calls, like the reference implementation in SDPA's docstring. Arguments and results follow
+    ``torch.nn.functional.scaled_dot_product_attention`` (SDPA); with ``need_weights=False`` it *is* SDPA (the
+    fast path beside the recipe), since a fused kernel that returns no weights never builds the ``(L, S)``
+    matrix.
 
     Args:
         query: ``(N, ..., L, E)``.
@@ -183,9 +199,10 @@ def calculate_attention(
         is_causal: if ``True``, query ``i`` may attend to keys ``0..i`` only: the mask ``tril(ones(L, S))``,
             aligned top-left like SDPA's. Cannot be combined with ``attn_mask``.
         scale: multiplies the scores; defaults to ``1 / sqrt(E)``.
-        need_weights: if ``False``, return ``(output, None)`` and take the fastest path (SDPA itself).
-            With weights and no gradient needed, the scores, the masking and the softmax share a single
-            ``(N, ..., L, S)`` buffer, which becomes the returned weights.
+        need_weights: if ``False``, return ``(output, None)`` and take the fastest path (SDPA itself, with
+            ``is_causal`` passed on as it is). With weights, the scaler, the masking and (when no gradient is
+            needed) the softmax work in the matchmaker's ``(N, ..., L, S)`` buffer, which becomes the returned
+            weights: one ``(L, S)`` buffer in all.
 
     Returns:
         ``(output, weights)``: output ``(N, ..., L, Ev)`` and weights ``(N, ..., L, S)`` (after dropout, so
@@ -209,65 +226,36 @@ def calculate_attention(
     """
     check_qkv(query, key, value)
     check_options(attn_mask, dropout_p, is_causal, scale)
-    L, S = query.shape[-2], key.shape[-2]
     if attn_mask is not None:
         check_mask(attn_mask, scores_shape(query, key), query)
-    if is_causal:
-        attn_mask = torch.ones(L, S, dtype=torch.bool, device=query.device).tril()  # (L, S)
-
     if not need_weights:
-        return _fast_path(query, key, value, attn_mask, dropout_p, scale), None
+        return _sdpa_fast_path(query, key, value, attn_mask, dropout_p, is_causal, scale), None
+    if is_causal:
+        attn_mask = causal_mask(query.size(-2), key.size(-2), device=query.device)  # (L, S), True = may attend
 
-    # Step 1: the scaling factor (1/sqrt(d_k) unless a custom scale is given).
-    scale = 1.0 / math.sqrt(query.shape[-1]) if scale is None else scale
-    # Steps 2 and 3: the matchmaker and the scaler. Scaling the queries first gives the same scores,
-    # (q * scale) @ kᵀ = (q @ kᵀ) * scale, but multiplies L x E numbers instead of L x S.
-    scores = (query * scale) @ key.transpose(-2, -1)  # (N, ..., L, E) @ (N, ..., E, S) -> (N, ..., L, S)
-    # Step 4: the percentages, written into the score buffer itself whenever that is safe.
-    weights = _percentages_in_place(scores, attn_mask)
+    # 1. d_k: the size of each query (and key) vector.
+    d_k = query.size(-1)
+    # 2. The matchmaker: (N, ..., L, E) @ (N, ..., E, S) -> (N, ..., L, S)
+    scores = matchmaker(query, key)
+    # 3. The scaler: / sqrt(d_k), or * scale. In place: the scores are a fresh buffer that nothing else uses.
+    scores = scaler(scores, d_k, scale=scale, inplace=True)
+    # 4. The percentages: mask, then softmax over the keys, in the same buffer whenever autograd allows it.
+    weights = percentages(scores, attn_mask, inplace=True)  # (N, ..., L, S)
     if dropout_p > 0.0:
         weights = F.dropout(weights, p=dropout_p, inplace=not weights.requires_grad)
-    # Step 5: the blend.
-    output = weights @ value  # (N, ..., L, S) @ (N, ..., S, Ev) -> (N, ..., L, Ev)
+    # 5. The blend: (N, ..., L, S) @ (N, ..., S, Ev) -> (N, ..., L, Ev)
+    output = blend(weights, value)
     return output, weights
 
 
-def _percentages_in_place(scores: torch.Tensor, attn_mask: torch.Tensor | None) -> torch.Tensor:
-    """Step 4 on a fresh score buffer: the weights of :func:`percentages`, with as few ``(L, S)`` buffers.
+def _sdpa_fast_path(query, key, value, attn_mask, dropout_p, is_causal, scale) -> torch.Tensor:
+    """The same five steps inside PyTorch's fused kernel (no weights to return), fully masked rows zeroed.
 
-    ``scores`` must be a new tensor that nothing else uses (the matmul's result). Masking always writes into
-    it: autograd allows that, because the matmul that made it does not need its result for the backward
-    pass. The softmax writes into it only when no gradient is needed, because softmax's backward pass needs
-    its own output intact; so without gradients a single ``(N, ..., L, S)`` buffer ever exists.
+    ``is_causal`` reaches SDPA as it is, so SDPA can skip the future instead of reading a dense mask (and, on
+    CUDA, pick its flash kernel). PyTorch's CPU kernels give fully masked rows zeros since torch 2.5; older
+    versions and some GPU kernels give NaN, so such rows are set to zeros here too.
     """
-    has_key = None  # (..., L, 1): which queries have at least one key; None when all of them do
-    if attn_mask is not None:
-        if attn_mask.dtype == torch.bool:
-            scores.masked_fill_(~attn_mask, float("-inf"))
-            allowed = attn_mask
-        else:
-            scores.add_(attn_mask)
-            allowed = attn_mask > float("-inf")
-        has_key = allowed.any(dim=-1, keepdim=True)  # small: it has the mask's shape, not the scores'
-        if bool(has_key.all()):
-            has_key = None
-        else:  # a row of -inf would give 0/0 = NaN: give it zeros now (finite gradients), zero weights later
-            scores.masked_fill_(~has_key, 0.0)
-    if scores.requires_grad:
-        weights = torch.softmax(scores, dim=-1)
-        return weights if has_key is None else weights.masked_fill(~has_key, 0.0)
-    weights = torch.softmax(scores, dim=-1, out=scores)
-    return weights if has_key is None else weights.masked_fill_(~has_key, 0.0)
-
-
-def _fast_path(query, key, value, attn_mask, dropout_p, scale) -> torch.Tensor:
-    """SDPA, with fully masked rows forced to zeros (older torch and some GPU kernels give NaN there)."""
     output = F.scaled_dot_product_attention(query, key, value, attn_mask=attn_mask, dropout_p=dropout_p,
-                                            scale=scale)
-    if attn_mask is None:
-        return output
-    allowed = attn_mask if attn_mask.dtype == torch.bool else attn_mask > float("-inf")
-    has_key = allowed.any(dim=-1, keepdim=True)  # (..., L, 1)
-    if bool(has_key.all()):
-        return output
-    return output.masked_fill(~has_key, 0.0)
+                                            is_causal=is_causal, scale=scale)
+    has_key = rows_with_keys(attn_mask)  # (N, ..., L, 1), or None when every row has a key
+    return output if has_key is None else output.masked_fill(~has_key, 0.0)

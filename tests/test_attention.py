@@ -6,62 +6,19 @@ import pytest
 import torch
 import torch.nn.functional as F
 from hypothesis import given
-from hypothesis import strategies as st
 
 import attention_lib as al
 from attention_lib import blend, calculate_attention, matchmaker, percentages, scaler
-
-TOL = {torch.float32: {"atol": 2e-5, "rtol": 2e-5}, torch.float64: {"atol": 1e-10, "rtol": 1e-10}}
-
-
-def make_qkv(batch, L, S, E, Ev, dtype, seed=0, requires_grad=False):
-    g = torch.Generator().manual_seed(seed)
-    q = torch.randn(*batch, L, E, generator=g, dtype=dtype)
-    k = torch.randn(*batch, S, E, generator=g, dtype=dtype)
-    v = torch.randn(*batch, S, Ev, generator=g, dtype=dtype)
-    return [t.requires_grad_(requires_grad) for t in (q, k, v)]
-
-
-def random_mask(shape, dtype, seed, keep_rows=True):
-    """A bool mask (True = may attend) or the equivalent float mask (0 / -inf) of `shape`."""
-    g = torch.Generator().manual_seed(seed + 1000)
-    allowed = torch.rand(shape, generator=g) > 0.4
-    if keep_rows:
-        allowed[..., 0] = True  # every query keeps at least one key, so SDPA's result is well defined
-    if dtype == torch.bool:
-        return allowed
-    return torch.zeros(shape, dtype=dtype).masked_fill(~allowed, float("-inf"))
-
+from conftest import TOL, attention_cases, case_kwargs, make_qkv, random_mask
 
 # -- equivalence with SDPA: a hypothesis sweep over shapes, masks, scales and dtypes ---------------------
 
 
-@st.composite
-def cases(draw):
-    ndim = draw(st.integers(0, 3))
-    batch = tuple(draw(st.lists(st.integers(1, 3), min_size=ndim, max_size=ndim)))
-    L, S = draw(st.integers(1, 7)), draw(st.integers(1, 7))
-    E, Ev = draw(st.integers(1, 9)), draw(st.integers(1, 9))
-    dtype = draw(st.sampled_from([torch.float32, torch.float64]))
-    mask_kind = draw(st.sampled_from(["none", "bool", "float", "causal"]))
-    # Masks broadcast: drop leading dimensions and/or set some to 1.
-    mask_shape = [*batch, L, S]
-    keep = draw(st.integers(0, len(batch)))
-    mask_shape = mask_shape[len(batch) - keep :]
-    mask_shape = [1 if i < keep and draw(st.booleans()) else d for i, d in enumerate(mask_shape)]
-    scale = draw(st.one_of(st.none(), st.floats(0.05, 2.0)))
-    return batch, L, S, E, Ev, dtype, mask_kind, tuple(mask_shape), scale, draw(st.integers(0, 10_000))
-
-
-@given(cases())
+@given(attention_cases())
 def test_matches_sdpa(case):
     batch, L, S, E, Ev, dtype, mask_kind, mask_shape, scale, seed = case
     q, k, v = make_qkv(batch, L, S, E, Ev, dtype, seed)
-    kwargs = {"scale": scale}
-    if mask_kind in ("bool", "float"):
-        kwargs["attn_mask"] = random_mask(mask_shape, torch.bool if mask_kind == "bool" else dtype, seed)
-    if mask_kind == "causal":
-        kwargs["is_causal"] = True
+    kwargs = case_kwargs(mask_kind, mask_shape, dtype, scale, seed)
     out, weights = calculate_attention(q, k, v, **kwargs)
     expected = F.scaled_dot_product_attention(q, k, v, **kwargs)
     torch.testing.assert_close(out, expected, **TOL[dtype])
@@ -69,9 +26,45 @@ def test_matches_sdpa(case):
     assert weights.shape == (*batch, L, S)
     torch.testing.assert_close(weights.sum(-1), torch.ones_like(weights.sum(-1)), **TOL[dtype])
     assert bool((weights >= 0).all())
-    fast, none = calculate_attention(q, k, v, need_weights=False, **kwargs)
-    assert none is None
-    torch.testing.assert_close(fast, expected, **TOL[dtype])
+
+
+# -- the fast path (need_weights=False) is SDPA itself: test what it adds -----------------------------------
+
+
+def test_fast_path_passes_is_causal_to_sdpa(monkeypatch):
+    """SDPA sees is_causal=True (it can skip the future, and pick its flash kernel on CUDA), not a dense mask."""
+    seen = []
+    real = F.scaled_dot_product_attention
+    monkeypatch.setattr(al.attention.F, "scaled_dot_product_attention",
+                        lambda *args, **kwargs: seen.append(kwargs) or real(*args, **kwargs))
+    q, k, v = make_qkv((2, 3), 6, 6, 4, 4)
+    out, weights = calculate_attention(q, k, v, is_causal=True, need_weights=False)
+    assert weights is None
+    assert len(seen) == 1
+    assert seen[0]["is_causal"] is True
+    assert seen[0]["attn_mask"] is None
+    torch.testing.assert_close(out, calculate_attention(q, k, v, is_causal=True)[0], **TOL[torch.float32])
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16])
+def test_fast_path_keeps_the_dtype_and_agrees_with_the_recipe(dtype):
+    q, k, v = (t.to(dtype) for t in make_qkv((2,), 5, 7, 8, 3))
+    fast, _ = calculate_attention(q, k, v, is_causal=True, need_weights=False)
+    recipe, _ = calculate_attention(q, k, v, is_causal=True)
+    assert fast.dtype == recipe.dtype == dtype
+    tol = {"atol": 2e-2, "rtol": 2e-2} if dtype == torch.bfloat16 else TOL[dtype]
+    torch.testing.assert_close(fast, recipe, **tol)
+
+
+def test_recipe_calls_its_own_steps(monkeypatch):
+    """calculate_attention is the five steps: each step function is called once, in the recipe's order."""
+    calls = []
+    for step in ("matchmaker", "scaler", "percentages", "blend"):
+        real = getattr(al.attention, step)
+        spy = lambda *args, _real=real, _step=step, **kwargs: calls.append(_step) or _real(*args, **kwargs)
+        monkeypatch.setattr(al.attention, step, spy)
+    calculate_attention(*make_qkv((), 3, 4, 2, 2))
+    assert calls == ["matchmaker", "scaler", "percentages", "blend"]
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
@@ -132,23 +125,48 @@ def test_step_values_by_hand():
 # -- fully masked rows: zeros, never NaN, finite gradients ----------------------------------------------
 
 
+def _mha_output(q, k, v, attn_mask):
+    torch.manual_seed(0)
+    mha = al.MultiHeadAttention(q.shape[-1], 1).to(q.dtype)
+    return mha(q, k, v, attn_mask=attn_mask[None, None])[0]  # (L, S) -> (1, 1, L, S)
+
+
+#: Every attention function of the package, as ``fn(query, key, value, attn_mask) -> output``.
+IMPLEMENTATIONS = {
+    "calculate_attention": lambda q, k, v, m: calculate_attention(q, k, v, attn_mask=m)[0],
+    "need_weights=False": lambda q, k, v, m: calculate_attention(q, k, v, attn_mask=m, need_weights=False)[0],
+    "memory_efficient_attention": lambda q, k, v, m: al.memory_efficient_attention(q, k, v, attn_mask=m,
+                                                                                   block_size=2),
+    "MultiHeadAttention": _mha_output,
+}
+
+
 @pytest.mark.parametrize("kind", ["bool", "float"])
-@pytest.mark.parametrize("need_weights", [True, False])
-def test_fully_masked_rows_are_zero(kind, need_weights):
-    q, k, v = make_qkv((2,), 3, 4, 5, 6, torch.float64, requires_grad=True)
+@pytest.mark.parametrize("name", IMPLEMENTATIONS)
+def test_fully_masked_rows_are_zero_with_zero_gradients(name, kind):
+    """A query with no key to attend to gets exact zeros (never NaN) from every implementation, and so do its
+    gradients; the other rows are unchanged."""
+    q, k, v = make_qkv((2,), 3, 4, 6, 6, torch.float64, requires_grad=True)
     allowed = torch.ones(3, 4, dtype=torch.bool)
     allowed[1] = False
     mask = allowed if kind == "bool" else torch.zeros(3, 4, dtype=torch.float64).masked_fill(~allowed, -math.inf)
-    out, weights = calculate_attention(q, k, v, attn_mask=mask, need_weights=need_weights)
-    assert torch.equal(out[:, 1], torch.zeros_like(out[:, 1]))
-    if need_weights:
-        assert torch.equal(weights[:, 1], torch.zeros_like(weights[:, 1]))
-        torch.testing.assert_close(weights[:, [0, 2]].sum(-1), torch.ones(2, 2, dtype=torch.float64))
-    torch.testing.assert_close(out, F.scaled_dot_product_attention(q, k, v, attn_mask=mask))
+    out = IMPLEMENTATIONS[name](q, k, v, mask)
+    if name != "MultiHeadAttention":  # its output projection adds a bias to the zero row
+        assert torch.equal(out[:, 1], torch.zeros_like(out[:, 1]))
+        torch.testing.assert_close(out, F.scaled_dot_product_attention(q, k, v, attn_mask=mask))
     out.sum().backward()
     for t in (q, k, v):
         assert bool(torch.isfinite(t.grad).all())
     assert torch.equal(q.grad[:, 1], torch.zeros_like(q.grad[:, 1]))
+
+
+def test_fully_masked_rows_give_zero_weights():
+    q, k, v = make_qkv((2,), 3, 4, 5, 6, torch.float64)
+    allowed = torch.ones(3, 4, dtype=torch.bool)
+    allowed[1] = False
+    _, weights = calculate_attention(q, k, v, attn_mask=allowed)
+    assert torch.equal(weights[:, 1], torch.zeros_like(weights[:, 1]))
+    torch.testing.assert_close(weights[:, [0, 2]].sum(-1), torch.ones(2, 2, dtype=torch.float64))
 
 
 def test_fully_masked_everything():

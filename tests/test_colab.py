@@ -63,30 +63,23 @@ def test_slug_is_defined_in_one_place():
     assert slug not in outside, "README mentions the slug outside the generated badge block"
 
 
-def _run_setup_cell(on_colab: bool):
+def _run_setup_cell(monkeypatch, on_colab: bool):
     calls = []
-    fake_subprocess = types.SimpleNamespace(run=lambda *a, **k: calls.append((a, k)))
-    saved = sys.modules.get("subprocess"), sys.modules.get("google.colab")
-    sys.modules["subprocess"] = fake_subprocess
+    monkeypatch.setitem(sys.modules, "subprocess", types.SimpleNamespace(run=lambda *a, **k: calls.append((a, k))))
     if on_colab:
-        sys.modules["google.colab"] = types.ModuleType("google.colab")
+        monkeypatch.setitem(sys.modules, "google.colab", types.ModuleType("google.colab"))
     else:
-        sys.modules.pop("google.colab", None)
-    try:
-        exec(colab_sync.setup_source(CONFIG), {})
-    finally:
-        sys.modules["subprocess"] = saved[0]
-        if saved[1] is None:
-            sys.modules.pop("google.colab", None)
+        monkeypatch.delitem(sys.modules, "google.colab", raising=False)
+    exec(colab_sync.setup_source(CONFIG), {})
     return calls
 
 
-def test_setup_cell_does_nothing_outside_colab():
-    assert _run_setup_cell(on_colab=False) == []
+def test_setup_cell_does_nothing_outside_colab(monkeypatch):
+    assert _run_setup_cell(monkeypatch, on_colab=False) == []
 
 
-def test_setup_cell_installs_same_ref_on_colab():
-    (args, kwargs), = _run_setup_cell(on_colab=True)
+def test_setup_cell_installs_same_ref_on_colab(monkeypatch):
+    (args, kwargs), = _run_setup_cell(monkeypatch, on_colab=True)
     command = args[0]
     assert command[1:4] == ["-m", "pip", "install"]
     assert f"git+https://github.com/{CONFIG['repository']}@{CONFIG['ref']}" in command[-1]

@@ -61,17 +61,14 @@ def test_gradients_finite_on_device(device):
 def test_other_attention_functions_on_device(device):
     q, k, v = (t.to(device) for t in random_qkv(2, L=9, S=9, E=8, seed=3))
     ref = F.scaled_dot_product_attention(q, k, v, is_causal=True)
-    if hasattr(al, "memory_efficient_attention"):
-        out = al.memory_efficient_attention(q, k, v, is_causal=True)
-        torch.testing.assert_close(out, ref, atol=1e-4, rtol=1e-4)
-    if hasattr(al, "MultiHeadAttention"):
-        torch.manual_seed(0)
-        mha = torch.nn.MultiheadAttention(8, 2, batch_first=True).to(device)
-        ours = al.MultiHeadAttention.from_torch(mha).to(device)
-        x = q
-        expected, _ = mha(x, x, x, need_weights=False)
-        got, _ = ours(x, x, x, need_weights=False)
-        torch.testing.assert_close(got, expected, atol=1e-4, rtol=1e-4)
+    out = al.memory_efficient_attention(q, k, v, is_causal=True)
+    torch.testing.assert_close(out, ref, atol=1e-4, rtol=1e-4)
+    torch.manual_seed(0)
+    mha = torch.nn.MultiheadAttention(8, 2, batch_first=True).to(device)
+    ours = al.MultiHeadAttention.from_torch(mha).to(device)
+    expected, _ = mha(q, q, q, need_weights=False)
+    got, _ = ours(q, q, q, need_weights=False)
+    torch.testing.assert_close(got, expected, atol=1e-4, rtol=1e-4)
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="on a CUDA machine gpu-check runs the real checks")

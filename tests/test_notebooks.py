@@ -6,8 +6,6 @@ catch what nbval would silently let through.
 
 import json
 import re
-import subprocess
-import sys
 
 import nbformat
 import pytest
@@ -46,7 +44,8 @@ def test_outputs_are_clean_and_stable(path):
 
 
 def test_guard_catches_cleared_outputs(tmp_path):
-    """A copy of notebook 00 with its outputs cleared fails the guard (and would pass nbval vacuously)."""
+    """A copy of notebook 00 with its outputs cleared fails the guard. nbval alone would pass it: it compares
+    only cells that hold an execution count, so a cleared notebook compares nothing."""
     nb = read(ROOT / "notebooks" / "00_welcome.ipynb")
     assert unexecuted_cells(nb) == []
     for cell in nb.cells:
@@ -55,13 +54,6 @@ def test_guard_catches_cleared_outputs(tmp_path):
     cleared = tmp_path / "cleared.ipynb"
     nbformat.write(nb, cleared)
     assert len(unexecuted_cells(read(cleared))) == sum(1 for c in nb.cells if c.cell_type == "code" and c.source)
-    # ... while nbval on its own reports success, comparing nothing: exactly the trap the guard closes.
-    result = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--nbval", "--nbval-current-env",
-         "-o", "addopts=", "--rootdir", str(tmp_path), str(cleared)],
-        capture_output=True, text=True, cwd=tmp_path, timeout=300,
-    )
-    assert result.returncode == 0, result.stdout[-2000:]
 
 
 def test_guard_catches_out_of_order_and_errors(tmp_path):
