@@ -12,9 +12,11 @@ from .masks import causal_mask, padding_mask
 from .measure import median_time, time_over_sizes
 from .memory import memory_efficient_attention
 from .multihead import MultiHeadAttention, merge_heads, split_heads
+from .positions import LearnedPositions, sinusoidal_encoding
 
 __all__ = [
     "DtypeMismatchError",
+    "LearnedPositions",
     "MultiHeadAttention",
     "blend",
     "calculate_attention",
@@ -30,6 +32,7 @@ __all__ = [
     "padding_mask",
     "percentages",
     "scaler",
+    "sinusoidal_encoding",
     "split_heads",
     "time_over_sizes",
 ]

@@ -15,8 +15,10 @@ from .multihead import check_merge_heads, check_split_heads
 from .no_loops import check_weights_no_loops
 from .percentages import check_stable_softmax
 from .scaler import check_scaled_scores
+from .word_order import check_cross_attention, check_shuffle_predictions, check_sinusoidal_encoding
 
 __all__ = ["check_calculate_attention", "check_online_softmax_update", "check_weights_no_loops",
            "check_merge_heads", "check_split_heads", "check_matchmaker", "check_scaled_scores", "check_stable_softmax",
            "CheckResult", "check_causal_mask", "check_function", "check_masked_softmax", "check_soft_lookup",
-           "check_tune_in"]
+           "check_tune_in", "check_cross_attention", "check_shuffle_predictions",
+           "check_sinusoidal_encoding"]

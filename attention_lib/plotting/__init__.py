@@ -5,5 +5,6 @@ display; the functions work headless (the Agg backend) and take tensors on any d
 """
 
 from .basic import plot_bars, plot_heatmap, plot_heatmaps, plot_lines
+from .positions import plot_position_encoding
 
-__all__ = ["plot_bars", "plot_heatmap", "plot_heatmaps", "plot_lines"]
+__all__ = ["plot_bars", "plot_heatmap", "plot_heatmaps", "plot_lines", "plot_position_encoding"]
