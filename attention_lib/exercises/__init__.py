@@ -5,7 +5,7 @@ Each lesson states an exercise, gives a stub, and calls its checker here; the ru
 """
 
 from .blend import check_calculate_attention
-from .checker import CheckResult, check_function
+from .checker import CheckResult, check_function, explain_crash
 from .cocktail_party import check_tune_in
 from .library_search import check_soft_lookup
 from .masking import check_causal_mask, check_masked_softmax
@@ -16,7 +16,7 @@ from .no_loops import check_weights_no_loops
 from .percentages import check_stable_softmax
 from .scaler import check_scaled_scores
 
-__all__ = ["check_calculate_attention", "check_online_softmax_update", "check_weights_no_loops",
-           "check_merge_heads", "check_split_heads", "check_matchmaker", "check_scaled_scores", "check_stable_softmax",
-           "CheckResult", "check_causal_mask", "check_function", "check_masked_softmax", "check_soft_lookup",
-           "check_tune_in"]
+__all__ = ["CheckResult", "check_calculate_attention", "check_causal_mask", "check_function",
+           "check_masked_softmax", "check_matchmaker", "check_merge_heads", "check_online_softmax_update",
+           "check_scaled_scores", "check_soft_lookup", "check_split_heads", "check_stable_softmax", "check_tune_in",
+           "check_weights_no_loops", "explain_crash"]
