@@ -173,7 +173,8 @@ SCALED_SCORES = Exercise(
         (lambda q, k: k @ T(q) / math.sqrt(q.size(-1)), "is (..., S, L), the scores flipped"),
     ],
     crashes=[(lambda q, k: q @ k.transpose(0, 1) / math.sqrt(q.size(-1)), "with dimensions 0 and 1 swapped"),
-             (lambda q, k: torch.mm(q, k.T), "torch.mm and torch.mv take plain matrices")],
+             (lambda q, k: torch.mm(q, k.T), "torch.mm and torch.mv take plain matrices"),
+             (lambda q, k: q @ k.T / math.sqrt(q.size(-1)), "is `key` (2, 5, 5) with every dimension reversed")],
     mistakes=scaler.MISTAKES,
 )
 
@@ -222,6 +223,10 @@ STABLE_SOFTMAX = Exercise(
 )
 
 
+def naive_softmax(s):
+    return s.exp() / s.exp().sum(dim=-1, keepdim=True)  # fine for small scores, NaN from about 88.7 up
+
+
 # -- 06: calculate_attention(query, key, value) -> (output, weights) -----------------------------------------------
 def from_steps(q, k, v):
     weights = al.percentages(al.scaler(al.matchmaker(q, k), q.size(-1)))
@@ -253,6 +258,10 @@ CALCULATE_ATTENTION = Exercise(
         (attention(dim=-2), "not each column (dim=-2)"),
         (attention(dim=0), "dim=0 runs over the first dimension"),
         (attention(softmax=False), "turn the scores into weights"),
+        (attention(softmax=False, blend=lambda w, s, k, v: (s.exp() / s.exp().sum(-1, keepdim=True)) @ v),
+         "turn the scores into weights"),
+        (lambda q, k, v: (lambda w: (w @ v, w))(naive_softmax(q @ T(k) / math.sqrt(q.size(-1)))),
+         "subtract each row's max first"),
         (attention(blend=lambda w, s, k, v: s @ v), "not with the scaled scores"),
         (attention(blend=lambda w, s, k, v: w @ k), "you mixed the keys"),
         (lambda q, k, v: (lambda w: (w @ v, w))(sm(q @ T(k), dim=-1) / math.sqrt(q.size(-1))),
@@ -265,6 +274,7 @@ CALCULATE_ATTENTION = Exercise(
          "values differ"),
     ],
     crashes=[(attention(blend=lambda w, s, k, v: w @ v.T), "is `value` (2, 4, 4) with every dimension reversed"),
+             (attention(scores=lambda q, k: q @ k.T), "is `key` (2, 4, 4) with every dimension reversed"),
              (lambda q, k, v: (q.view(-1) @ k, None), "A @ B needs the last size of A")],
     mistakes=blend.MISTAKES,
 )
@@ -296,13 +306,15 @@ WEIGHTS_NO_LOOPS = Exercise(
         (lambda q, k: sm(q @ T(k) / math.sqrt(q.size(-1)), dim=-2), "not each column (dim=-2)"),
         (lambda q, k: sm(q @ T(k) / math.sqrt(q.size(-1)), dim=0), "dim=0 runs over the first dimension"),
         (lambda q, k: q @ T(k) / math.sqrt(q.size(-1)), "turn the scores into weights"),
+        (lambda q, k: naive_softmax(q @ T(k) / math.sqrt(q.size(-1))), "subtract each row's max first"),
         (lambda q, k: sm(q @ T(k), dim=-1) / math.sqrt(q.size(-1)), "scale the scores before the softmax"),
         (loop_over_sentences, "no Python loops"),
         (loop_over_words, "no Python loops"),
         (lambda q, k: al.loop_attention(q[0], k[0], k[0])[1], "handles the batch dimension N"),
     ],
     crashes=[(lambda q, k: torch.mm(q, k.T), "torch.mm and torch.mv take plain matrices"),
-             (lambda q, k: sm(q @ T(k) / math.sqrt(q.size(-1)), dim=3), "dim=3 counts from the front")],
+             (lambda q, k: sm(q @ T(k) / math.sqrt(q.size(-1)), dim=3), "dim=3 counts from the front"),
+             (lambda q, k: sm(q @ k.T / math.sqrt(q.size(-1)), dim=-1), "with every dimension reversed")],
     mistakes=no_loops.MISTAKES,
 )
 

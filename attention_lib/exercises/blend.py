@@ -19,10 +19,16 @@ from .hints import HINTS, recipe_mistakes
 _SHAPES = ((2, 4, 4, 4, 4), (3, 5, 7, 6, 2), (2, 3, 6, 8, 5))  # (N, L, S, E, Ev)
 
 
+#: How much larger than the keys the queries are, per trial: in the last, scores reach the hundreds, where exp
+#: overflows float32, so a softmax written by hand must subtract each row's max first (lesson 05).
+_LOUDNESS = (1.0, 1.0, 100.0)
+
+
 def _inputs(seed: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     n, L, S, E, Ev = _SHAPES[seed % len(_SHAPES)]
     g = torch.Generator().manual_seed(1000 + seed)
-    return torch.randn(n, L, E, generator=g), torch.randn(n, S, E, generator=g), torch.randn(n, S, Ev, generator=g)
+    query = _LOUDNESS[seed % 3] * torch.randn(n, L, E, generator=g)  # (N, L, E)
+    return query, torch.randn(n, S, E, generator=g), torch.randn(n, S, Ev, generator=g)  # (N, S, E), (N, S, Ev)
 
 
 def _reference(query, key, value):
@@ -33,7 +39,7 @@ def _reference(query, key, value):
 MISTAKES = [
     *recipe_mistakes(("no_transpose", "reversed_scores", "no_scale", "scale_by_d_k", "scale_multiplied",
                       "scale_by_S", "scale_by_L", "scale_by_Ev", "scale_by_N", "softmax_dim_-2", "softmax_dim_0",
-                      "blend_scores", "blend_keys", "no_softmax", "scale_after_softmax"),
+                      "blend_scores", "blend_keys", "no_softmax", "scale_after_softmax", "naive_exp"),
                      result=lambda r: (r.output, r.weights)),
     (lambda q, k, v: calculate_attention(q, k, v)[::-1], HINTS["swap_pair"]),
 ]

@@ -39,14 +39,10 @@ def _scores(x: torch.Tensor) -> torch.Tensor:
 MISTAKES = [
     (lambda x, focus: (focus * _scores(x)) @ x, HINTS["no_softmax"]),
     (lambda x, focus: torch.softmax(focus * _scores(x), dim=0) @ x, HINTS["softmax_dim_0"]),
-    (lambda x, focus: torch.softmax(_scores(x), dim=-1) @ x,
-     "multiply the scores by `focus` before the softmax."),
-    (lambda x, focus: torch.softmax(_scores(x) / focus, dim=-1) @ x,
-     "multiply the scores by `focus`, don't divide: a larger focus should make the weights sharper."),
-    (lambda x, focus: focus * (torch.softmax(_scores(x), dim=-1) @ x),
-     "the focus goes inside the softmax (on the scores), not on the result."),
-    (lambda x, focus: torch.softmax(_scores(x) / math.sqrt(x.size(-1)), dim=-1) @ x,
-     "here the focus replaces the 1/√E of the full recipe: multiply the scores by `focus` and nothing else."),
+    (lambda x, focus: torch.softmax(_scores(x), dim=-1) @ x, HINTS["focus_missing"]),
+    (lambda x, focus: torch.softmax(_scores(x) / focus, dim=-1) @ x, HINTS["focus_divided"]),
+    (lambda x, focus: focus * (torch.softmax(_scores(x), dim=-1) @ x), HINTS["focus_outside"]),
+    (lambda x, focus: torch.softmax(_scores(x) / math.sqrt(x.size(-1)), dim=-1) @ x, HINTS["focus_and_scale"]),
 ]
 
 

@@ -18,6 +18,15 @@ _ROW = "each query's row of weights must add up to 1"
 
 #: Mistake -> hint. Keys name the mistake; ``crash_*`` keys explain an error raised inside the learner's code.
 HINTS: dict[str, str] = {
+    # Lesson 01's focus multiplies the scores; lesson 02's hard lookup takes the single best value.
+    "focus_missing": "multiply the scores by `focus` before the softmax.",
+    "focus_divided": "multiply the scores by `focus`, don't divide: a larger focus should make the weights "
+                     "sharper.",
+    "focus_outside": "the focus goes inside the softmax (on the scores), not on the result.",
+    "focus_and_scale": "here the focus replaces the 1/√E of the full recipe: multiply the scores by `focus` and "
+                       "nothing else.",
+    "hard_lookup": "that is the hard lookup: it takes the single best value. The soft lookup mixes all the "
+                   "values, each weighted by the softmax of its score.",
     # The matchmaker: scores = query @ keyᵀ.
     "no_transpose": "flip the key sideways: query @ key.transpose(-2, -1), so that (..., L, E) @ (..., E, S) -> "
                     "(..., L, S). Without the transpose, square inputs still run but give the wrong numbers.",
@@ -87,7 +96,24 @@ HINTS: dict[str, str] = {
                           ".reshape(N, L, H * Dh).",
     "merge_interleaved": "the heads should sit side by side (head 0's Dh features, then head 1's, ...), not "
                          "interleaved: transpose to (N, L, H, Dh), not (N, L, Dh, H), before the reshape.",
-    # Masks.
+    # Masks: True = may attend, as in SDPA.
+    "mask_additive": "that is the additive form (0 / -inf). This exercise asks for the bool form: True where a "
+                     "query may attend, False where it may not.",
+    "mask_triu": "that is the upper triangle (triu): each word would see itself and the future. Keep the lower "
+                 "triangle with .tril().",
+    "mask_swapped": "True and False are swapped. In SDPA's convention True means 'may attend', so the past and "
+                    "the diagonal are True (nn.MultiheadAttention uses the opposite).",
+    "mask_no_diagonal": "the diagonal is False, so a word cannot see itself (and the first word sees nothing). "
+                        "Use .tril() with the default diagonal=0.",
+    "mask_bottom_right": "the mask is aligned at the bottom-right corner. Align it top-left like SDPA's "
+                         "is_causal: query i sees keys 0..i, whatever L and S.",
+    "mask_float": "return a bool tensor, e.g. torch.ones(L, S, dtype=torch.bool).tril().",
+    "mask_fill_allowed": "you blocked the allowed keys. True means 'may attend' (SDPA's convention), so fill the "
+                         "places where the mask is False: scores.masked_fill(~mask, float('-inf')).",
+    "mask_after_softmax": "mask *before* the softmax. Zeroing weights afterwards leaves rows that no longer add "
+                          "up to 1.",
+    "mask_multiplied": "multiplying by the mask makes a blocked score 0, not -inf, and e^0 = 1 still gets "
+                       "weight. Fill blocked scores with float('-inf').",
     "fully_masked_nan": "a query whose keys are all blocked has -inf everywhere, and its softmax is 0 / 0 = NaN. "
                         "Such a query has nothing to look at: give it exact zeros, e.g. "
                         "weights.masked_fill(~mask.any(dim=-1, keepdim=True), 0.0).",
@@ -172,6 +198,8 @@ def recipe(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor | None = 
     scaled = scores / divisor
     dim = {"softmax_dim_-2": -2, "softmax_dim_0": 0}.get(slip, -1)
     weights = scaled if slip == "no_softmax" else torch.softmax(scaled, dim=dim)
+    if slip == "naive_exp":  # a softmax by hand that forgot lesson 05: NaN once a score passes ~88.7
+        weights = scaled.exp() / scaled.exp().sum(dim=-1, keepdim=True)
     if slip == "scale_after_softmax":
         weights = weights / math.sqrt(sizes["E"])
     output = None

@@ -13,7 +13,7 @@ import torch
 
 from ..attention import calculate_attention
 from .checker import CheckResult, check_function
-from .hints import recipe_mistakes
+from .hints import HINTS, recipe_mistakes
 
 #: (S, E, Ev) of each trial. The first has E == Ev, so that mixing the keys instead of the values is caught
 #: with its own hint rather than as a shape error; S, E and Ev differ otherwise, so that √S or √Ev in place
@@ -40,9 +40,7 @@ MISTAKES = [
     *recipe_mistakes(("blend_keys", "no_scale", "scale_by_d_k", "scale_multiplied", "scale_by_S", "scale_by_Ev",
                       "no_softmax"),
                      result=lambda r: r.output.squeeze(0), inputs=lambda q, k, v: (q.unsqueeze(0), k, v)),
-    (lambda q, k, v: v[(k @ q).argmax()],
-     "that is the hard lookup: it takes the single best value. The soft lookup mixes all the values, each "
-     "weighted by the softmax of its score."),
+    (lambda q, k, v: v[(k @ q).argmax()], HINTS["hard_lookup"]),
 ]
 
 

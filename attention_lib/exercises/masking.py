@@ -28,20 +28,11 @@ def _additive(L: int, S: int) -> torch.Tensor:
 
 
 CAUSAL_MISTAKES = [
-    (_additive, "that is the additive form (0 / -inf). This exercise asks for the bool form: True where a "
-                "query may attend, False where it may not."),
-    (lambda L, S: torch.ones(L, S, dtype=torch.bool).triu(),
-     "that is the upper triangle (triu): each word would see itself and the future. Keep the lower triangle "
-     "with .tril()."),
-    (lambda L, S: ~causal_mask(L, S),
-     "True and False are swapped. In SDPA's convention True means 'may attend', so the past and the "
-     "diagonal are True (nn.MultiheadAttention uses the opposite)."),
-    (lambda L, S: torch.ones(L, S, dtype=torch.bool).tril(diagonal=-1),
-     "the diagonal is False, so a word cannot see itself (and the first word sees nothing). Use "
-     ".tril() with the default diagonal=0."),
-    (lambda L, S: torch.ones(L, S, dtype=torch.bool).tril(diagonal=S - L),
-     "the mask is aligned at the bottom-right corner. Align it top-left like SDPA's is_causal: query i sees "
-     "keys 0..i, whatever L and S."),
+    (_additive, HINTS["mask_additive"]),
+    (lambda L, S: torch.ones(L, S, dtype=torch.bool).triu(), HINTS["mask_triu"]),
+    (lambda L, S: ~causal_mask(L, S), HINTS["mask_swapped"]),
+    (lambda L, S: torch.ones(L, S, dtype=torch.bool).tril(diagonal=-1), HINTS["mask_no_diagonal"]),
+    (lambda L, S: torch.ones(L, S, dtype=torch.bool).tril(diagonal=S - L), HINTS["mask_bottom_right"]),
 ]
 
 
@@ -71,7 +62,7 @@ def check_causal_mask(fn: Callable[[int, int], torch.Tensor]) -> CheckResult:
         got = fn(3, 5)
         if got.dtype != torch.bool:
             return CheckResult("failed", f"❌ {name}: the pattern is right, but the mask has dtype {got.dtype}. "
-                               f"Hint: return a bool tensor, e.g. torch.ones(L, S, dtype=torch.bool).tril().")
+                               f"Hint: {HINTS['mask_float']}")
     return result
 
 
@@ -100,16 +91,10 @@ def _reference(scores: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
 
 
 MASKED_SOFTMAX_MISTAKES = [
-    (lambda scores, mask: _masked(scores, ~mask),
-     "you blocked the allowed keys. True means 'may attend', so fill the places where the mask is False: "
-     "scores.masked_fill(~mask, float('-inf'))."),
-    (lambda scores, mask: torch.softmax(scores, dim=-1).masked_fill(~mask, 0.0),
-     "mask *before* the softmax. Zeroing weights afterwards leaves rows that no longer add up to 1."),
-    (lambda scores, mask: torch.softmax(scores * mask, dim=-1),
-     "multiplying by the mask makes a blocked score 0, not -inf, and e^0 = 1 still gets weight. Fill blocked "
-     "scores with float('-inf')."),
-    (lambda scores, mask: torch.softmax(scores.masked_fill(~mask, float("-inf")), dim=-2),
-     HINTS["softmax_dim_-2"]),
+    (lambda scores, mask: _masked(scores, ~mask), HINTS["mask_fill_allowed"]),
+    (lambda scores, mask: torch.softmax(scores, dim=-1).masked_fill(~mask, 0.0), HINTS["mask_after_softmax"]),
+    (lambda scores, mask: torch.softmax(scores * mask, dim=-1), HINTS["mask_multiplied"]),
+    (lambda scores, mask: torch.softmax(scores.masked_fill(~mask, float("-inf")), dim=-2), HINTS["softmax_dim_-2"]),
     (_masked, HINTS["fully_masked_nan"]),
     (lambda scores, mask: _masked(scores, mask, fill=-1e9), HINTS["fully_masked_finite"]),
 ]
