@@ -84,17 +84,6 @@ def _cause(error: BaseException, op: str | None, shapes: list[tuple], inputs: di
         return HINTS["crash_max_pair"].replace("x.max", f"x.{pair.group(1)}")
     if isinstance(error, TypeError) and op is None and not _learner_frames(error):  # raised by the call itself
         return HINTS["crash_signature"].format(n=len(inputs), params=", ".join(inputs))
-    for arg, shape in zip(("A", "B"), shapes, strict=False):  # an input reversed or swapped by hand
-        for name, original in inputs.items():
-            if original is None:
-                continue
-            if len(shape) > 2 and shape == original[::-1] and shape != original:
-                return HINTS["crash_reversed"].format(arg=arg, shape=_fmt(shape), name=name,
-                                                      original=_fmt(original))
-            dims = _swapped(shape, original)
-            if dims and dims != (len(shape) - 2, len(shape) - 1):
-                return HINTS["crash_hard_transpose"].format(arg=arg, shape=_fmt(shape), name=name,
-                                                            original=_fmt(original), i=dims[0], j=dims[1])
     rules = [
         (op == "t", "crash_t"), (op in {"bmm", "baddbmm"}, "crash_bmm"), (op in {"mm", "mv", "addmm"}, "crash_mm"),
         (op in {"view", "view_as"} and "stride" in text, "crash_view"), (op == "permute", "crash_permute"),
@@ -106,6 +95,17 @@ def _cause(error: BaseException, op: str | None, shapes: list[tuple], inputs: di
     for applies, key in rules:
         if applies:
             return HINTS[key]
+    for arg, shape in zip(("A", "B"), shapes, strict=False):  # an input reversed or swapped by hand
+        for name, original in inputs.items():
+            if original is None:
+                continue
+            if len(shape) > 2 and shape == original[::-1] and shape != original:
+                return HINTS["crash_reversed"].format(arg=arg, shape=_fmt(shape), name=name,
+                                                      original=_fmt(original))
+            dims = _swapped(shape, original)
+            if dims and dims != (len(shape) - 2, len(shape) - 1):
+                return HINTS["crash_hard_transpose"].format(arg=arg, shape=_fmt(shape), name=name,
+                                                            original=_fmt(original), i=dims[0], j=dims[1])
     dim = re.search(r"Dimension out of range .* but got (-?\d+)", text)
     if dim:
         return HINTS["crash_dim_range"].format(dim=f"dim={dim.group(1)}")

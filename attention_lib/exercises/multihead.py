@@ -14,7 +14,7 @@ from .hints import HINTS
 
 #: (N, L, H, Dh) per trial, L != H so that a missing transpose shows up as a wrong shape. (With L == H,
 #: reshape(N, L, H, Dh) is the same tensor as the plain reshape to (N, H, L, Dh), which has its own hint.)
-_SIZES = ((2, 3, 2, 2), (1, 5, 2, 3), (3, 4, 3, 5))
+_SIZES = ((2, 3, 2, 4), (1, 5, 2, 3), (3, 4, 3, 5))
 
 
 def _sizes(seed: int) -> tuple[torch.Generator, int, int, int, int]:
