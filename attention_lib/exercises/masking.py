@@ -13,6 +13,7 @@ from ..attention import percentages
 from ..masks import causal_mask
 from .checker import CheckResult, check_function
 from .hints import HINTS
+from .running import run_learner
 
 
 def _sizes(seed: int) -> tuple[int, int]:
@@ -59,7 +60,7 @@ def check_causal_mask(fn: Callable[[int, int], torch.Tensor]) -> CheckResult:
                             shape_hint="the mask is (L, S): one row per query, one column per key. Did you "
                                        "use L for both sizes?")
     if result.passed:
-        got = fn(3, 5)
+        got = run_learner(fn, (3, 5)).result  # it ran without error in every trial
         if got.dtype != torch.bool:
             return CheckResult("failed", f"❌ {name}: the pattern is right, but the mask has dtype {got.dtype}. "
                                f"Hint: {HINTS['mask_float']}")
