@@ -5,8 +5,9 @@ Each lesson states an exercise, gives a stub, and calls its checker here; the ru
 """
 
 from .blend import check_calculate_attention
-from .checker import CheckResult, check_function, explain_crash
+from .checker import CheckResult, check_function
 from .cocktail_party import check_tune_in
+from .crashes import explain_crash
 from .library_search import check_soft_lookup
 from .masking import check_causal_mask, check_masked_softmax
 from .matchmaker import check_matchmaker
