@@ -7,60 +7,41 @@ and returns the pair ``(output (N, ..., L, Ev), weights (N, ..., L, S))``, like
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 
 import torch
 
 from ..attention import calculate_attention
 from .checker import CheckResult, check_function
+from .hints import HINTS, recipe_mistakes
 
 #: Trial 0 is square (L = S = E = Ev) so that a missing transpose runs and earns its hint; the others are not.
 _SHAPES = ((2, 4, 4, 4, 4), (3, 5, 7, 6, 2), (2, 3, 6, 8, 5))  # (N, L, S, E, Ev)
 
 
+#: How much larger than the keys the queries are, per trial: in the last, scores reach the hundreds, where exp
+#: overflows float32, so a softmax written by hand must subtract each row's max first (lesson 05).
+_LOUDNESS = (1.0, 1.0, 100.0)
+
+
 def _inputs(seed: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     n, L, S, E, Ev = _SHAPES[seed % len(_SHAPES)]
     g = torch.Generator().manual_seed(1000 + seed)
-    return torch.randn(n, L, E, generator=g), torch.randn(n, S, E, generator=g), torch.randn(n, S, Ev, generator=g)
+    query = _LOUDNESS[seed % 3] * torch.randn(n, L, E, generator=g)  # (N, L, E)
+    return query, torch.randn(n, S, E, generator=g), torch.randn(n, S, Ev, generator=g)  # (N, S, E), (N, S, Ev)
 
 
 def _reference(query, key, value):
     return calculate_attention(query, key, value)
 
 
-def _recipe(query, key, value, *, transpose=True, divide_by=None, softmax_dim=-1, softmax=True, swap=False,
-            blend_scores=False):
-    """The five steps with one thing done wrong, the way learners often get it wrong."""
-    d_k = query.size(-1)
-    scores = query @ (key.transpose(-2, -1) if transpose else key)  # (N, L, E) @ (N, E, S) -> (N, L, S)
-    scores = scores / (math.sqrt(d_k) if divide_by is None else divide_by(query, key, value))
-    weights = torch.softmax(scores, dim=softmax_dim) if softmax else scores
-    output = (scores if blend_scores else weights) @ value  # (N, L, S) @ (N, S, Ev) -> (N, L, Ev)
-    return (weights, output) if swap else (output, weights)
-
-
-_MISTAKES = [
-    (lambda q, k, v: _recipe(q, k, v, transpose=False),
-     "the matchmaker needs key flipped sideways: query @ key.transpose(-2, -1), so (L, E) @ (E, S) -> (L, S)."),
-    (lambda q, k, v: _recipe(q, k, v, divide_by=lambda *_: 1.0),
-     "you skipped the scaler: divide the scores by math.sqrt(d_k) before the softmax."),
-    (lambda q, k, v: _recipe(q, k, v, divide_by=lambda q_, *_: q_.size(-1)),
-     "divide by the square root of d_k, math.sqrt(d_k), not by d_k itself."),
-    (lambda q, k, v: _recipe(q, k, v, divide_by=lambda q_, *_: math.sqrt(q_.size(-2))),
-     "d_k is the size of each query vector, query.size(-1) (the last dimension), not the number of words."),
-    (lambda q, k, v: _recipe(q, k, v, divide_by=lambda q_, k_, v_: math.sqrt(v_.size(-1))),
-     "d_k is the size of the query and key vectors, query.size(-1), not the size of the value vectors."),
-    (lambda q, k, v: _recipe(q, k, v, softmax_dim=-2),
-     "take the softmax over the keys, dim=-1, so that each query's row of weights sums to 1."),
-    (lambda q, k, v: _recipe(q, k, v, softmax_dim=0),
-     "take the softmax over the keys, dim=-1, not over dimension 0 (that mixes different sentences)."),
-    (lambda q, k, v: _recipe(q, k, v, blend_scores=True),
-     "blend with the percentages (the softmax weights), not with the scaled scores: output = weights @ value."),
-    (lambda q, k, v: _recipe(q, k, v, softmax=False),
-     "turn the scaled scores into percentages with torch.softmax(..., dim=-1) before the blend."),
-    (lambda q, k, v: _recipe(q, k, v, swap=True),
-     "return the pair in the order (output, weights), like attention_lib.calculate_attention."),
+#: Typical wrong answers, each as the pair (output, weights): every slip of the recipe, and the pair swapped.
+MISTAKES = [
+    *recipe_mistakes(("no_transpose", "reversed_scores", "no_scale", "scale_by_d_k", "scale_multiplied",
+                      "scale_by_S", "scale_by_L", "scale_by_Ev", "scale_by_N", "softmax_dim_-2", "softmax_dim_0",
+                      "blend_scores", "blend_keys", "no_softmax", "scale_after_softmax", "naive_exp"),
+                     result=lambda r: (r.output, r.weights)),
+    (lambda q, k, v: calculate_attention(q, k, v)[::-1], HINTS["swap_pair"]),
 ]
 
 
@@ -95,7 +76,8 @@ def check_calculate_attention(fn: Callable) -> CheckResult:
     The exercise of ``notebooks/06_blend.ipynb``. The learner's function is run on three fresh random batches
     (one of them square, ``L = S = E = Ev``) and compared with :func:`attention_lib.calculate_attention`:
     first the weights (steps 1 to 4), then the output (step 5). Typical slips (a missing transpose, no
-    scaler, softmax over the wrong dimension, ...) get their own hint.
+    scaler, √S or √Ev in place of √E, softmax over the wrong dimension, blending the keys, ...) get their own
+    hint.
 
     Args:
         fn: ``(query (N, L, E), key (N, S, E), value (N, S, Ev)) -> (output (N, L, Ev), weights (N, L, S))``.
@@ -124,7 +106,7 @@ def check_calculate_attention(fn: Callable) -> CheckResult:
     for index, part, shape_hint in parts:
         result = check_function(
             _pick(fn, index), _pick(_reference, index), _inputs, name=f"calculate_attention ({part})",
-            mistakes=[(_pick(wrong, index), hint) for wrong, hint in _MISTAKES], shape_hint=shape_hint,
+            mistakes=[(_pick(wrong, index), hint) for wrong, hint in MISTAKES], shape_hint=shape_hint,
         )
         if not result.passed:
             return result

@@ -2,14 +2,24 @@
 
 A checker never raises and never prints a traceback: it returns a :class:`CheckResult` whose text is shown
 by the notebook. Chapters define their checkers in the sibling modules with :func:`check_function`.
+
+The learner's function runs under a watch (:mod:`attention_lib.exercises.running`) that counts its PyTorch
+operations, notices calls an exercise forbids, and remembers the operation that raised; every error goes
+through :func:`~attention_lib.exercises.crashes.explain_crash`, the one place that turns an error inside the
+learner's code into a hint. The hint texts live in :mod:`attention_lib.exercises.hints`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import inspect
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 import torch
+
+from .crashes import explain_crash
+from .hints import HINTS
+from .running import Forbidden, Run, run_learner
 
 #: A typical mistake: a function that computes the wrong answer the way learners often do, and its hint.
 Mistake = tuple[Callable[..., object], str]
@@ -38,6 +48,10 @@ class CheckResult:
     __str__ = __repr__
 
 
+def _shape(x):
+    return tuple(x.shape) if isinstance(x, torch.Tensor) else None
+
+
 def _close(a, b, atol: float, rtol: float) -> bool:
     if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor):
         return a.shape == b.shape and torch.allclose(a.detach().to(b.dtype), b.detach(), atol=atol, rtol=rtol,
@@ -55,13 +69,19 @@ def _close(a, b, atol: float, rtol: float) -> bool:
             return False
 
 
-def _shape(x):
-    return tuple(x.shape) if isinstance(x, torch.Tensor) else None
+def _params(fn: Callable, count: int) -> list[str]:
+    try:
+        names = list(inspect.signature(fn).parameters)
+    except (TypeError, ValueError):
+        names = []
+    return names[:count] if len(names) >= count else [f"argument {i}" for i in range(count)]
 
 
 def check_function(learner_fn: Callable, reference_fn: Callable, make_inputs: Callable[[int], tuple], *,
                    name: str, mistakes: Sequence[Mistake] = (), shape_hint: str = "",
-                   trials: int = 3, atol: float = 1e-5, rtol: float = 1e-4) -> CheckResult:
+                   trials: int = 3, atol: float = 1e-5, rtol: float = 1e-4,
+                   forbidden: Forbidden | None = None, no_loops: bool = False,
+                   clues: Mapping[str, str] | None = None) -> CheckResult:
     """Check ``learner_fn`` against ``reference_fn`` on ``trials`` fresh inputs from ``make_inputs(seed)``.
 
     Args:
@@ -73,6 +93,12 @@ def check_function(learner_fn: Callable, reference_fn: Callable, make_inputs: Ca
         shape_hint: the hint to give when the result has the wrong shape.
         trials: how many random inputs to try.
         atol, rtol: the tolerance of the comparison.
+        forbidden: shortcuts the exercise forbids, ``PyTorch operation name or Python function -> hint``
+            (see :data:`~attention_lib.exercises.running.Forbidden`); a call to one fails the check even when
+            the answer is right.
+        no_loops: fail a correct answer whose number of PyTorch calls grows with the input (a Python loop).
+        clues: ``PyTorch operation name -> hint`` for a wrong answer that matches no listed mistake but called
+            that operation (e.g. ``clamp`` in a softmax).
 
     Returns:
         A :class:`CheckResult`.
@@ -86,19 +112,24 @@ def check_function(learner_fn: Callable, reference_fn: Callable, make_inputs: Ca
         ...                mistakes=[(lambda x: x + x + 1, "drop the + 1")]).message
         '❌ doubling: not quite. Hint: drop the + 1'
     """
+    calls = []
     for trial in range(trials):
         args = make_inputs(trial)
         expected = reference_fn(*args)
-        try:
-            got = learner_fn(*args)
-        except NotImplementedError:
+        run = run_learner(learner_fn, args, forbidden)
+        got = run.result
+        if isinstance(run.error, NotImplementedError):
             return CheckResult("not attempted", f"📝 {name}: not attempted yet. Replace `raise "
                                f"NotImplementedError` with your code and run this cell again.")
-        except Exception as error:  # noqa: BLE001 - any error becomes a friendly message, not a traceback
-            return CheckResult("error", f"💥 {name}: your function raised {type(error).__name__}: {error}")
+        if run.error is not None:
+            return CheckResult("error", explain_crash(name, run.error, args, failed_op=run.failed_op,
+                                                      params=_params(reference_fn, len(args))))
         if got is None or got is Ellipsis:
             return CheckResult("not attempted", f"📝 {name}: not attempted yet (your function returned "
                                f"{got!r}). Fill in the body and return the result.")
+        if run.forbidden is not None:
+            return CheckResult("failed", f"❌ {name}: not allowed here. Hint: {run.forbidden}")
+        calls.append(run.calls)
         if _close(got, expected, atol, rtol):
             continue
         if isinstance(expected, torch.Tensor) and not isinstance(got, torch.Tensor):
@@ -114,8 +145,25 @@ def check_function(learner_fn: Callable, reference_fn: Callable, make_inputs: Ca
             except Exception:  # noqa: BLE001, S112 - a mistake that does not apply to these inputs
                 continue
         return CheckResult("failed", f"❌ {name}: the shape is right but the values differ from the "
-                           f"reference (largest difference {_max_diff(got, expected)}).")
+                           f"reference (largest difference {_max_diff(got, expected)}).{_clue(got, run, clues or {})}")
+    if no_loops and len(set(calls)) > 1:
+        few, many = min(calls), max(calls)
+        return CheckResult("failed", f"❌ {name}: right numbers, but " + HINTS["python_loop"].format(
+            few=few, many=many))
     return CheckResult("passed", f"✅ {name}: correct on {trials} random inputs. Well done!")
+
+
+def _clue(got, run: Run, clues: Mapping[str, str]) -> str:
+    """A hint for a wrong answer that matches no listed mistake, from what the run left behind."""
+    for op, hint in clues.items():
+        if op in run.ops:
+            return f" Hint: {hint}"
+    if any("x.T" in w for w in run.warnings):
+        return f" Hint: {HINTS['dot_T']}"
+    if isinstance(got, torch.Tensor) and got.is_floating_point() and not bool(got.isfinite().all()):
+        return (" Hint: your result contains NaN or inf; look for exp of a large number, 0 / 0, or "
+                "-inf - (-inf).")
+    return ""
 
 
 def _max_diff(got, expected) -> str:

@@ -7,15 +7,17 @@ average ``weights @ x``.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 
 import torch
 
 from ..attention import calculate_attention
 from .checker import CheckResult, check_function
+from .hints import HINTS
 
 #: The (L, E) sizes and the focus of each trial: L != E, so that a transposed result shows up as a shape error,
-#: and focus != 1, so that a forgotten focus shows up as a wrong value.
+#: and focus != 1 and != 1/√E, so that a forgotten or replaced focus shows up as a wrong value.
 _TRIALS = ((4, 3, 2.0), (5, 4, 0.5), (3, 6, 3.0))
 
 
@@ -35,17 +37,12 @@ def _scores(x: torch.Tensor) -> torch.Tensor:
 
 #: Typical wrong answers and the hint each deserves.
 MISTAKES = [
-    (lambda x, focus: (focus * _scores(x)) @ x,
-     "turn the scores into weights with torch.softmax(..., dim=-1) before averaging: raw scores can be negative "
-     "and do not add up to 1."),
-    (lambda x, focus: torch.softmax(focus * _scores(x), dim=0) @ x,
-     "take the softmax over dim=-1, along each row: one row is one listener, and its weights must add up to 1."),
-    (lambda x, focus: torch.softmax(_scores(x), dim=-1) @ x,
-     "multiply the scores by `focus` before the softmax."),
-    (lambda x, focus: torch.softmax(_scores(x) / focus, dim=-1) @ x,
-     "multiply the scores by `focus`, don't divide: a larger focus should make the weights sharper."),
-    (lambda x, focus: focus * (torch.softmax(_scores(x), dim=-1) @ x),
-     "the focus goes inside the softmax (on the scores), not on the result."),
+    (lambda x, focus: (focus * _scores(x)) @ x, HINTS["no_softmax"]),
+    (lambda x, focus: torch.softmax(focus * _scores(x), dim=0) @ x, HINTS["softmax_dim_0"]),
+    (lambda x, focus: torch.softmax(_scores(x), dim=-1) @ x, HINTS["focus_missing"]),
+    (lambda x, focus: torch.softmax(_scores(x) / focus, dim=-1) @ x, HINTS["focus_divided"]),
+    (lambda x, focus: focus * (torch.softmax(_scores(x), dim=-1) @ x), HINTS["focus_outside"]),
+    (lambda x, focus: torch.softmax(_scores(x) / math.sqrt(x.size(-1)), dim=-1) @ x, HINTS["focus_and_scale"]),
 ]
 
 

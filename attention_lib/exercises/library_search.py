@@ -7,23 +7,24 @@ The learner writes ``soft_lookup(query, key, value)``: one score per key (``key 
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 
 import torch
 
 from ..attention import calculate_attention
 from .checker import CheckResult, check_function
+from .hints import HINTS, recipe_mistakes
 
 #: (S, E, Ev) of each trial. The first has E == Ev, so that mixing the keys instead of the values is caught
-#: with its own hint rather than as a shape error.
+#: with its own hint rather than as a shape error; S, E and Ev differ otherwise, so that √S or √Ev in place
+#: of √E gives a different answer.
 _TRIALS = ((4, 3, 3), (5, 4, 2), (6, 2, 5))
 
 
 def _inputs(trial: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     S, E, Ev = _TRIALS[trial % len(_TRIALS)]
     g = torch.Generator().manual_seed(200 + trial)
-    query = 2 * torch.randn(E, generator=g)  # (E,), larger than the keys so that the scale matters
+    query = torch.randn(E, generator=g)  # (E,)
     key = torch.randn(S, E, generator=g)  # (S, E)
     value = torch.randn(S, Ev, generator=g)  # (S, Ev)
     return query, key, value
@@ -34,24 +35,12 @@ def _reference(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor) -> t
     return calculate_attention(query.unsqueeze(0), key, value)[0].squeeze(0)
 
 
-def _weights(query: torch.Tensor, key: torch.Tensor, scale: float) -> torch.Tensor:
-    return torch.softmax((key @ query) * scale, dim=-1)  # (S, E) @ (E,) -> (S,)
-
-
-#: Typical wrong answers and the hint each deserves.
+#: Typical wrong answers: the recipe's slips on one query (a batch of L = 1), and the hard lookup.
 MISTAKES = [
-    (lambda q, k, v: _weights(q, k, 1 / math.sqrt(q.shape[-1])) @ k,
-     "you mixed the keys. The keys only decide the weights (what you search by); the answer is a mix of the "
-     "values (what you take away): weights @ value."),
-    (lambda q, k, v: _weights(q, k, 1.0) @ v,
-     "divide the scores by sqrt(d_k), where d_k = query.size(-1), before the softmax."),
-    (lambda q, k, v: _weights(q, k, 1 / q.shape[-1]) @ v,
-     "divide by the square root of d_k (math.sqrt(query.size(-1))), not by d_k itself."),
-    (lambda q, k, v: ((k @ q) / math.sqrt(q.shape[-1])) @ v,
-     "turn the scores into weights with torch.softmax(scores, dim=-1), so that they are positive and add up to 1."),
-    (lambda q, k, v: v[(k @ q).argmax()],
-     "that is the hard lookup: it takes the single best value. The soft lookup mixes all the values, each "
-     "weighted by the softmax of its score."),
+    *recipe_mistakes(("blend_keys", "no_scale", "scale_by_d_k", "scale_multiplied", "scale_by_S", "scale_by_Ev",
+                      "no_softmax"),
+                     result=lambda r: r.output.squeeze(0), inputs=lambda q, k, v: (q.unsqueeze(0), k, v)),
+    (lambda q, k, v: v[(k @ q).argmax()], HINTS["hard_lookup"]),
 ]
 
 

@@ -12,6 +12,8 @@ import torch
 from ..attention import percentages
 from ..masks import causal_mask
 from .checker import CheckResult, check_function
+from .hints import HINTS
+from .running import run_learner
 
 
 def _sizes(seed: int) -> tuple[int, int]:
@@ -27,20 +29,11 @@ def _additive(L: int, S: int) -> torch.Tensor:
 
 
 CAUSAL_MISTAKES = [
-    (_additive, "that is the additive form (0 / -inf). This exercise asks for the bool form: True where a "
-                "query may attend, False where it may not."),
-    (lambda L, S: torch.ones(L, S, dtype=torch.bool).triu(),
-     "that is the upper triangle (triu): each word would see itself and the future. Keep the lower triangle "
-     "with .tril()."),
-    (lambda L, S: ~causal_mask(L, S),
-     "True and False are swapped. In SDPA's convention True means 'may attend', so the past and the "
-     "diagonal are True (nn.MultiheadAttention uses the opposite)."),
-    (lambda L, S: torch.ones(L, S, dtype=torch.bool).tril(diagonal=-1),
-     "the diagonal is False, so a word cannot see itself (and the first word sees nothing). Use "
-     ".tril() with the default diagonal=0."),
-    (lambda L, S: torch.ones(L, S, dtype=torch.bool).tril(diagonal=S - L),
-     "the mask is aligned at the bottom-right corner. Align it top-left like SDPA's is_causal: query i sees "
-     "keys 0..i, whatever L and S."),
+    (_additive, HINTS["mask_additive"]),
+    (lambda L, S: torch.ones(L, S, dtype=torch.bool).triu(), HINTS["mask_triu"]),
+    (lambda L, S: ~causal_mask(L, S), HINTS["mask_swapped"]),
+    (lambda L, S: torch.ones(L, S, dtype=torch.bool).tril(diagonal=-1), HINTS["mask_no_diagonal"]),
+    (lambda L, S: torch.ones(L, S, dtype=torch.bool).tril(diagonal=S - L), HINTS["mask_bottom_right"]),
 ]
 
 
@@ -67,56 +60,72 @@ def check_causal_mask(fn: Callable[[int, int], torch.Tensor]) -> CheckResult:
                             shape_hint="the mask is (L, S): one row per query, one column per key. Did you "
                                        "use L for both sizes?")
     if result.passed:
-        got = fn(3, 5)
+        got = run_learner(fn, (3, 5)).result  # it ran without error in every trial
         if got.dtype != torch.bool:
             return CheckResult("failed", f"❌ {name}: the pattern is right, but the mask has dtype {got.dtype}. "
-                               f"Hint: return a bool tensor, e.g. torch.ones(L, S, dtype=torch.bool).tril().")
+                               f"Hint: {HINTS['mask_float']}")
     return result
 
 
 def _scores_and_mask(seed: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """Random scores ``(2, L, S)`` and a random bool mask ``(2, L, S)`` with at least one key per query."""
+    """Random scores ``(2, L, S)`` and a random bool mask ``(2, L, S)``.
+
+    In the first trial every query keeps at least one key; in the others, the first query of the second
+    sentence has all its keys blocked (its weights must be exact zeros).
+    """
     g = torch.Generator().manual_seed(seed)
     L, S = _sizes(seed)
     scores = 2 * torch.randn(2, L, S, generator=g)
     mask = torch.rand(2, L, S, generator=g) > 0.5
-    mask[..., int(torch.randint(0, S, (1,), generator=g))] = True  # every query keeps a key
+    mask[..., int(torch.randint(0, S, (1,), generator=g))] = True  # every query keeps a key ...
+    if seed > 0:
+        mask[1, 0] = False  # ... except this one, which has nothing to look at
     return scores, mask
 
 
+def _masked(scores: torch.Tensor, mask: torch.Tensor, fill: float = float("-inf")) -> torch.Tensor:
+    return torch.softmax(scores.masked_fill(~mask, fill), dim=-1)
+
+
+def _reference(scores: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    return percentages(scores, attn_mask=mask)
+
+
 MASKED_SOFTMAX_MISTAKES = [
-    (lambda scores, mask: torch.softmax(scores.masked_fill(mask, float("-inf")), dim=-1),
-     "you blocked the allowed keys. True means 'may attend', so fill the places where the mask is False: "
-     "scores.masked_fill(~mask, float('-inf'))."),
-    (lambda scores, mask: torch.softmax(scores, dim=-1).masked_fill(~mask, 0.0),
-     "mask *before* the softmax. Zeroing weights afterwards leaves rows that no longer add up to 1."),
-    (lambda scores, mask: torch.softmax(scores * mask, dim=-1),
-     "multiplying by the mask makes a blocked score 0, not -inf, and e^0 = 1 still gets weight. Fill blocked "
-     "scores with float('-inf')."),
-    (lambda scores, mask: torch.softmax(scores.masked_fill(~mask, float("-inf")), dim=-2),
-     "the softmax must run over the keys (the last dimension): use dim=-1."),
+    (lambda scores, mask: _masked(scores, ~mask), HINTS["mask_fill_allowed"]),
+    (lambda scores, mask: torch.softmax(scores, dim=-1).masked_fill(~mask, 0.0), HINTS["mask_after_softmax"]),
+    (lambda scores, mask: torch.softmax(scores * mask, dim=-1), HINTS["mask_multiplied"]),
+    (lambda scores, mask: torch.softmax(scores.masked_fill(~mask, float("-inf")), dim=-2), HINTS["softmax_dim_-2"]),
+    (_masked, HINTS["fully_masked_nan"]),
+    (lambda scores, mask: _masked(scores, mask, fill=-1e9), HINTS["fully_masked_finite"]),
 ]
 
 
 def check_masked_softmax(fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]) -> CheckResult:
     """Check a learner's ``masked_softmax(scores, mask)``: block with ``-inf`` where ``mask`` is False, then softmax.
 
-    Built step by step in ``notebooks/08_masking.ipynb``.
+    Built step by step in ``notebooks/08_masking.ipynb``. Some test inputs have a query whose keys are all
+    blocked: its weights must be exact zeros (it has nothing to look at), not NaN and not a uniform spread,
+    as in :func:`attention_lib.percentages`.
 
     Args:
-        fn: ``(scores (N, L, S), mask (N, L, S) bool, True = may attend) -> weights (N, L, S)``. Every query
-            of the test inputs keeps at least one key.
+        fn: ``(scores (N, L, S), mask (N, L, S) bool, True = may attend) -> weights (N, L, S)``.
 
     Returns:
         A :class:`~attention_lib.exercises.CheckResult` with a hint for typical mistakes (swapped convention,
-        masking after the softmax, multiplying by the mask, the wrong softmax dimension).
+        masking after the softmax, multiplying by the mask, the wrong softmax dimension, NaN or a uniform
+        spread on a fully masked row).
 
     Example:
-        >>> solution = lambda s, m: torch.softmax(s.masked_fill(~m, float("-inf")), dim=-1)
+        >>> def solution(scores, mask):
+        ...     weights = torch.softmax(scores.masked_fill(~mask, float("-inf")), dim=-1)
+        ...     return weights.masked_fill(~mask.any(dim=-1, keepdim=True), 0.0)  # no key at all: zeros
         >>> check_masked_softmax(solution).status
         'passed'
+        >>> print(check_masked_softmax(lambda s, m: torch.softmax(s.masked_fill(~m, float("-inf")), dim=-1)))
+        ❌ masked softmax: not quite. Hint: a query whose keys are all blocked has -inf everywhere, ...
     """
-    return check_function(fn, percentages, _scores_and_mask, name="masked softmax",
+    return check_function(fn, _reference, _scores_and_mask, name="masked softmax",
                           mistakes=MASKED_SOFTMAX_MISTAKES,
                           shape_hint="the weights have the scores' shape (N, L, S): mask the scores, do not "
                                      "index them.")

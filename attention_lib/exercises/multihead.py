@@ -10,12 +10,16 @@ import torch
 
 from ..multihead import merge_heads, split_heads
 from .checker import CheckResult, check_function
+from .hints import HINTS
+
+#: (N, L, H, Dh) per trial, L != H so that a missing transpose shows up as a wrong shape. (With L == H,
+#: reshape(N, L, H, Dh) is the same tensor as the plain reshape to (N, H, L, Dh), which has its own hint.)
+_SIZES = ((2, 3, 2, 4), (1, 5, 2, 3), (3, 4, 3, 5))
 
 
 def _sizes(seed: int) -> tuple[torch.Generator, int, int, int, int]:
     g = torch.Generator().manual_seed(1000 + seed)
-    N, L, H, Dh = (int(torch.randint(lo, hi, (1,), generator=g)) for lo, hi in ((1, 4), (3, 7), (2, 5), (2, 5)))
-    return g, N, L, H, Dh
+    return (g, *_SIZES[seed % len(_SIZES)])
 
 
 def _split_inputs(seed: int) -> tuple[torch.Tensor, int]:
@@ -50,6 +54,15 @@ def _merge_interleaved(x):
     return x.permute(0, 2, 3, 1).reshape(N, L, H * Dh)
 
 
+#: Typical wrong answers for split_heads and merge_heads, with their hints.
+SPLIT_MISTAKES = [(_split_reshape_only, HINTS["split_reshape_only"]),
+                  (_split_heads_interleaved, HINTS["split_interleaved"])]
+MERGE_MISTAKES = [(_merge_reshape_only, HINTS["merge_reshape_only"]), (_merge_interleaved, HINTS["merge_interleaved"])]
+
+#: The exercise asks for reshape and transpose: calling the library's answer (even through a helper) fails.
+FORBIDDEN = {split_heads: HINTS["library_call"], merge_heads: HINTS["library_call"]}
+
+
 def check_split_heads(fn) -> CheckResult:
     """Check ``fn(x, num_heads)``, which should turn ``x (N, L, E)`` into ``(N, H, L, Dh)`` like
     :func:`attention_lib.split_heads`.
@@ -57,18 +70,14 @@ def check_split_heads(fn) -> CheckResult:
     Used in ``notebooks/09_detective_team.ipynb``.
 
     Example:
-        >>> check_split_heads(split_heads).status
+        >>> check_split_heads(lambda x, h: x.reshape(*x.shape[:2], h, -1).transpose(1, 2)).status
         'passed'
+        >>> print(check_split_heads(split_heads))
+        ❌ split_heads: not allowed here. Hint: build it from reshape and transpose; your function called ...
     """
     return check_function(
         fn, split_heads, _split_inputs, name="split_heads",
-        mistakes=[
-            (_split_reshape_only, "reshaping straight to (N, H, L, Dh) reads the numbers in memory order, so "
-                                  "a head gets pieces of several words. Reshape to (N, L, H, Dh) first (each "
-                                  "word's features cut into H slices), then swap L and H with .transpose(1, 2)."),
-            (_split_heads_interleaved, "each head should get a contiguous slice of Dh features (head 0: the first "
-                                       "Dh), not every H-th feature: reshape to (N, L, H, Dh), not (N, L, Dh, H)."),
-        ],
+        mistakes=SPLIT_MISTAKES, forbidden=FORBIDDEN,
         shape_hint="the result is (N, H, L, Dh) with Dh = E // num_heads. If you got (N, L, H, Dh), the last "
                    "step is missing: .transpose(1, 2) puts the heads before the words.",
     )
@@ -81,19 +90,12 @@ def check_merge_heads(fn) -> CheckResult:
     Used in ``notebooks/09_detective_team.ipynb``.
 
     Example:
-        >>> check_merge_heads(merge_heads).status
+        >>> check_merge_heads(lambda x: x.transpose(1, 2).flatten(2)).status
         'passed'
     """
     return check_function(
         fn, merge_heads, _merge_inputs, name="merge_heads",
-        mistakes=[
-            (_merge_reshape_only, "reshaping (N, H, L, Dh) straight to (N, L, E) mixes words and heads. First "
-                                  "bring each word's heads together with .transpose(1, 2) -> (N, L, H, Dh), "
-                                  "then .reshape(N, L, H * Dh)."),
-            (_merge_interleaved, "the heads should sit side by side (head 0's Dh features, then head 1's, ...), "
-                                 "not interleaved: transpose to (N, L, H, Dh), not (N, L, Dh, H), before the "
-                                 "reshape."),
-        ],
+        mistakes=MERGE_MISTAKES, forbidden=FORBIDDEN,
         shape_hint="the result is (N, L, H * Dh). If you got (N, L, H, Dh), finish with "
                    ".reshape(N, L, H * Dh) to glue the heads together.",
     )

@@ -2,16 +2,17 @@
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 
 import torch
 
 from ..attention import matchmaker, scaler
 from .checker import CheckResult, check_function
+from .hints import recipe_mistakes
 
-#: (N, L, S, E) per trial: L, S and E all differ, so using the wrong size for d_k gives a different answer.
-_SIZES = ((2, 3, 5, 16), (1, 4, 6, 64), (3, 2, 7, 9))
+#: (N, L, S, E) per trial: L, S, E and N all differ, so using the wrong size for d_k gives a different answer;
+#: the first is square in L, S and E so that a missing transpose runs and earns its hint.
+_SIZES = ((2, 5, 5, 5), (3, 4, 6, 16), (1, 2, 7, 9))
 
 
 def _inputs(seed: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -24,21 +25,9 @@ def _scaled_scores(query: torch.Tensor, key: torch.Tensor) -> torch.Tensor:
     return scaler(matchmaker(query, key), query.size(-1))
 
 
-def _raw(q, k):
-    return q @ k.transpose(-2, -1)  # (N, L, E) @ (N, E, S) -> (N, L, S)
-
-
-_MISTAKES = [
-    (_raw, "you computed the raw scores; now divide them by math.sqrt(d_k)."),
-    (lambda q, k: _raw(q, k) / q.size(-1), "divide by the square root of d_k, math.sqrt(d_k), not by d_k itself."),
-    (lambda q, k: _raw(q, k) * math.sqrt(q.size(-1)), "divide by √d_k; you multiplied by it."),
-    (lambda q, k: _raw(q, k) / math.sqrt(k.size(-2)),
-     "d_k is the size of each query and key vector, query.size(-1), not the number of keys S."),
-    (lambda q, k: _raw(q, k) / math.sqrt(q.size(-2)),
-     "d_k is the size of each query vector, query.size(-1), not the number of queries L."),
-    (lambda q, k: _raw(q, k) / math.sqrt(q.size(0)),
-     "d_k is the last dimension, query.size(-1); size(0) is the batch size."),
-]
+#: Typical wrong answers: the matchmaker's slips, and each wrong way to scale.
+MISTAKES = recipe_mistakes(("no_transpose", "reversed_scores", "no_scale", "scale_by_d_k", "scale_multiplied",
+                            "scale_by_S", "scale_by_L", "scale_by_N"), result=lambda r: r.scaled)
 
 
 def check_scaled_scores(fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]) -> CheckResult:
@@ -54,10 +43,10 @@ def check_scaled_scores(fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
         A :class:`~attention_lib.exercises.CheckResult`; its message names the typical mistake found.
 
     Example:
-        >>> check_scaled_scores(lambda q, k: q @ k.transpose(-2, -1) / math.sqrt(q.size(-1))).status
+        >>> check_scaled_scores(lambda q, k: q @ k.transpose(-2, -1) / q.size(-1) ** 0.5).status
         'passed'
         >>> print(check_scaled_scores(lambda q, k: q @ k.transpose(-2, -1) / q.size(-1)).message)
         ❌ scaled scores: not quite. Hint: divide by the square root of d_k, ...
     """
-    return check_function(fn, _scaled_scores, _inputs, name="scaled scores", mistakes=_MISTAKES,
+    return check_function(fn, _scaled_scores, _inputs, name="scaled scores", mistakes=MISTAKES,
                           shape_hint="one score per (query, key) pair: query @ key.transpose(-2, -1) is (N, L, S).")
