@@ -53,8 +53,11 @@ suppress_warnings = ["myst.domains"]
 html_theme = "sphinx_book_theme"
 html_static_path = [str(HERE / "_static")]
 html_css_files = ["course.css"]
+html_favicon = str(HERE / "_static" / "favicon.svg")  # without one, browsers ask for /favicon.ico and get a 404
 html_sourcelink_suffix = ""
 html_last_updated_fmt = None
+# The theme's light/dark mode: follow the reader's system until they pick one (an empty default logs an error).
+html_context = {"default_mode": "auto"}
 html_theme_options = {
     "repository_url": f"https://github.com/{COLAB['repository']}",
     "repository_branch": COLAB["ref"],

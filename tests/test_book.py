@@ -48,8 +48,8 @@ PAGES = ["index.html", *[p.relative_to(ROOT).with_suffix(".html").as_posix() for
 WITH_EXPLORER = [p for p in NOTEBOOKS if build_book.WIDGET_VIEW in p.read_text()]
 #: The two screenshots: (page, dark mode, element to scroll to, file name).
 SCREENSHOT_PAGES = [
-    ("notebooks/04_scaler.html", False, ".course-explorer-note", "book-04_scaler.png"),
-    ("notebooks/08_masking.html", True, ".cell_output img", "book-08_masking-dark.png"),
+    ("notebooks/04_scaler.html", False, ".cell:has(.course-explorer-note)", "book-04_scaler.png"),
+    ("notebooks/08_masking.html", True, ".cell:has(.cell_output img)", "book-08_masking-dark.png"),
 ]
 
 
@@ -157,7 +157,7 @@ def test_the_sidebar_lists_lessons_then_solutions_in_file_order(site):
 
 def test_previous_and_next_follow_the_lessons(site):
     chain = ["index.html", *[page_of(p) for p in LESSONS + SOLUTIONS]]
-    for before, page, after in zip([None, *chain], chain, [*chain[1:], None], strict=True):
+    for before, page, after in zip([None, *chain[:-1]], chain, [*chain[1:], None], strict=True):
         text = (site / page).read_text()
         found = {kind: re.search(rf'<a class="{kind}"\s+href="([^"]+)"', text) for kind in ("left-prev", "right-next")}
         for kind, expected in (("left-prev", before), ("right-next", after)):

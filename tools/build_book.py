@@ -58,7 +58,7 @@ WIDGET_STATE = "application/vnd.jupyter.widget-state+json"
 #: The class of the note that replaces an explorer on the site (the tests look for it).
 EXPLORER_NOTE_CLASS = "course-explorer-note"
 #: What an explorer becomes on the site, before its title and controls.
-EXPLORER_NOTE = "This explorer moves in a live notebook (launch this page on Colab, or run it in JupyterLab)"
+EXPLORER_NOTE = "Its controls move in a live notebook: launch this page on Colab, or run it in JupyterLab"
 #: Book files that are configuration, not pages (Sphinx reads them from book/ itself).
 NOT_PAGES = ("conf.py", "_toc.yml", "_static", "_build", "__pycache__", ".ipynb_checkpoints")
 
@@ -136,10 +136,9 @@ def explorer_static_view(model_id: str, widget_state: dict) -> list[dict]:
             visit(child)
 
     visit(model_id)
-    parts = [f"<strong>Explorer</strong>{': ' + ' '.join(titles) if titles else ''}. {EXPLORER_NOTE}"]
-    if controls:
-        parts.append(f"; below, the figure it drew for {', '.join(controls)}")
-    note = f'<p class="{EXPLORER_NOTE_CLASS}">{"".join(parts)}.</p>'
+    title = f"<strong>Explorer{': ' + ' '.join(titles) if titles else ''}</strong>"
+    shown = f". Below, the figure it drew for {', '.join(controls)}" if controls else ""
+    note = f'<p class="{EXPLORER_NOTE_CLASS}">{title} {EXPLORER_NOTE}{shown}.</p>'
     return [nbformat.v4.new_output("display_data", data={"text/html": note}), *outputs]
 
 

@@ -121,6 +121,10 @@ class PageReport:
 
 
 class _QuietHandler(http.server.SimpleHTTPRequestHandler):
+    def end_headers(self):
+        self.send_header("Cache-Control", "no-store")  # a page rewritten between two checks is fetched anew
+        super().end_headers()
+
     def log_message(self, format, *args):  # noqa: A002  (the base class's name)
         pass
 
@@ -203,7 +207,8 @@ def check_page(browser, server: SiteServer, page: str, colab: dict[str, str], *,
             screenshot.parent.mkdir(parents=True, exist_ok=True)
             if scroll_to:
                 with contextlib.suppress(Exception):
-                    tab.locator(scroll_to).first.evaluate("el => el.scrollIntoView({block: 'start'})")
+                    tab.locator(scroll_to).first.evaluate(
+                        "el => { el.scrollIntoView({block: 'start'}); window.scrollBy(0, -90); }")
                     tab.wait_for_timeout(300)
             tab.screenshot(path=str(screenshot))
             report.screenshot = screenshot
