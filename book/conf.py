@@ -33,6 +33,8 @@ extensions = [
     "sphinx_design",
     # MathJax 3 served from the site itself (_static/mathjax), never from a CDN.
     "sphinx-mathjax-offline",
+    # .nojekyll, so that GitHub Pages serves _static/ as it is.
+    "sphinx.ext.githubpages",
 ]
 
 # The table of contents: lessons and solutions found by glob, so a new notebook appears without an edit here.
@@ -51,6 +53,8 @@ myst_heading_anchors = 3
 suppress_warnings = ["myst.domains"]
 
 html_theme = "sphinx_book_theme"
+_owner, _name = COLAB["repository"].split("/")
+html_baseurl = f"https://{_owner}.github.io/{_name}/"  # where .github/workflows/pages.yml publishes the site
 html_static_path = [str(HERE / "_static")]
 html_css_files = ["course.css"]
 html_favicon = str(HERE / "_static" / "favicon.svg")  # without one, browsers ask for /favicon.ico and get a 404

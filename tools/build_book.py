@@ -43,8 +43,8 @@ sys.path.insert(0, str(ROOT / "tools"))
 from colab_sync import BADGE_TAG, SETUP_TAG, colab_config, setup_source  # noqa: E402
 
 #: A markdown cell that is nothing but an "Open in Colab" badge (tagged or not).
-COLAB_BADGE = re.compile(r'\s*<a href="https://colab\.research\.google\.com/[^"]*"[^>]*>\s*<img [^>]*colab-badge\.svg[^>]*>'
-                         r"\s*</a>\s*")
+COLAB_BADGE = re.compile(r'\s*<a href="https://colab\.research\.google\.com/[^"]*"[^>]*>'
+                         r"\s*<img [^>]*colab-badge\.svg[^>]*>\s*</a>\s*")
 
 NOTEBOOKS = ROOT / "notebooks"
 BOOK = ROOT / "book"
@@ -107,7 +107,8 @@ def explorer_static_view(model_id: str, widget_state: dict) -> list[dict]:
 
     Example:
         >>> state = {
-        ...     "box": {"model_name": "VBoxModel", "state": {"children": ["IPY_MODEL_t", "IPY_MODEL_s", "IPY_MODEL_o"]}},
+        ...     "box": {"model_name": "VBoxModel",
+        ...             "state": {"children": ["IPY_MODEL_t", "IPY_MODEL_s", "IPY_MODEL_o"]}},
         ...     "t": {"model_name": "HTMLModel", "state": {"value": "<b>A title</b>"}},
         ...     "s": {"model_name": "IntSliderModel", "state": {"description": "n", "value": 3}},
         ...     "o": {"model_name": "OutputModel", "state": {"outputs": [
