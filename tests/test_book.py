@@ -2,9 +2,9 @@
 
 The first tests need no build: how a notebook is prepared for its static page (explorers become their stored
 static view, the Colab badge gives way to the launch button) and that the repository slug is written only in
-``pyproject.toml``. Then the site is built once for the module (``tools/build_book.py``: incremental, so a
-fresh build is reused) and its HTML is checked: a page for every notebook, lessons then solutions in file
-order, previous/next links along the lessons, nothing loaded from the web, the committed notebooks untouched.
+``pyproject.toml``. Then the site is built once for the module (``tools/build_book.py``) and its HTML is
+checked: a page for every notebook, lessons then solutions in file order, previous/next links along the
+lessons, nothing loaded from the web, the committed notebooks untouched.
 
 The browser tests open every page from a local server in headless Chromium (the same browser and
 Playwright as ``tests/test_browser.py``: Debian's Chromium, every host but localhost unresolvable) and fail
@@ -128,7 +128,7 @@ def _digest(paths) -> str:
 
 @pytest.fixture(scope="module")
 def site():
-    """Build the site (incremental) once for the module; yields its HTML folder."""
+    """Build the site once for the module; yields its HTML folder."""
     before = _digest(NOTEBOOKS)
     start = time.perf_counter()
     try:

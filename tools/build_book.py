@@ -18,10 +18,11 @@ Each staged copy differs from its notebook in three ways, all for a static page:
   notebook was executed (read from the widget state saved in the notebook). The saved widget state itself is
   dropped, so no widget-manager script from a CDN is ever requested.
 
-Only staged files whose content changed are rewritten, so Sphinx rebuilds just the pages that changed.
+Every build starts from an empty ``book/_build`` (it takes seconds): an incremental Sphinx build would leave
+stale sidebars and previous/next links on the pages that did not change when a lesson is added.
 
-    python course.py book            # build (incremental)
-    python course.py book --clean    # remove book/_build first
+    python course.py book             # build
+    python course.py book --verbose   # with Sphinx's progress messages
 """
 
 from __future__ import annotations
@@ -183,41 +184,33 @@ def prepare_notebook(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
     return nb
 
 
-def _write_if_changed(path: Path, content: bytes) -> bool:
-    if path.exists() and path.read_bytes() == content:
-        return False
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_bytes(content)
-    return True
-
-
 def stage(source: Path = SOURCE) -> list[Path]:
-    """Write the site's source folder: the pages of ``book/`` and a prepared copy of every notebook.
+    """Write the site's source folder anew: the pages of ``book/`` and a prepared copy of every notebook.
 
-    Returns the staged notebooks. Files that no longer have an origin (a deleted notebook) are removed.
+    Returns the staged notebooks.
     """
-    wanted: dict[Path, bytes] = {}
+    if source.exists():
+        shutil.rmtree(source)
     for page in BOOK.rglob("*"):
         relative = page.relative_to(BOOK)
         if page.is_file() and not any(part in NOT_PAGES for part in relative.parts):
-            wanted[source / relative] = page.read_bytes()
+            (source / relative).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(page, source / relative)
     staged = []
     for path in course_notebooks():
         target = source / path.relative_to(ROOT)
-        site = prepare_notebook(nbformat.read(path, as_version=4))
-        wanted[target] = (nbformat.writes(site) + "\n").encode()
+        target.parent.mkdir(parents=True, exist_ok=True)
+        nbformat.write(prepare_notebook(nbformat.read(path, as_version=4)), target)
         staged.append(target)
-    for path in wanted:
-        _write_if_changed(path, wanted[path])
-    if source.exists():
-        for old in [p for p in source.rglob("*") if p.is_file() and p not in wanted]:
-            old.unlink()
     return staged
 
 
-def build(*, clean: bool = False, quiet: bool = True) -> Path:
-    """Stage and build the site; returns the path of its ``index.html``. Raises ``RuntimeError`` on failure."""
-    if clean and BUILD.exists():
+def build(*, quiet: bool = True) -> Path:
+    """Stage and build the site from scratch; returns the path of its ``index.html``.
+
+    Raises ``RuntimeError`` when Sphinx fails or warns (a broken cross-reference, a missing page, ...).
+    """
+    if BUILD.exists():
         shutil.rmtree(BUILD)
     stage()
     # -W: a warning (a broken cross-reference, a missing page, a bad toc entry) fails the build.
@@ -239,7 +232,7 @@ def main(argv: list[str]) -> int:
         return 0
     start = time.perf_counter()
     try:
-        index = build(clean="--clean" in argv, quiet="--verbose" not in argv)
+        index = build(quiet="--verbose" not in argv)
     except RuntimeError as error:
         print(error, file=sys.stderr)
         return 1

@@ -1,10 +1,10 @@
 """The course website in a real browser: a local server for the built site and a check of one page.
 
-``tests/test_book.py`` builds the site (``tools/build_book.py``, incremental, so a fresh build is reused),
-serves it with :class:`SiteServer` on ``127.0.0.1`` and opens every page in the same headless Chromium as the
-JupyterLab test (:class:`browser.lab.LabBrowser`: Debian's Chromium, every host but localhost unresolvable, so
-anything the site would fetch from the web fails and shows up as a console error). :func:`check_page` reports
-what a reader would see go wrong on a page.
+``tests/test_book.py`` builds the site (``tools/build_book.py``), serves it with :class:`SiteServer` on
+``127.0.0.1`` and opens every page in the same headless Chromium as the JupyterLab test
+(:class:`browser.lab.LabBrowser`: Debian's Chromium, every host but localhost unresolvable, so anything the
+site would fetch from the web fails and shows up as a console error). :func:`check_page` reports what a
+reader would see go wrong on a page.
 """
 
 from __future__ import annotations
