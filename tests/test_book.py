@@ -220,6 +220,13 @@ def test_every_page_reads_cleanly_in_the_browser(browser, server, page):
     notebook = ROOT / Path(page).with_suffix(".ipynb")
     if notebook in WITH_EXPLORER:
         assert report.explorers >= 1, "an explorer's static view is missing"
+    if notebook.is_file():
+        assert report.code > 0, "the page's code was not highlighted"
+        site_copy = build_book.prepare_notebook(nbformat.read(notebook, as_version=4))
+        shown = [c for c in site_copy.cells
+                 if c.cell_type == "code" and "remove-cell" not in c.metadata.get("tags", [])]
+        stored = [o for c in shown for o in c.outputs if "image/png" in o.get("data", {})]
+        assert report.figures == len(stored), "not every stored figure is shown"
     if page == "index.html":
         assert report.math >= 1, "the landing page's formula was not typeset"
         assert report.code > 0, "the landing page's code was not highlighted"

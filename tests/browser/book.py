@@ -71,6 +71,7 @@ JS_PAGE = """() => {
     explorers: document.querySelectorAll('.course-explorer-note').length,
     math: document.querySelectorAll('mjx-container').length,
     code: document.querySelectorAll('div.highlight pre span').length,
+    figures: [...document.querySelectorAll('.cell_output img')].filter(i => i.complete && i.naturalWidth).length,
     title: document.title,
   };
 }"""
@@ -111,11 +112,12 @@ class PageReport:
     explorers: int = 0  #: explorer notes (an explorer's static view)
     math: int = 0  #: formulas typeset by MathJax
     code: int = 0  #: highlighted code tokens
+    figures: int = 0  #: pictures in cell outputs that loaded
     screenshot: Path | None = None
 
     def summary(self) -> str:
-        lines = [f"{self.path}: {len(self.problems)} problem(s), {self.math} formula(s), {self.explorers} "
-                 f"explorer(s), {len(self.links)} internal link(s), theme {self.theme or '?'}"]
+        lines = [f"{self.path}: {len(self.problems)} problem(s), {self.figures} figure(s), {self.math} formula(s), "
+                 f"{self.explorers} explorer(s), {len(self.links)} internal link(s), theme {self.theme or '?'}"]
         lines += [f"  - {p}" for p in self.problems]
         return "\n".join(lines)
 
@@ -195,7 +197,7 @@ def check_page(browser, server: SiteServer, page: str, colab: dict[str, str], *,
         tab.evaluate(JS_MATH_DONE)
         seen = tab.evaluate(JS_PAGE)
         report.problems += seen["problems"]
-        for name in ("links", "colab", "prev", "next", "theme", "explorers", "math", "code"):
+        for name in ("links", "colab", "prev", "next", "theme", "explorers", "math", "code", "figures"):
             setattr(report, name, seen[name])
         expected = expected_colab_link(page, colab)
         if expected is not None and expected not in report.colab:
