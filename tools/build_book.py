@@ -210,6 +210,13 @@ def build(*, quiet: bool = True) -> Path:
 
     Raises ``RuntimeError`` when Sphinx fails or warns (a broken cross-reference, a missing page, ...).
     """
+    import importlib.util
+
+    missing = [m for m in ("sphinx", "myst_nb", "sphinx_book_theme", "sphinx_external_toc")
+               if importlib.util.find_spec(m) is None]
+    if missing or importlib.util.find_spec("sphinx-mathjax-offline") is None:
+        raise RuntimeError(f"the website's tools are not installed ({', '.join(missing) or 'sphinx-mathjax-offline'})"
+                           ": pip install -e '.[book]' (python course.py book installs them into .venv)")
     if BUILD.exists():
         shutil.rmtree(BUILD)
     stage()
