@@ -6,6 +6,7 @@
     python course.py execute    regenerate every notebook's stored outputs (the only way outputs are made)
     python course.py colab      rewrite every notebook's Colab badge and setup cell from pyproject.toml
     python course.py gpu-check  on a CUDA machine: device tests, strict nbval and timings on the GPU
+    python course.py book       build the course website from the stored outputs (book/_build/html)
 
 Each command first makes sure ``.venv`` exists and holds the project with its ``dev`` extras (it reinstalls
 when ``pyproject.toml`` changes). Set ``COURSE_VENV`` to use another environment folder, or
@@ -94,7 +95,13 @@ def cmd_gpu_check(args: list[str]) -> int:
     return subprocess.call([str(python), str(ROOT / "tools" / "gpu_check.py"), *args], cwd=ROOT, env=run_env())
 
 
+def cmd_book(args: list[str]) -> int:
+    python = venv_python()
+    return subprocess.call([str(python), str(ROOT / "tools" / "build_book.py"), *args], cwd=ROOT)
+
+
 COMMANDS = {"lab": cmd_lab, "test": cmd_test, "execute": cmd_execute, "colab": cmd_colab, "gpu-check": cmd_gpu_check}
+COMMANDS["book"] = cmd_book
 
 
 def main(argv: list[str]) -> int:
