@@ -35,7 +35,6 @@ import subprocess
 import sys
 import time
 import urllib.request
-from dataclasses import dataclass, field
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent
@@ -67,12 +66,11 @@ CHROMIUM_NAMES = ("chromium", "chromium-browser", "google-chrome", "google-chrom
 SKIP_HINT = "COURSE_SKIP_BROWSER=1 python course.py test"
 
 
-@dataclass
 class Step:
-    """One install step: a title for the learner and the command that does it."""
-    title: str
-    argv: list[str]
-    files: dict[Path, str] = field(default_factory=dict)  # written just before the command runs
+    """One install step: a title for the learner, the command that does it, files written just before it runs."""
+
+    def __init__(self, title: str, argv: list[str], files: dict[Path, str] | None = None):
+        self.title, self.argv, self.files = title, argv, files or {}
 
 
 class StepFailed(RuntimeError):

@@ -60,11 +60,10 @@ def dry_run(clone: Path, tmp_path: Path, *argv: str, path_names=("apt-get",), **
 
 
 def load_course(clone: Path):
-    """course.py of the clone, imported as a module (its ROOT is the clone)."""
+    """course.py of the clone, imported as a module (its ROOT is the clone), the way tests/browser/lab.py loads it."""
     spec = importlib.util.spec_from_file_location("course_under_test", clone / "course.py")
     module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up there
-    spec.loader.exec_module(module)
+    spec.loader.exec_module(module)  # not in sys.modules: course.py must load without it
     return module
 
 
