@@ -125,13 +125,14 @@ def download_notice(choice: str) -> str:
     """What the first install downloads, said before it starts."""
     common = "JupyterLab, pytest, nbval, Playwright's Python package and their dependencies (about 200 MB)"
     if choice == "cpu":
-        return f"Downloading PyTorch's CPU-only build (about 190 MB, from {CPU_INDEX}), then {common}."
+        return (f"Downloading PyTorch's CPU-only build (about 190 MB, from {CPU_INDEX}), then {common}; "
+                "the environment takes about 1.5 GB on disk.")
     if platform.system() == "Linux" and platform.machine() in ("x86_64", "AMD64"):
         advice = ("No NVIDIA GPU was found here: to skip the CUDA libraries, press Ctrl+C now and run "
                   "`python course.py lab --cpu` (or `python course.py test --cpu`) instead."
                   if not has_nvidia_gpu() else "An NVIDIA GPU was found: the lessons will use it.")
         return (f"Downloading PyTorch from PyPI: on Linux this is the CUDA build, about 3 GB of downloads "
-                f"(torch and NVIDIA's libraries, about 5 GB on disk), then {common}. {advice}")
+                f"(torch and NVIDIA's libraries), then {common}; the environment takes about 6 GB on disk. {advice}")
     return f"Downloading PyTorch from PyPI (a few hundred MB), then {common}."
 
 

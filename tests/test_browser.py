@@ -25,7 +25,7 @@ The test works on a temporary copy of ``notebooks/`` (the committed notebooks ar
 off, and each check fails if the file it opened changed), starts one JupyterLab server (127.0.0.1, free port,
 random token, temporary config, settings and workspace folders) and one Chromium (fresh profile, every host
 but localhost unresolvable) for the whole module, and a fresh page and kernel per notebook. On a 2-core
-machine a lesson takes 9-17 s and the whole module about 3.5 minutes.
+machine a lesson takes 9-17 s and the whole module about 5 minutes.
 """
 
 from __future__ import annotations
