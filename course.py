@@ -191,13 +191,13 @@ def venv_python() -> Path:
     steps, notes = install_plan(venv, torch_choice())
     if not steps:
         return python
-    for note in notes:
-        say(note)
     if any(CPU_INDEX in step.argv for step in steps) and not dry_run():
-        problem = cpu_index_problem()
+        problem = cpu_index_problem()  # one quick try, before anything is created
         if problem:
             raise StepFailed(f"PyTorch's CPU index ({CPU_INDEX}) cannot be reached: {problem}. Check the "
                              "connection, or leave out --cpu (and COURSE_TORCH) to install PyTorch from PyPI.")
+    for note in notes:
+        say(note)
     start = time.monotonic()
     run_steps(steps)
     if not dry_run():
