@@ -14,20 +14,18 @@ page at the first problem, else at the first explorer or figure) and, for a less
 
     python -m pytest tests/test_browser.py -k 04_scaler
 
-What it needs: Chromium and the Python package ``playwright`` (Playwright's own browser download is not
-used; the test drives the system's Chromium). Install both on Debian/Ubuntu with::
-
-    bash tools/install_browser.sh
-
-Without them the test FAILS (an error at setup that says how to install them); it never skips on its own. A
-learner who only wants the rest of the suite can opt out with ``COURSE_SKIP_BROWSER=1``, e.g.
+What it needs: Chromium and the Python package ``playwright`` (in the ``[dev]`` extras). ``python course.py test``
+installs Chromium when none is found: Debian's through apt as root or with passwordless sudo, else Playwright's
+own download (``tests/browser/lab.py`` finds either). Without a browser the test FAILS once
+(``test_the_browser_is_available`` says how to get one; the other browser tests then skip); it never passes
+without having run. A learner who only wants the rest of the suite can opt out with ``COURSE_SKIP_BROWSER=1``, e.g.
 ``COURSE_SKIP_BROWSER=1 python course.py test``. ``COURSE_CHROMIUM=/path/to/chrome`` picks another browser.
 
 The test works on a temporary copy of ``notebooks/`` (the committed notebooks are never opened, autosave is
 off, and each check fails if the file it opened changed), starts one JupyterLab server (127.0.0.1, free port,
 random token, temporary config, settings and workspace folders) and one Chromium (fresh profile, every host
 but localhost unresolvable) for the whole module, and a fresh page and kernel per notebook. On a 2-core
-machine a lesson takes 9-17 s and the whole module about 3.5 minutes.
+machine a lesson takes 9-17 s and the whole module about 5 minutes.
 """
 
 from __future__ import annotations
@@ -52,9 +50,8 @@ def lab(tmp_path_factory):
     """One JupyterLab server and one browser for the whole module: ``(server, browser)``."""
     if os.environ.get("COURSE_SKIP_BROWSER") == "1":
         pytest.skip("COURSE_SKIP_BROWSER=1: the browser test was skipped on purpose")
-    problem = browser_problem()
-    if problem:
-        pytest.fail(f"The browser test cannot run: {problem}", pytrace=False)
+    if browser_problem():  # said once, by test_the_browser_is_available, not once per test
+        pytest.skip("no browser: see test_the_browser_is_available")
     workdir = tmp_path_factory.mktemp("browser")
     with LabServer(workdir) as server, LabBrowser(workdir) as browser:
         yield server, browser
@@ -71,6 +68,15 @@ def write_notebook(server: LabServer, name: str, *sources: str) -> str:
                 else nbformat.v4.new_code_cell(source) for source in sources]
     nbformat.write(nb, server.root / name)
     return name
+
+
+def test_the_browser_is_available():
+    """The one failure (with what to do) when the browser test cannot run; the other tests then skip."""
+    if os.environ.get("COURSE_SKIP_BROWSER") == "1":
+        pytest.skip("COURSE_SKIP_BROWSER=1: the browser test was skipped on purpose")
+    problem = browser_problem()
+    if problem:
+        pytest.fail(f"The browser test cannot run: {problem}", pytrace=False)
 
 
 def test_lessons_exist():

@@ -31,7 +31,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOKS = ROOT / "notebooks"
 SCREENSHOTS = Path(os.environ.get("COURSE_SCREENSHOT_DIR", ROOT / "artifacts" / "screenshots"))
-INSTALL_HINT = "install it with `bash tools/install_browser.sh` (or set COURSE_SKIP_BROWSER=1 to skip this test)"
+INSTALL_HINT = ("`python course.py test` installs it when it can (or set COURSE_SKIP_BROWSER=1 to skip this test: "
+                "`COURSE_SKIP_BROWSER=1 python course.py test`)")
 
 #: Where to look for Chromium, first match wins; COURSE_CHROMIUM overrides.
 CHROMIUM_CANDIDATES = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
@@ -72,7 +73,7 @@ c.ServerApp.open_browser = False
 
 
 def find_chromium() -> str | None:
-    """The path of a Chromium/Chrome executable, or None.
+    """The path of a Chromium/Chrome executable, or None: COURSE_CHROMIUM, then PATH, then Playwright's download.
 
     Example:
         >>> path = find_chromium()
@@ -86,7 +87,10 @@ def find_chromium() -> str | None:
         found = shutil.which(name)
         if found:
             return found
-    return None
+    # `python -m playwright install chromium` (what course.py does without root or sudo) puts it here.
+    cache = os.environ.get("PLAYWRIGHT_BROWSERS_PATH") or Path.home() / ".cache" / "ms-playwright"
+    downloaded = sorted(Path(cache).glob("chromium-*/chrome-linux*/chrome"))
+    return str(downloaded[-1]) if downloaded else None
 
 
 def browser_problem() -> str | None:

@@ -1,0 +1,178 @@
+"""The README's promise: on a fresh clone, `python course.py lab` and `python course.py test` do the right thing.
+
+Each test works on a fresh copy of the repository (the files git tracks, no ``.venv``). Nothing is downloaded:
+``COURSE_DRY_RUN=1`` makes course.py print its plan (every step, then the command it would start) and run nothing,
+and the in-process tests replace the probes (root, sudo, an installed torch, a browser) and the install steps.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import shutil
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+CPU_INDEX = "https://download.pytorch.org/whl/cpu"
+
+
+@pytest.fixture(scope="module")
+def clone(tmp_path_factory) -> Path:
+    """A fresh copy of the repository as git tracks it (the working tree's versions), without ``.venv``."""
+    files = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=ROOT,
+                           capture_output=True, text=True, check=True).stdout.split("\0")
+    target = tmp_path_factory.mktemp("clone") / "attention-step-by-step"
+    for name in filter(None, files):
+        source = ROOT / name
+        if source.is_file():
+            (target / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, target / name)
+    assert not (target / ".venv").exists()
+    return target
+
+
+def stub_bin(folder: Path, *names: str) -> Path:
+    """A folder of do-nothing executables, to stand for PATH (`chromium`, `apt-get`, ...)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for name in names:
+        path = folder / name
+        path.write_text("#!/bin/sh\nexit 0\n")
+        path.chmod(path.stat().st_mode | stat.S_IEXEC)
+    return folder
+
+
+def dry_run(clone: Path, tmp_path: Path, *argv: str, path_names=("apt-get",), **env: str) -> str:
+    """``python course.py ARGV`` in the clone with COURSE_DRY_RUN=1 and PATH holding only stubs; its output."""
+    environment = {key: value for key, value in os.environ.items()
+                   if not key.startswith(("COURSE_", "PLAYWRIGHT_", "VIRTUAL_ENV"))}
+    environment.update(COURSE_DRY_RUN="1", PATH=str(stub_bin(tmp_path / "bin", *path_names)),
+                       PLAYWRIGHT_BROWSERS_PATH=str(tmp_path / "no-browsers"), HOME=str(tmp_path), **env)
+    done = subprocess.run([sys.executable, str(clone / "course.py"), *argv], cwd=clone, env=environment,
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert not (clone / ".venv").exists(), "a dry run must not create anything"
+    return done.stdout
+
+
+def load_course(clone: Path):
+    """course.py of the clone, imported as a module (its ROOT is the clone), the way tests/browser/lab.py loads it."""
+    spec = importlib.util.spec_from_file_location("course_under_test", clone / "course.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)  # not in sys.modules: course.py must load without it
+    return module
+
+
+def test_fresh_clone_test_installs_everything_then_runs_pytest(clone, tmp_path):
+    out = dry_run(clone, tmp_path, "test")
+    steps = [line for line in out.splitlines() if line.startswith("[course] step")]
+    assert [s.split(": ", 1)[1] for s in steps[:3]] == [
+        f"create the environment in {clone / '.venv'}", "update pip", "install the course and its tools"]
+    assert f"-m pip install -e '{clone}[dev]'" in out
+    assert CPU_INDEX not in out.split("[course] step")[1], "the default path installs torch from PyPI"
+    assert "about 3 GB" in out or "a few hundred MB" in out  # what will be downloaded, said before it starts
+    assert "python course.py test --cpu" in out or sys.platform != "linux"
+    # no Chromium on PATH (only an apt-get stub): the browser comes before pytest
+    assert "Chromium" in out
+    assert "chromium" in out.split("-m pytest")[0]
+    assert out.rstrip().splitlines()[-1].endswith("--nbval-cell-timeout 600"), "pytest runs last"
+
+
+@pytest.mark.parametrize("how", [["lab", "--cpu"], ["lab"]], ids=["flag", "env"])
+def test_the_cpu_option_installs_torch_from_the_cpu_index_first(clone, tmp_path, how):
+    env = {} if "--cpu" in how else {"COURSE_TORCH": "cpu"}
+    out = dry_run(clone, tmp_path, *how, **env)
+    cpu = out.index(f"--index-url {CPU_INDEX} 'torch>=2.1'")
+    assert "--timeout 15 --retries 0" in out, "an unreachable index must fail within seconds"
+    assert cpu < out.index(f"-m pip install -e '{clone}[dev]'"), "torch comes first, so the project keeps it"
+    assert "CPU-only build (about 190 MB" in out
+    assert "-m jupyter lab" in out
+    assert "--cpu" not in out.split("-m jupyter lab")[1]
+
+
+def test_no_browser_work_when_chromium_is_there_skipped_or_not_selected(clone, tmp_path):
+    present = dry_run(clone, tmp_path / "a", "test", path_names=("apt-get", "chromium"))
+    skipped = dry_run(clone, tmp_path / "b", "test", COURSE_SKIP_BROWSER="1")
+    other = dry_run(clone, tmp_path / "c", "test", "tests/test_masks.py")
+    for out in (present, skipped, other):
+        assert "Chromium" not in out
+        assert "apt-get" not in out
+        assert "playwright" not in out
+    selected = dry_run(clone, tmp_path / "d", "test", "tests/test_browser.py")
+    assert "none was found: installing it" in selected
+
+
+@pytest.mark.parametrize(("root", "sudo", "first"), [
+    (True, False, ["apt-get"]),
+    (False, True, ["sudo", "-n", "apt-get"]),
+    (False, False, None),
+], ids=["root", "sudo", "neither"])
+def test_browser_plan_by_privileges(clone, monkeypatch, root, sudo, first):
+    """apt (directly as root, through sudo without a password), else Playwright's download; both in that order."""
+    course = load_course(clone)
+    monkeypatch.setattr(course, "is_root", lambda: root)
+    monkeypatch.setattr(course, "has_sudo", lambda: sudo)
+    monkeypatch.setattr(course.shutil, "which", lambda name: f"/usr/bin/{name}")
+    plans = [[step.argv for step in plan] for plan in course.browser_plan(Path("/venv/bin/python"))]
+    assert plans[-1] == [["/venv/bin/python", "-m", "playwright", "install", "chromium"]]
+    if first is None:
+        assert len(plans) == 1
+    else:
+        update, install = plans[0]
+        assert update[:len(first)] == first
+        assert update[-1] == "update"
+        assert install[:len(first) - 1] == first[:-1]  # sudo -n, or nothing as root
+        assert "DEBIAN_FRONTEND=noninteractive" in install
+        assert "apt-get" in install
+        assert install[-4:] == ["-y", "--no-install-recommends", "chromium", "fonts-dejavu-core"]
+
+
+def test_without_any_way_to_a_browser_one_message_names_the_choices(clone, monkeypatch, capsys):
+    course = load_course(clone)
+    monkeypatch.delenv("COURSE_DRY_RUN", raising=False)
+    monkeypatch.setattr(course, "find_chromium", lambda: None)
+    monkeypatch.setattr(course, "is_root", lambda: False)
+    monkeypatch.setattr(course, "has_sudo", lambda: False)
+    failing = course.Step("download Playwright's Chromium", [sys.executable, "-c", "raise SystemExit(1)"])
+    monkeypatch.setattr(course, "browser_plan", lambda python: [[failing]])
+    assert course.ensure_browser(Path(sys.executable)) is False
+    out = capsys.readouterr().out
+    assert out.count("Choose one:") == 1
+    assert "apt: not run (needs root or passwordless sudo)" in out
+    assert "`COURSE_SKIP_BROWSER=1 python course.py test`" in out
+    assert "COURSE_CHROMIUM=/path/to/chrome python course.py test" in out
+
+
+def test_a_torch_already_installed_is_kept_even_with_the_cpu_option(clone, tmp_path, monkeypatch):
+    course = load_course(clone)
+    venv = tmp_path / "venv"
+    stub_bin(venv / "bin", "python")
+    monkeypatch.setattr(course, "installed_version", lambda python, name: "2.13.0+cpu" if name == "torch" else None)
+    steps, notes = course.install_plan(venv, "cpu")
+    assert [step.title for step in steps] == ["install the course and its tools"]
+    assert all(CPU_INDEX not in step.argv for step in steps)
+    pin = venv / ".course-constraints.txt"
+    assert steps[0].argv[-2:] == ["--constraint", str(pin)]
+    assert steps[0].files == {pin: "torch==2.13.0+cpu\n"}
+    assert any("torch 2.13.0+cpu is already installed: it is kept" in note for note in notes)
+    (venv / ".course-installed").write_text(course.pyproject_digest())
+    assert course.install_plan(venv, "cpu") == ([], []), "an environment that is up to date needs nothing"
+
+
+def test_an_unreachable_cpu_index_stops_at_once_with_one_message(clone, tmp_path, monkeypatch, capsys):
+    course = load_course(clone)
+    monkeypatch.delenv("COURSE_DRY_RUN", raising=False)
+    monkeypatch.setenv("COURSE_VENV", str(tmp_path / "venv"))
+    monkeypatch.setenv("COURSE_TORCH", "default")
+    monkeypatch.setattr(course, "cpu_index_problem", lambda: "[Errno -2] Name or service not known")
+    ran = []
+    monkeypatch.setattr(course, "run_steps", ran.append)
+    assert course.main(["lab", "--cpu"]) == 1
+    assert ran == [], "nothing is installed when the CPU index cannot be reached"
+    err = capsys.readouterr().err
+    assert f"PyTorch's CPU index ({CPU_INDEX}) cannot be reached: [Errno -2] Name or service not known" in err
+    assert "leave out --cpu" in err
