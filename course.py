@@ -41,6 +41,12 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent
 NOTEBOOKS = ROOT / "notebooks"
 
+
+def all_notebooks(folder: Path = NOTEBOOKS) -> list[Path]:
+    """Every notebook of the course under ``folder``, lessons and solutions, in file-name order: the one list of
+    them, used by ``execute``, ``colab``, ``book`` and the tests."""
+    return sorted(p for p in folder.rglob("*.ipynb") if ".ipynb_checkpoints" not in p.parts)
+
 #: The environment shared by `execute` and `test`: the stored outputs are made and checked under it.
 RUN_ENV = {
     "OMP_NUM_THREADS": "2",
@@ -332,8 +338,8 @@ def cmd_book(args: list[str]) -> int:
     return subprocess.call([str(python), str(ROOT / "tools" / "build_book.py"), *args], cwd=ROOT)
 
 
-COMMANDS = {"lab": cmd_lab, "test": cmd_test, "execute": cmd_execute, "colab": cmd_colab, "gpu-check": cmd_gpu_check}
-COMMANDS["book"] = cmd_book
+COMMANDS = {"lab": cmd_lab, "test": cmd_test, "execute": cmd_execute, "colab": cmd_colab, "gpu-check": cmd_gpu_check,
+            "book": cmd_book}
 
 
 def main(argv: list[str]) -> int:

@@ -41,7 +41,7 @@ sys.path.insert(0, str(ROOT / "tools"))
 import build_book  # noqa: E402
 import colab_sync  # noqa: E402
 
-NOTEBOOKS = build_book.course_notebooks()
+NOTEBOOKS = build_book.all_notebooks()
 LESSONS = [p for p in NOTEBOOKS if p.parent == ROOT / "notebooks"]
 SOLUTIONS = [p for p in NOTEBOOKS if p.parent != ROOT / "notebooks"]
 PAGES = ["index.html", *[p.relative_to(ROOT).with_suffix(".html").as_posix() for p in NOTEBOOKS]]

@@ -40,8 +40,11 @@ import nbformat
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tools"))
+sys.path.insert(0, str(ROOT))
 
 from colab_sync import BADGE_TAG, SETUP_TAG, colab_config, setup_source  # noqa: E402
+
+from course import all_notebooks  # noqa: E402
 
 #: A markdown cell that is nothing but an "Open in Colab" badge (tagged or not).
 COLAB_BADGE = re.compile(r'\s*<a href="https://colab\.research\.google\.com/[^"]*"[^>]*>'
@@ -62,16 +65,6 @@ EXPLORER_NOTE_CLASS = "course-explorer-note"
 EXPLORER_NOTE = "Its controls move in a live notebook: launch this page on Colab, or run it in JupyterLab"
 #: Book files that are configuration, not pages (Sphinx reads them from book/ itself).
 NOT_PAGES = ("conf.py", "_toc.yml", "_static", "_build", "__pycache__", ".ipynb_checkpoints")
-
-
-def course_notebooks(root: Path = NOTEBOOKS) -> list[Path]:
-    """Every notebook of the course (lessons and solutions), in file-name order.
-
-    Example:
-        >>> [p.relative_to(NOTEBOOKS).as_posix() for p in course_notebooks()][:1]
-        ['00_welcome.ipynb']
-    """
-    return sorted(p for p in root.rglob("*.ipynb") if ".ipynb_checkpoints" not in p.parts)
 
 
 def _children(model: dict) -> list[str]:
@@ -197,7 +190,7 @@ def stage(source: Path = SOURCE) -> list[Path]:
             (source / relative).parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(page, source / relative)
     staged = []
-    for path in course_notebooks():
+    for path in all_notebooks():
         target = source / path.relative_to(ROOT)
         target.parent.mkdir(parents=True, exist_ok=True)
         nbformat.write(prepare_notebook(nbformat.read(path, as_version=4)), target)
@@ -226,7 +219,7 @@ def build(*, quiet: bool = True) -> Path:
     result = subprocess.run(command, cwd=ROOT)
     if result.returncode != 0:
         raise RuntimeError(f"sphinx-build failed (exit code {result.returncode}); see the messages above")
-    for path in course_notebooks():  # the download button gives the notebook itself, not the staged copy
+    for path in all_notebooks():  # the download button gives the notebook itself, not the staged copy
         target = HTML / "_sources" / path.relative_to(ROOT)
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(path, target)

@@ -23,6 +23,10 @@ except ModuleNotFoundError:  # Python 3.10
     import tomli as tomllib
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from course import all_notebooks  # noqa: E402
+
 BADGE_TAG, SETUP_TAG = "colab-badge", "colab-setup"
 README_START, README_END = "<!-- colab-badges:start -->", "<!-- colab-badges:end -->"
 
@@ -99,15 +103,11 @@ def sync_readme(config: dict[str, str], check: bool) -> bool:
     return new != text
 
 
-def notebooks() -> list[Path]:
-    return sorted(p for p in (ROOT / "notebooks").rglob("*.ipynb") if ".ipynb_checkpoints" not in p.parts)
-
-
 def main(argv: list[str]) -> int:
     check = "--check" in argv
     config = colab_config()
     stale = []
-    for path in notebooks():
+    for path in all_notebooks():
         nb = nbformat.read(path, as_version=4)
         before = nbformat.writes(nb)
         sync(nb, path.relative_to(ROOT).as_posix(), config)

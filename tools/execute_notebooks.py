@@ -17,10 +17,9 @@ import nbformat
 from nbclient import NotebookClient
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
 
-
-def all_notebooks() -> list[Path]:
-    return sorted(p for p in (ROOT / "notebooks").rglob("*.ipynb") if ".ipynb_checkpoints" not in p.parts)
+from course import all_notebooks  # noqa: E402
 
 
 def normalise_metadata(nb) -> None:
