@@ -11,18 +11,28 @@ from .loops import loop_attention
 from .masks import causal_mask, padding_mask
 from .measure import median_time, time_over_sizes
 from .memory import memory_efficient_attention
+from .model import TinyTransformer
 from .multihead import MultiHeadAttention, merge_heads, split_heads
+from .shipped import TrainedModel, load_trained
+from .tasks import get_task, make_batch
+from .training import evaluate, train
 
 __all__ = [
     "DtypeMismatchError",
+    "TinyTransformer",
+    "TrainedModel",
     "MultiHeadAttention",
     "blend",
     "calculate_attention",
     "causal_mask",
     "environment_report",
+    "evaluate",
     "get_device",
+    "get_task",
     "hard_lookup",
+    "load_trained",
     "loop_attention",
+    "make_batch",
     "matchmaker",
     "median_time",
     "memory_efficient_attention",
@@ -32,4 +42,5 @@ __all__ = [
     "scaler",
     "split_heads",
     "time_over_sizes",
+    "train",
 ]

@@ -7,6 +7,7 @@ Each lesson states an exercise, gives a stub, and calls its checker here; the ru
 from .blend import check_calculate_attention
 from .checker import CheckResult, check_function
 from .cocktail_party import check_tune_in
+from .learning import check_reversal_target, check_where_it_looks
 from .library_search import check_soft_lookup
 from .masking import check_causal_mask, check_masked_softmax
 from .matchmaker import check_matchmaker
@@ -19,4 +20,4 @@ from .scaler import check_scaled_scores
 __all__ = ["check_calculate_attention", "check_online_softmax_update", "check_weights_no_loops",
            "check_merge_heads", "check_split_heads", "check_matchmaker", "check_scaled_scores", "check_stable_softmax",
            "CheckResult", "check_causal_mask", "check_function", "check_masked_softmax", "check_soft_lookup",
-           "check_tune_in"]
+           "check_tune_in", "check_reversal_target", "check_where_it_looks"]
