@@ -17,7 +17,6 @@ held-out batches come from a different seed.
 
 from __future__ import annotations
 
-import random
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -141,34 +140,38 @@ def _reversal_batch(n: int, g: torch.Generator) -> tuple[torch.Tensor, torch.Ten
     return ids, ids.flip(1)  # the target at position i is the digit at position L - 1 - i
 
 
-def _agreement_sentence(rng: random.Random) -> tuple[list[str], int, int]:
-    pick = rng.choice
-
-    def noun_phrase(plural: bool) -> list[str]:
-        noun = pick(list(_NOUNS))
-        det = "the" if plural or pick((0, 1)) else "a"
-        adjective = [pick(_ADJECTIVES)] if pick((0, 1, 2)) == 0 else []
-        return [det, *adjective, _NOUNS[noun] if plural else noun]
-
-    plural = bool(pick((0, 1)))
-    words = noun_phrase(plural)
-    for _ in range(pick((0, 1, 1, 2, 2))):  # 0, 1 or 2 distractor phrases, each with its own number
-        words += [pick(_PREPOSITIONS), *noun_phrase(bool(pick((0, 1))))]
-    words.append(pick(list(VERB_FORMS)))
-    verb_at = len(words) - 1
-    if pick((0, 1)):
-        words.append("softly")
-    return words, verb_at, int(plural)
-
-
 def _agreement_batch(n: int, g: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
-    rng = random.Random(int(torch.randint(2**31, (1,), generator=g)))  # Python's generator: fast, one pick at a time
-    ids = torch.full((n, AGREEMENT.max_len), AGREEMENT.pad)
+    """``n`` sentences at once: 13 word slots, some left out, then each row closed up to the left."""
+    ids_of = {w: i for i, w in enumerate(AGREEMENT.vocab)}
+
+    def draw(k: int) -> torch.Tensor:  # (n,) random choices among k
+        return torch.randint(k, (n,), generator=g)
+
+    def word(words, choice: torch.Tensor) -> torch.Tensor:
+        return torch.tensor([ids_of[w] for w in words])[choice]
+
+    def noun_phrase(plural: torch.Tensor):  # determiner, optional adjective, noun: 3 slots
+        animal = draw(len(_NOUNS))
+        noun = torch.where(plural, word(list(_NOUNS.values()), animal), word(list(_NOUNS), animal))
+        det = torch.where(plural | (draw(2) == 1), ids_of["the"], ids_of["a"])  # "a" only before a singular
+        adjective = word(_ADJECTIVES, draw(len(_ADJECTIVES)))
+        return [det, adjective, noun], [torch.ones(n, dtype=torch.bool), draw(3) == 0, torch.ones(n, dtype=torch.bool)]
+
+    plural = draw(2) == 1  # the subject's number: the answer
+    slots, present = noun_phrase(plural)
+    distractors = torch.tensor([0, 1, 1, 2, 2])[draw(5)]  # 0, 1 or 2 phrases, each with its own number
+    for d in range(2):
+        words, shown = noun_phrase(draw(2) == 1)
+        slots += [word(_PREPOSITIONS, draw(len(_PREPOSITIONS))), *words]
+        present += [s & (distractors > d) for s in [torch.ones(n, dtype=torch.bool), *shown]]
+    slots += [word(list(VERB_FORMS), draw(len(VERB_FORMS))), torch.full((n,), ids_of["softly"])]
+    present += [torch.ones(n, dtype=torch.bool), draw(2) == 1]
+    slots, present = torch.stack(slots, 1), torch.stack(present, 1)  # (n, 13) each
+    order = torch.argsort((~present).int(), dim=1, stable=True)  # the words present first, in their order
+    ids = slots.gather(1, order).masked_fill(~present.gather(1, order), AGREEMENT.pad)
+    verb_at = present[:, :11].sum(1)  # the verb is slot 11: the words present before it
     targets = torch.full((n, AGREEMENT.max_len), IGNORE)
-    for row in range(n):
-        words, verb_at, number = _agreement_sentence(rng)
-        ids[row, : len(words)] = AGREEMENT.encode(words)
-        targets[row, verb_at] = number  # only the verb is scored: 0 = singular, 1 = plural
+    targets[torch.arange(n), verb_at] = plural.long()  # only the verb is scored: 0 = singular, 1 = plural
     return ids, targets
 
 
@@ -206,7 +209,7 @@ def make_batch(task: str | Task, n: int, *, seed: int = 0, split: str = "train"
     draw = _reversal_batch if task.name == "reversal" else _agreement_batch
     inputs, targets, have = [], [], 0
     while have < n:  # draw more than needed, keep the examples of the requested split
-        x, y = draw(max(2 * n, 64) if split == "train" else 8 * n + 64, g)
+        x, y = draw(n + n // 6 + 64 if split == "train" else 9 * n + 64, g)  # 7 in 8 are training examples
         keep = is_heldout(x) == (split == "heldout")
         inputs.append(x[keep])
         targets.append(y[keep])

@@ -20,7 +20,7 @@ from .tasks import IGNORE, get_task, make_batch
 RECIPES: dict[str, dict] = {
     "reversal": {"embed_dim": 32, "num_heads": 2, "num_layers": 1, "steps": 250, "batch_size": 128,
                  "lr": 3e-3},
-    "agreement": {"embed_dim": 32, "num_heads": 2, "num_layers": 1, "steps": 300, "batch_size": 128,
+    "agreement": {"embed_dim": 32, "num_heads": 2, "num_layers": 1, "steps": 200, "batch_size": 128,
                   "lr": 3e-3},
 }
 
