@@ -104,11 +104,15 @@ def plot_attention_over_training(snapshots: Mapping[int, Sequence[torch.Tensor]]
         if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < size:
             raise ValueError(f"{name} must be an index in 0..{size - 1}, but {name}={value!r}.")
     L = len(tokens)
-    fig, axes = plt.subplots(1, len(steps), figsize=(0.4 + (1.3 + 0.5 * L) * len(steps), 1.0 + 0.5 * L),
+    ncols = min(3, len(steps))
+    nrows = -(-len(steps) // ncols)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(0.4 + (1.3 + 0.5 * L) * ncols, (0.9 + 0.45 * L) * nrows + 0.4),
                              squeeze=False)
-    for ax, step in zip(axes[0], steps, strict=True):
+    for ax in axes.flat[len(steps):]:
+        ax.axis("off")
+    for ax, step in zip(axes.flat, steps, strict=False):  # spare axes stay empty
         plot_heatmap(snapshots[step][layer][example, head, :L, :L], tokens, tokens, title=f"after {step} steps",
-                     vmin=0.0, vmax=1.0, ax=ax, annotate=False)
+                     vmin=0.0, vmax=1.0, ax=ax, fmt=".1f")
     fig.suptitle(title or f"layer {layer}, head {head} during training")
     fig.tight_layout()
     return fig
