@@ -147,7 +147,16 @@ def _train(spec, recipe, use_positions, seed, steps, batch_size, lr, snapshot_st
 
 @torch.no_grad()
 def predict(model: TinyTransformer, inputs: torch.Tensor) -> torch.Tensor:
-    """The model's answer ids ``(N, L)``: the best-scored answer at every position."""
+    """The model's answer ids ``(N, L)``: the best-scored answer at every position of ``inputs (N, L)``.
+
+    Built step by step in ``notebooks/12_learning_to_attend.ipynb``.
+
+    Example:
+        >>> from attention_lib import load_trained
+        >>> x, y = make_batch("reversal", 3, seed=0, split="heldout")
+        >>> torch.equal(predict(load_trained("reversal").model, x), y)
+        True
+    """
     model.eval()
     return model(inputs).logits.argmax(-1)  # (N, L, C) -> (N, L)
 
