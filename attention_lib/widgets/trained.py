@@ -110,8 +110,10 @@ def trained_explorer(trained="agreement", examples=None):
         "text": widgets.Combobox(options=examples, value=examples[0], ensure_option=False,
                                  continuous_update=False, description="input",
                                  layout=widgets.Layout(width="420px")),
-        "layer": widgets.Dropdown(options=list(range(config["num_layers"])), value=0, description="layer"),
-        "head": widgets.Dropdown(options=list(range(config["num_heads"])), value=0, description="head"),
+        "layer": widgets.Dropdown(options=list(range(config["num_layers"])), value=0, description="layer",
+                                  layout=widgets.Layout(width="180px")),
+        "head": widgets.Dropdown(options=list(range(config["num_heads"])), value=0, description="head",
+                                 layout=widgets.Layout(width="180px")),
     }
     return make_explorer(partial(_render_or_explain, trained), controls,
                          title=f"What did the {trained.task.name} model learn to look at?")
