@@ -8,6 +8,7 @@ from .blend import check_calculate_attention
 from .checker import CheckResult, check_function
 from .cocktail_party import check_tune_in
 from .crashes import explain_crash
+from .learning import check_reversal_target, check_where_it_looks
 from .library_search import check_soft_lookup
 from .masking import check_causal_mask, check_masked_softmax
 from .matchmaker import check_matchmaker
@@ -18,7 +19,25 @@ from .percentages import check_stable_softmax
 from .scaler import check_scaled_scores
 from .word_order import check_cross_attention, check_shuffle_predictions, check_sinusoidal_encoding
 
-__all__ = ["CheckResult", "check_calculate_attention", "check_causal_mask", "check_cross_attention", "check_function",
-           "check_masked_softmax", "check_matchmaker", "check_merge_heads", "check_online_softmax_update",
-           "check_scaled_scores", "check_shuffle_predictions", "check_sinusoidal_encoding", "check_soft_lookup",
-           "check_split_heads", "check_stable_softmax", "check_tune_in", "check_weights_no_loops", "explain_crash"]
+__all__ = [
+    "CheckResult",
+    "check_calculate_attention",
+    "check_causal_mask",
+    "check_cross_attention",
+    "check_function",
+    "check_masked_softmax",
+    "check_matchmaker",
+    "check_merge_heads",
+    "check_online_softmax_update",
+    "check_reversal_target",
+    "check_scaled_scores",
+    "check_shuffle_predictions",
+    "check_sinusoidal_encoding",
+    "check_soft_lookup",
+    "check_split_heads",
+    "check_stable_softmax",
+    "check_tune_in",
+    "check_weights_no_loops",
+    "check_where_it_looks",
+    "explain_crash",
+]

@@ -6,5 +6,15 @@ display; the functions work headless (the Agg backend) and take tensors on any d
 
 from .basic import plot_bars, plot_heatmap, plot_heatmaps, plot_lines
 from .positions import plot_position_encoding
+from .trained import plot_attention_grid, plot_attention_over_training, plot_loss_curves
 
-__all__ = ["plot_bars", "plot_heatmap", "plot_heatmaps", "plot_lines", "plot_position_encoding"]
+__all__ = [
+    "plot_attention_grid",
+    "plot_attention_over_training",
+    "plot_bars",
+    "plot_heatmap",
+    "plot_heatmaps",
+    "plot_lines",
+    "plot_loss_curves",
+    "plot_position_encoding",
+]

@@ -1,0 +1,159 @@
+"""The trained tiny transformers shipped with the package, and the one safe way to load them.
+
+Built step by step in ``notebooks/12_learning_to_attend.ipynb``. The weights live in
+``attention_lib/trained/<task>.pt`` (about 60 KB each): a plain dict of tensors, numbers and strings, read
+with ``torch.load(..., weights_only=True)``, which refuses to unpickle arbitrary objects. They were made by
+:func:`attention_lib.training.train` with :data:`attention_lib.training.RECIPES`; to remake them, run
+``python -m attention_lib.shipped``.
+"""
+
+from __future__ import annotations
+
+import pickle
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from .model import TinyTransformer
+from .tasks import TASKS, VERB_FORMS, Task, get_task
+
+#: Where the shipped weights live.
+TRAINED_DIR = Path(__file__).resolve().parent / "trained"
+_FORMAT = "attention_lib.trained/1"
+
+
+@dataclass
+class TrainedModel:
+    """A trained model with its task: encode an input, run it, read the answer and the attention maps.
+
+    Attributes:
+        task: the :class:`~attention_lib.tasks.Task` it was trained on.
+        model: the :class:`~attention_lib.model.TinyTransformer`, in eval mode.
+        heldout_accuracy: the sequence accuracy measured on held-out data when it was saved.
+    """
+
+    task: Task
+    model: TinyTransformer
+    heldout_accuracy: float
+
+    @torch.no_grad()
+    def run(self, tokens) -> tuple[list[str], list[str], tuple[torch.Tensor, ...]]:
+        """Run the model on one input: ``(tokens, answers, attention)``.
+
+        Args:
+            tokens: a string of space-separated tokens, or a list of tokens, from ``task.vocab``.
+
+        Returns:
+            ``tokens`` as a list; ``answers``, one per token (for ``"agreement"``, the verb's filled-in form
+            at the verb and ``""`` elsewhere); ``attention``, one ``(H, L, L)`` map per layer.
+
+        Raises:
+            ValueError: if the input is too long, has the wrong length, or holds unknown tokens (the message
+                lists the allowed tokens).
+
+        Example:
+            >>> trained = load_trained("agreement")
+            >>> trained.run("the cat near the dogs purr(s)")[1][-1]
+            'purrs'
+        """
+        ids = self.task.encode(tokens)  # (L,)
+        out = self.model(ids.unsqueeze(0))  # (1, L) -> logits (1, L, C)
+        tokens = self.task.decode(ids)
+        best = out.logits[0].argmax(-1).tolist()  # (L,)
+        if self.task.name == "reversal":
+            answers = [self.task.answers[b] for b in best]
+        else:
+            answers = [VERB_FORMS[t][b] if t in VERB_FORMS else "" for t, b in zip(tokens, best, strict=True)]
+        return tokens, answers, tuple(w[0] for w in out.attention)
+
+
+def save_trained(model: TinyTransformer, task: str, path, heldout_accuracy: float) -> None:
+    """Save ``model`` as a plain dict (tensors, numbers, strings) that :func:`load_trained` reads safely.
+
+    Built step by step in ``notebooks/12_learning_to_attend.ipynb``.
+
+    Args:
+        model: a :class:`~attention_lib.model.TinyTransformer`.
+        task: the task it was trained on.
+        path: where to write the file.
+        heldout_accuracy: its measured held-out sequence accuracy, stored with it.
+
+    Raises:
+        ValueError: for an unknown task.
+
+    Example:
+        >>> import tempfile, pathlib
+        >>> path = pathlib.Path(tempfile.mkdtemp()) / "mine.pt"
+        >>> save_trained(load_trained("reversal").model, "reversal", path, 1.0)
+        >>> load_trained("reversal", path=path).heldout_accuracy
+        1.0
+    """
+    state = {k: v.detach().cpu().clone() for k, v in model.state_dict().items()}
+    torch.save({"format": _FORMAT, "task": get_task(task).name, "config": dict(model.config),
+                "heldout_accuracy": float(heldout_accuracy), "state_dict": state}, path)
+
+
+def load_trained(task: str, path=None) -> TrainedModel:
+    """Load the shipped trained model for ``task``, ready to run (no training needed).
+
+    Built step by step in ``notebooks/12_learning_to_attend.ipynb``. The file is read with
+    ``torch.load(..., weights_only=True)``: only tensors, numbers, strings and containers of them are
+    accepted, never arbitrary pickled objects.
+
+    Args:
+        task: ``"reversal"`` (reverse 8 digits) or ``"agreement"`` (the verb's form from its subject).
+        path: another weights file to read instead of the shipped one (e.g. one made by :func:`save_trained`).
+
+    Returns:
+        A :class:`TrainedModel` in eval mode, on the CPU.
+
+    Raises:
+        ValueError: for an unknown task, or a file that is corrupt, not a trained model, or for another task.
+        FileNotFoundError: if the weights file is missing.
+
+    Example:
+        >>> trained = load_trained("reversal")
+        >>> trained.run("1 2 3 4 5 6 7 8")[1]
+        ['8', '7', '6', '5', '4', '3', '2', '1']
+        >>> trained.heldout_accuracy >= 0.99
+        True
+    """
+    spec = get_task(task)
+    path = TRAINED_DIR / f"{spec.name}.pt" if path is None else Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"the weights file {path} is missing; reinstall attention_lib, or remake it with "
+                                f"`python -m attention_lib.shipped`.")
+    try:
+        data = torch.load(path, map_location="cpu", weights_only=True)
+    except (pickle.UnpicklingError, RuntimeError, EOFError, OSError, ValueError) as error:
+        raise ValueError(f"{path} is not a readable weights file ({type(error).__name__}: "
+                         f"{str(error).splitlines()[0] if str(error) else 'no details'}); it may be corrupt or "
+                         f"hold objects other than tensors. Reinstall attention_lib or remake it with "
+                         f"`python -m attention_lib.shipped`.") from error
+    if not isinstance(data, dict) or data.get("format") != _FORMAT:
+        raise ValueError(f"{path} is not a trained model of attention_lib (expected a dict with "
+                         f"format={_FORMAT!r}).")
+    if data.get("task") != spec.name:
+        raise ValueError(f"{path} holds a model for task {data.get('task')!r}, not {spec.name!r}.")
+    model = TinyTransformer(**data["config"])
+    try:
+        model.load_state_dict(data["state_dict"])
+    except (RuntimeError, KeyError, TypeError) as error:
+        raise ValueError(f"{path} does not fit the model it describes: {str(error).splitlines()[0]}") from error
+    return TrainedModel(spec, model.eval(), float(data["heldout_accuracy"]))
+
+
+def main() -> None:  # pragma: no cover - run by hand to remake the shipped weights
+    from .training import evaluate, train
+
+    TRAINED_DIR.mkdir(exist_ok=True)
+    for name in TASKS:
+        run = train(name)
+        accuracy = evaluate(run.model, name)["sequence_accuracy"]
+        save_trained(run.model, name, TRAINED_DIR / f"{name}.pt", accuracy)
+        print(f"{name}: held-out sequence accuracy {accuracy:.1%}, {len(run.losses)} steps")
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

@@ -1,0 +1,181 @@
+"""The tiny transformer of lesson 12, and the shipped trained models with their safe loader."""
+
+import pickle
+import zipfile
+
+import pytest
+import torch
+
+import attention_lib as al
+from attention_lib.model import TinyTransformer
+from attention_lib.shipped import TRAINED_DIR, TrainedModel, load_trained, save_trained
+
+
+@pytest.fixture
+def model():
+    torch.manual_seed(0)
+    return TinyTransformer(vocab_size=12, num_answers=5, max_len=8, embed_dim=16, num_heads=4, num_layers=2, pad=0)
+
+
+def test_shapes_and_maps(model):
+    tokens = torch.randint(1, 12, (3, 6))
+    out = model(tokens)
+    assert out.logits.shape == (3, 6, 5)
+    assert len(out.attention) == 2
+    for weights in out.attention:
+        assert weights.shape == (3, 4, 6, 6)
+        torch.testing.assert_close(weights.sum(-1), torch.ones(3, 4, 6))
+
+
+def test_padding_gets_no_attention(model):
+    tokens = torch.tensor([[3, 4, 5, 0, 0], [6, 7, 8, 9, 10]])
+    out = model(tokens)
+    for weights in out.attention:
+        assert (weights[0, :, :, 3:] == 0).all()
+    # the real words of a padded sentence do not depend on how much padding follows
+    shorter = model(tokens[:1, :3])
+    torch.testing.assert_close(out.logits[0, :3], shorter.logits[0])
+
+
+def test_the_forward_pass_is_the_documented_parts(model):
+    tokens = torch.randint(1, 12, (2, 5))
+    x = model.token_embedding(tokens) + model.position_embedding(torch.arange(5))
+    for block in model.blocks:
+        h = block.norm1(x)
+        x = x + block.attention(h, h, h)[0]
+        x = x + block.mlp(block.norm2(x))
+    torch.testing.assert_close(model.readout(model.norm(x)), model(tokens).logits)
+
+
+def test_without_positions_shuffling_the_input_shuffles_the_output():
+    torch.manual_seed(1)
+    bag = TinyTransformer(10, 10, 8, use_positions=False)
+    with_positions = TinyTransformer(10, 10, 8)
+    x = torch.randint(0, 10, (4, 8))
+    order = torch.randperm(8)
+    torch.testing.assert_close(bag(x[:, order]).logits, bag(x).logits[:, order])
+    assert bag.position_embedding is None
+    assert not torch.allclose(with_positions(x[:, order]).logits, with_positions(x).logits[:, order], atol=1e-4)
+
+
+def test_default_size_is_about_14k_parameters():
+    assert sum(p.numel() for p in TinyTransformer(10, 10, 8).parameters()) == 13674
+
+
+@pytest.mark.parametrize(("tokens", "match"), [
+    (torch.zeros(2, 9, dtype=torch.long), r"at most max_len=8 tokens, but got L=9"),
+    (torch.zeros(8, dtype=torch.long), r"\(N, L\) integer ids, but got \(8,\).*unsqueeze\(0\)"),
+    (torch.zeros(2, 8), r"\(N, L\) integer ids"),
+    ([1, 2, 3], r"\(N, L\) integer ids, but got list"),
+])
+def test_forward_errors(tokens, match):
+    with pytest.raises(ValueError, match=match):
+        TinyTransformer(10, 10, 8)(tokens)
+
+
+def test_bad_sizes():
+    with pytest.raises(ValueError, match="max_len must be a positive int, but max_len=0"):
+        TinyTransformer(10, 10, 0)
+    with pytest.raises(ValueError, match="embed_dim must be divisible by num_heads"):
+        TinyTransformer(10, 10, 8, embed_dim=30, num_heads=4)
+
+
+# --- the shipped models and their loader ---------------------------------------------------------------------
+
+@pytest.mark.parametrize("task", ["reversal", "agreement"])
+def test_shipped_weights_are_small_and_load(task):
+    path = TRAINED_DIR / f"{task}.pt"
+    assert path.stat().st_size < 200_000, "well under 1 MB"
+    trained = load_trained(task)
+    assert isinstance(trained, TrainedModel)
+    assert not trained.model.training
+    assert trained.heldout_accuracy >= 0.99
+    assert trained.task.name == task
+
+
+def test_run_gives_answers_and_maps():
+    tokens, answers, attention = load_trained("reversal").run("3 1 4 1 5 9 2 6")
+    assert answers == ["6", "2", "9", "5", "1", "4", "1", "3"]
+    assert len(attention) == 1
+    assert attention[0].shape == (2, 8, 8)
+    tokens, answers, _ = load_trained("agreement").run(["the", "dogs", "near", "a", "cat", "bark(s)", "softly"])
+    assert answers == ["", "", "", "", "", "bark", ""]
+    assert load_trained("agreement").run("a cat with the dogs behind the dogs sit(s)")[1][-1] == "sits"
+
+
+@pytest.mark.parametrize(("task", "text", "match"), [
+    ("reversal", "1 2 3 4 5 6 7 8 9", "at most 8 tokens"),
+    ("reversal", "1 2 3 4 5 6 7 a", r"not in the reversal vocabulary; allowed: \['0'"),
+    ("agreement", "the cat near the dogs purrs", r"\['purrs'\] are not in the agreement vocabulary; allowed"),
+    ("agreement", " ".join(["the", "cat"] * 7), "at most 13 tokens, but got 14"),
+])
+def test_run_rejects_inputs_it_cannot_read(task, text, match):
+    with pytest.raises(ValueError, match=match):
+        load_trained(task).run(text)
+
+
+def test_unknown_task():
+    with pytest.raises(ValueError, match=r"unknown task 'sort'; the tasks are \['agreement', 'reversal'\]"):
+        load_trained("sort")
+
+
+def test_missing_file(tmp_path):
+    with pytest.raises(FileNotFoundError, match="is missing; reinstall attention_lib"):
+        load_trained("reversal", path=tmp_path / "nothing.pt")
+
+
+def test_corrupt_file(tmp_path):
+    path = tmp_path / "reversal.pt"
+    path.write_bytes((TRAINED_DIR / "reversal.pt").read_bytes()[:5000])  # cut short
+    with pytest.raises(ValueError, match="not a readable weights file.*corrupt"):
+        load_trained("reversal", path=path)
+    path.write_bytes(b"not a checkpoint at all")
+    with pytest.raises(ValueError, match="not a readable weights file"):
+        load_trained("reversal", path=path)
+
+
+class _Exploit:
+    """A pickle that would write a file when unpickled with pickle.load (never with weights_only=True)."""
+
+    target = None
+
+    def __reduce__(self):
+        return (open, (str(self.target), "w"))
+
+
+def test_never_unpickles_arbitrary_objects(tmp_path):
+    marker = tmp_path / "pwned.txt"
+    _Exploit.target = marker
+    path = tmp_path / "reversal.pt"
+    torch.save({"format": "attention_lib.trained/1", "payload": _Exploit()}, path)
+    with zipfile.ZipFile(path) as archive:  # the file really holds the dangerous pickle
+        assert any(name.endswith("data.pkl") for name in archive.namelist())
+    with pytest.raises(ValueError, match="not a readable weights file"):
+        load_trained("reversal", path=path)
+    assert not marker.exists()
+    with pytest.raises(pickle.UnpicklingError):  # the plain torch.load default is what we refuse to do
+        torch.load(path, weights_only=True)
+
+
+def test_files_that_are_not_our_models(tmp_path):
+    path = tmp_path / "m.pt"
+    torch.save({"weights": torch.zeros(3)}, path)
+    with pytest.raises(ValueError, match="not a trained model of attention_lib"):
+        load_trained("reversal", path=path)
+    save_trained(load_trained("agreement").model, "agreement", path, 1.0)
+    with pytest.raises(ValueError, match="holds a model for task 'agreement', not 'reversal'"):
+        load_trained("reversal", path=path)
+    data = torch.load(path, weights_only=True)
+    data["state_dict"].pop("readout.weight")
+    torch.save(data, path)
+    with pytest.raises(ValueError, match="does not fit the model it describes"):
+        load_trained("agreement", path=path)
+
+
+def test_save_and_load_round_trip(tmp_path):
+    shipped = load_trained("reversal")
+    save_trained(shipped.model, "reversal", tmp_path / "r.pt", 0.995)
+    again = load_trained("reversal", path=tmp_path / "r.pt")
+    assert again.heldout_accuracy == 0.995
+    x = al.make_batch("reversal", 4, seed=0)[0]
+    torch.testing.assert_close(again.model(x).logits, shipped.model(x).logits)
