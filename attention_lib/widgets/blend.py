@@ -7,8 +7,6 @@ focus slider. matplotlib and ipywidgets are imported inside the functions.
 
 from __future__ import annotations
 
-import torch
-
 from ..attention import blend, matchmaker, percentages, scaler
 from ..data import toy_sentence
 from ..plotting import plot_bars, plot_mix

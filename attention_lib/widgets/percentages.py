@@ -11,7 +11,6 @@ from ..data import toy_sentence
 from ..experiments import temperature_weights
 
 
-
 def render_percentages(temperature: float = 1.0, word: str = "purred"):
     """Draw the weights that ``word`` gives to each word of the toy sentence at this ``temperature``.
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 from ..experiments import scaler_weights
 
 
-
 def render_scaler(d_k: int = 64, scaled: bool = True):
     """Draw one query's weights over 8 random keys, and how large the top weight is across 200 queries.
 
