@@ -14,9 +14,11 @@ from .memory import check_online_softmax_update
 from .multihead import check_merge_heads, check_split_heads
 from .no_loops import check_weights_no_loops
 from .percentages import check_stable_softmax
+from .predictions import check_prediction
 from .scaler import check_scaled_scores
+from .welcome import check_scores_shape
 
 __all__ = ["check_calculate_attention", "check_online_softmax_update", "check_weights_no_loops",
            "check_merge_heads", "check_split_heads", "check_matchmaker", "check_scaled_scores", "check_stable_softmax",
            "CheckResult", "check_causal_mask", "check_function", "check_masked_softmax", "check_soft_lookup",
-           "check_tune_in"]
+           "check_tune_in", "check_prediction", "check_scores_shape"]

@@ -130,7 +130,7 @@ def _draw_blocked(ax, allowed) -> None:
 
 
 def plot_heatmaps(matrices, row_labels=None, col_labels=None, *, titles: Sequence[str] | None = None,
-                  suptitle: str = "", **kwargs):
+                  suptitle: str = "", masks: Sequence | None = None, **kwargs):
     """Draw several ``(L, S)`` matrices side by side (e.g. one per head), sharing labels.
 
     Used in ``notebooks/09_detective_team.ipynb``.
@@ -140,7 +140,8 @@ def plot_heatmaps(matrices, row_labels=None, col_labels=None, *, titles: Sequenc
         row_labels, col_labels: as in :func:`plot_heatmap`.
         titles: one title per matrix; defaults to ``head 0``, ``head 1``, ...
         suptitle: a title over all of them.
-        **kwargs: passed to :func:`plot_heatmap` (e.g. ``mask``, shared by all of them).
+        masks: optional, one bool mask (or ``None``) per matrix, drawn as in :func:`plot_heatmap`.
+        **kwargs: passed to :func:`plot_heatmap`.
 
     Returns:
         The ``matplotlib.figure.Figure``.
@@ -159,11 +160,15 @@ def plot_heatmaps(matrices, row_labels=None, col_labels=None, *, titles: Sequenc
     if len(titles) != len(matrices):
         raise ValueError(f"plot_heatmaps needs one title per matrix: {len(matrices)} matrices but "
                          f"{len(titles)} titles.")
+    masks = list(masks) if masks is not None else [None] * len(matrices)
+    if len(masks) != len(matrices):
+        raise ValueError(f"plot_heatmaps needs one mask (or None) per matrix: {len(matrices)} matrices but "
+                         f"{len(masks)} masks.")
     rows, cols = _as_numpy(matrices[0]).shape
     fig, axes = plt.subplots(1, len(matrices), figsize=(0.3 + (1.0 + 0.8 * cols) * len(matrices),
                                                         0.9 + 0.6 * rows), squeeze=False)
-    for ax, matrix, title in zip(axes[0], matrices, titles, strict=True):
-        plot_heatmap(matrix, row_labels, col_labels, title=title, ax=ax, **kwargs)
+    for ax, matrix, title, mask in zip(axes[0], matrices, titles, masks, strict=True):
+        plot_heatmap(matrix, row_labels, col_labels, title=title, ax=ax, mask=mask, **kwargs)
     if suptitle:
         fig.suptitle(suptitle)
     return finish(fig)
