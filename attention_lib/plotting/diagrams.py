@@ -96,7 +96,7 @@ def plot_matmul_diagram(left: str = "Q", right: str = "Kᵀ", result: str = "sco
     _grid(ax, x_right, top, b, c, name=right, dims=(d1, d2), fill=lambda i, j: OKABE_ITO[4] if j == col else _LIGHT)
     _grid(ax, x_result, top, a, c, name=result, dims=(d0, d2),
           fill=lambda i, j: OKABE_ITO[2] if (i, j) == (row, col) else _LIGHT,
-          text=lambda i, j: "·" * 3 if (i, j) == (row, col) else "")
+          text=lambda i, j: "●" if (i, j) == (row, col) else "", fontsize=14)
     middle = top + max(a, b) / 2
     ax.text(x_left + b + 0.8, middle, "@", ha="center", va="center", fontsize=18)
     ax.text(x_right + c + 0.8, middle, "=", ha="center", va="center", fontsize=18)

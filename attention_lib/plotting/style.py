@@ -49,8 +49,10 @@ def category_style(i: int) -> dict:
 def plain_log_ticks(ax, axis: str = "x", base: float = 10) -> None:
     """Label a log axis with plain numbers (16, 256, 0.001) instead of powers (2⁴, 10⁻³), no minor labels.
 
-    Major ticks stay where matplotlib puts them for ``base``; their labels are written as ordinary numbers with
-    thousands separators, and the minor ticks keep their marks but lose their labels.
+    Major ticks sit at the powers of ``base`` (and, on a base-10 axis spanning less than three decades, also at
+    2 and 5 times them, so a short axis still carries several labels); their labels are ordinary numbers with
+    thousands separators, and the minor ticks keep their marks but lose their labels. Call it after plotting,
+    so that the axis limits are known.
 
     Args:
         ax: the matplotlib axes.
@@ -75,15 +77,17 @@ def plain_log_ticks(ax, axis: str = "x", base: float = 10) -> None:
     if axis not in ("x", "y"):
         raise ValueError(f"axis must be 'x' or 'y', but axis={axis!r}.")
     target = ax.xaxis if axis == "x" else ax.yaxis
-    target.set_major_locator(LogLocator(base=base))
+    low, high = sorted(ax.get_xlim() if axis == "x" else ax.get_ylim())
+    subs = (1.0, 2.0, 5.0) if base == 10 and low > 0 and high / low < 1e3 else (1.0,)
+    target.set_major_locator(LogLocator(base=base, subs=subs))
     target.set_major_formatter(FuncFormatter(_plain_number))
     target.set_minor_formatter(NullFormatter())
 
 
 def _plain_number(value: float, _position=None) -> str:
-    """``16 -> '16'``, ``4096 -> '4,096'``, ``0.001 -> '0.001'``, ``2.5e-06 -> '2.5e-06'`` (too small to read)."""
+    """``16 -> '16'``, ``4096 -> '4,096'``, ``0.001 -> '0.001'``, ``1e-05 -> '0.00001'``, ``1e-08 -> '1e-08'``."""
     if value >= 1:
         return f"{value:,.0f}" if value == int(value) else f"{value:,.1f}"
-    if value >= 1e-4:
-        return f"{value:.6f}".rstrip("0").rstrip(".")
+    if value >= 1e-6:
+        return f"{value:.7f}".rstrip("0").rstrip(".")
     return f"{value:.1g}"
