@@ -41,7 +41,7 @@ def check_prediction(prediction, measured, *, question: str, why: str, rel_tol: 
     value = float(measured.item() if isinstance(measured, torch.Tensor) else measured)
     if prediction is None or prediction is Ellipsis:
         return CheckResult("not attempted", f"📝 {question}: no prediction yet. Write your guess as a number in "
-                           f"`my_prediction` (before looking at the result above it), then run this cell.")
+                           f"`my_prediction` (the cell before the experiment), then run the cells from there.")
     if isinstance(prediction, torch.Tensor) and prediction.numel() == 1:
         prediction = prediction.item()
     if isinstance(prediction, bool) or not isinstance(prediction, Real) or not math.isfinite(prediction):

@@ -68,8 +68,8 @@ def plain_log_ticks(ax, axis: str = "x", base: float = 10) -> None:
         >>> ax.set_xscale("log", base=2)
         >>> plain_log_ticks(ax, "x", base=2)
         >>> fig.canvas.draw()
-        >>> [t.get_text() for t in ax.get_xticklabels() if t.get_text()][:3]
-        ['16', '32', '64']
+        >>> {"16", "256", "4,096"} <= {t.get_text() for t in ax.get_xticklabels()}
+        True
         >>> plt.close(fig)
     """
     from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
