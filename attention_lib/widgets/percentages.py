@@ -70,7 +70,7 @@ def percentages_explorer():
 
     controls = {
         "temperature": widgets.FloatSlider(value=1.0, min=0.1, max=5.0, step=0.1, description="temperature",
-                                           continuous_update=False),
+                                           continuous_update=False, style={"description_width": "initial"}),
         "word": widgets.Dropdown(options=list(toy_sentence().tokens), value="purred", description="word"),
     }
     return make_explorer(render_percentages, controls, title="The percentages: softmax with a temperature")

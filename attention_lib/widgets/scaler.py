@@ -48,7 +48,7 @@ def render_scaler(d_k: int = 64, scaled: bool = True):
     right.set_xlabel("largest weight of a query")
     right.set_ylabel("number of queries (of 200)")
     right.set_title(f"mean largest weight: {top.mean().item():.2f}")
-    right.legend(loc="upper left")
+    right.legend(loc="best")
     how = "scores / √d_k" if scaled else "raw scores (no scaling)"
     fig.suptitle(f"d_k = {d_k}, {how}")
     return finish(fig)
