@@ -39,6 +39,17 @@ def test_badge_setup_cell_and_gpu_metadata(path):
     assert nb.metadata["colab"]["gpuType"] == "T4"
 
 
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=IDS)
+def test_badge_and_setup_cell_appear_once(path):
+    """One badge (the first cell) and one setup cell (the second), never a second copy further down."""
+    nb = read(path)
+    badges = [i for i, c in enumerate(nb.cells) if "colab-badge.svg" in c.source]
+    setups = [i for i, c in enumerate(nb.cells) if c.cell_type == "code" and "google.colab" in c.source
+              and "pip" in c.source]
+    assert badges == [0], f"the Colab badge must appear once, as the first cell; found it in cells {badges}"
+    assert setups == [1], f"the Colab setup cell must appear once, as the second cell; found it in cells {setups}"
+
+
 def test_every_notebook_is_in_sync():
     result = subprocess.run([sys.executable, str(ROOT / "tools" / "colab_sync.py"), "--check"],
                             capture_output=True, text=True)

@@ -1,16 +1,35 @@
 """The masking explorer (lesson 08): its mask builder, its render function, and the explorer's wiring."""
 
+import numpy as np
 import pytest
 import torch
+from matplotlib.colors import to_hex
 
 from attention_lib.data import sentence_batch
+from attention_lib.experiments import MASK_KINDS, batch_mask
+from attention_lib.plotting.masks import ALLOWED_STYLE
 from attention_lib.widgets import masking_explorer, render_masking
-from attention_lib.widgets.masking import MASK_KINDS, batch_mask
 
 
 def images(fig):
-    """The (mask, weights) arrays drawn on the figure's two heatmaps."""
-    return [ax.images[0].get_array().data.copy() for ax in fig.axes if ax.images]
+    """The (mask, weights) arrays drawn on the figure: the mask's cells (1 = may attend), then the heatmap."""
+    cells = fig.axes[0].patches  # one square per (query, key), row by row
+    allowed = [to_hex(cell.get_facecolor()) == to_hex(ALLOWED_STYLE["facecolor"]) for cell in cells]
+    size = int(len(cells) ** 0.5)
+    mask = np.array(allowed, dtype=float).reshape(size, size)
+    weights = fig.axes[1].images[0].get_array()
+    return [mask, np.ma.filled(weights, 0.0)]
+
+
+def test_blocked_weights_are_drawn_as_blocked_not_as_zero():
+    fig = render_masking(1, "causal + padding")
+    weights_ax = fig.axes[1]
+    hidden = np.ma.getmaskarray(weights_ax.images[0].get_array())
+    mask = images(fig)[0]
+    assert (hidden == (mask == 0)).all()  # exactly the blocked cells are left out of the colour scale
+    assert sum(t.get_text() == "✗" for t in weights_ax.texts) == int((mask == 0).sum())
+    assert "blocked" in weights_ax.get_xlabel()
+    assert [t.get_text() for t in fig.axes[0].get_legend().get_texts()] == ["may attend", "blocked"]
 
 
 

@@ -1,82 +1,79 @@
-"""The detective-team explorer (lesson 09): its render function and the explorer's wiring."""
+"""The detective-team explorer (lesson 09): it recomputes the heads from the projections the learner picks."""
 
+import numpy as np
 import pytest
 import torch
 
+from attention_lib.experiments import detective_team
 from attention_lib.widgets import detective_team_explorer, render_detective_team
 
 TOKENS = ["the", "cat", "purred", "softly"]
 
 
-
-@pytest.fixture
-def weights():
-    """Two heads with different focus: head 0 looks at 'cat', head 1 at 'purred'."""
-    scores = torch.zeros(2, 4, 4)
-    scores[0, :, 1] = 3.0
-    scores[1, :, 2] = 3.0
-    scores[1, 3, 3] = 1.0
-    return scores.softmax(dim=-1)
+def heatmaps(fig):
+    """The weights drawn on each head's heatmap."""
+    return [torch.from_numpy(np.ma.filled(ax.images[0].get_array(), 0.0)).float() for ax in fig.axes if ax.images]
 
 
-def drawn(fig):
-    """The heatmap and the bar heights drawn on the figure."""
-    heatmap = fig.axes[0].images[0].get_array().data.copy()
-    bars = [bar.get_height() for bar in fig.axes[1].patches]
-    return heatmap, torch.tensor(bars)
+def bars(fig):
+    """The bar heights of the last panel (the chosen word's weights, head by head)."""
+    (ax,) = [ax for ax in fig.axes if ax.get_title().startswith("where")]
+    return torch.tensor([bar.get_height() for bar in ax.patches])
 
 
-def test_render_draws_the_head_and_the_word_row(weights):
-    fig = render_detective_team(weights, TOKENS, head=1, word="softly", head_names=["who?", "what?"])
-    heatmap, bars = drawn(fig)
-    torch.testing.assert_close(torch.from_numpy(heatmap).float(), weights[1])
-    torch.testing.assert_close(bars, weights[1, 3].double())
+def test_render_draws_each_head_from_the_package():
+    fig = render_detective_team("softly", "animal", "action", 5.0, 2)
+    _, weights = detective_team(("animal", "action"), 5.0, 2)
+    drawn = heatmaps(fig)
+    assert len(drawn) == 2
+    for h in range(2):
+        torch.testing.assert_close(drawn[h], weights[h])
+    torch.testing.assert_close(bars(fig), weights[:, 3].reshape(-1).double())  # head 0's bars, then head 1's
     assert [t.get_text() for t in fig.axes[0].get_yticklabels()] == TOKENS
-    assert fig.axes[0].get_title() == "what?"
-    assert fig.axes[1].get_title() == "'softly' looks most at 'purred' (0.81)"
-    framed = [p for p in fig.axes[0].patches if p.get_edgecolor()[0] > 0.5]
+    assert fig.axes[0].get_title() == "detective 0: animal?"
+    framed = [p for p in fig.axes[0].patches if p.get_width() == len(TOKENS)]
     assert len(framed) == 1
-    assert framed[0].get_y() == pytest.approx(2.5)  # the row of 'softly'
+    assert framed[0].get_y() == pytest.approx(2.5)
 
 
-def test_render_changes_with_its_parameters(weights):
-    heat0, bars0 = drawn(render_detective_team(weights, TOKENS, head=0, word="the"))
-    heat1, bars1 = drawn(render_detective_team(weights, TOKENS, head=1, word="the"))
-    assert (heat0 != heat1).any()
-    assert not torch.equal(bars0, bars1)
-    _, bars_softly = drawn(render_detective_team(weights, TOKENS, head=1, word="softly"))
-    assert not torch.equal(bars1, bars_softly)
+def test_one_lone_detective_splits_its_attention():
+    fig = render_detective_team("purred", num_heads=1)
+    (lone,) = heatmaps(fig)
+    team = detective_team()[1]
+    assert fig.axes[0].get_title() == "lone detective: animal + action"
+    assert lone[2].max() < team[:, 2].max(dim=-1).values.min()  # no head of the team is that undecided
 
 
-@pytest.mark.parametrize(("args", "kwargs", "match"), [
-    ((torch.ones(1, 2, 4, 4), TOKENS), {}, r"\(H, L, S\), but got \(1, 2, 4, 4\).*weights\[0\]"),
-    ((torch.ones(2, 4, 4), TOKENS[:3]), {}, "one token per word"),
-    ((torch.ones(2, 4, 4), TOKENS), {"head": 2}, r"head must be an index in 0..1, but head=2"),
-    ((torch.ones(2, 4, 4), TOKENS), {"word": "dog"}, "word must be one of"),
-    ((torch.ones(2, 4, 4), TOKENS), {"head_names": ["a"]}, "2 heads but 1 names"),
+def test_changing_a_clue_changes_where_the_detective_looks():
+    before = heatmaps(render_detective_team("purred", clue_0="animal"))[0]
+    after = heatmaps(render_detective_team("purred", clue_0="gentle"))[0]
+    assert int(before[2].argmax()) == TOKENS.index("cat")
+    assert int(after[2].argmax()) == TOKENS.index("softly")  # the gentlest word
+
+
+def test_loudness_zero_spreads_every_row_evenly():
+    for head in heatmaps(render_detective_team("the", loudness=0.0)):
+        torch.testing.assert_close(head, torch.full((4, 4), 0.25))
+
+
+@pytest.mark.parametrize(("kwargs", "match"), [
+    ({"word": "dog"}, "word must be one of"),
+    ({"clue_0": "colour"}, "clues must be two of"),
+    ({"loudness": -1.0}, "loudness must be a number >= 0"),
+    ({"num_heads": 3}, "embed_dim must be divisible by num_heads"),
 ])
-def test_render_errors(args, kwargs, match):
+def test_render_errors(kwargs, match):
     with pytest.raises(ValueError, match=match):
-        render_detective_team(*args, **kwargs)
+        render_detective_team(**kwargs)
 
 
-def test_explorer_builds_and_redraws(weights):
-    box = detective_team_explorer(weights, TOKENS, head_names=["who?", "what?"])
-    assert sorted(box.controls) == ["head", "word"]
-    assert [label for label, _ in box.controls["head"].options] == ["who?", "what?"]
+def test_explorer_builds_and_redraws():
+    box = detective_team_explorer()
+    assert sorted(box.controls) == ["clue_0", "clue_1", "loudness", "num_heads", "word"]
     first = box.figure
-    box.controls["head"].value = 1
+    box.controls["clue_1"].value = "grammar"
     second = box.figure
     assert second is not first
-    assert (drawn(first)[0] != drawn(second)[0]).any()
-    box.controls["word"].value = "purred"
-    assert box.figure.axes[0].get_title() == "what?"
-    assert box.figure.axes[1].get_title().startswith("'purred' looks most at")
-
-
-def test_render_names_no_favourite_for_an_even_row():
-    from attention_lib.widgets.multihead import render_detective_team
-
-    weights = torch.full((1, 4, 4), 0.25)
-    fig = render_detective_team(weights, ["the", "cat", "purred", "softly"], head=0, word="the")
-    assert fig.axes[1].get_title() == "'the' spreads its attention evenly"
+    assert not torch.equal(heatmaps(first)[1], heatmaps(second)[1])
+    box.controls["num_heads"].value = 1
+    assert len(heatmaps(box.figure)) == 1

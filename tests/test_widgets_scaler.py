@@ -9,7 +9,8 @@ import torch
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-from attention_lib.widgets.scaler import render_scaler, scaler_explorer, scaler_weights  # noqa: E402
+from attention_lib.experiments import scaler_weights  # noqa: E402
+from attention_lib.widgets.scaler import render_scaler, scaler_explorer  # noqa: E402
 
 
 def bar_heights(fig):

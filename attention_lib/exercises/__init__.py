@@ -16,7 +16,9 @@ from .memory import check_online_softmax_update
 from .multihead import check_merge_heads, check_split_heads
 from .no_loops import check_weights_no_loops
 from .percentages import check_stable_softmax
+from .predictions import check_prediction
 from .scaler import check_scaled_scores
+from .welcome import check_scores_shape
 from .word_order import check_cross_attention, check_shuffle_predictions, check_sinusoidal_encoding
 
 __all__ = [
@@ -29,8 +31,10 @@ __all__ = [
     "check_matchmaker",
     "check_merge_heads",
     "check_online_softmax_update",
+    "check_prediction",
     "check_reversal_target",
     "check_scaled_scores",
+    "check_scores_shape",
     "check_shuffle_predictions",
     "check_sinusoidal_encoding",
     "check_soft_lookup",

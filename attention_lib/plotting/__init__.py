@@ -1,14 +1,21 @@
 """Pictures for the lessons, each returned as a matplotlib figure; one module per kind of picture.
 
 matplotlib is imported inside each function, so ``import attention_lib`` stays fast and works without a
-display; the functions work headless (the Agg backend) and take tensors on any device.
+display; the functions work headless (the Agg backend) and take tensors on any device. Colours, markers and
+log-axis ticks follow :mod:`attention_lib.plotting.style` (Okabe-Ito, viridis, plain numbers).
 """
 
 from .basic import plot_bars, plot_heatmap, plot_heatmaps, plot_lines
+from .masks import plot_mask
+from .mix import plot_mix
 from .positions import plot_position_encoding
+from .style import OKABE_ITO, category_style, plain_log_ticks
 from .trained import plot_attention_grid, plot_attention_over_training, plot_loss_curves
 
 __all__ = [
+    "OKABE_ITO",
+    "category_style",
+    "plain_log_ticks",
     "plot_attention_grid",
     "plot_attention_over_training",
     "plot_bars",
@@ -16,5 +23,7 @@ __all__ = [
     "plot_heatmaps",
     "plot_lines",
     "plot_loss_curves",
+    "plot_mask",
+    "plot_mix",
     "plot_position_encoding",
 ]

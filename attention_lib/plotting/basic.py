@@ -8,7 +8,21 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+import numpy as np
 import torch
+
+from .style import GREY, HEATMAP_CMAP, OKABE_ITO, category_style, plain_log_ticks
+
+#: How blocked cells of a masked heatmap are drawn: light grey, hatched, so they never look like a weight of 0.
+BLOCKED_STYLE = {"facecolor": "#E6E6E6", "edgecolor": GREY, "hatch": "xx", "linewidth": 0.0}
+
+
+def finish(fig):
+    """Give ``fig`` an opaque white background (readable in a dark notebook theme) and a tight layout."""
+    fig.patch.set_facecolor("white")
+    fig.patch.set_alpha(1.0)
+    fig.tight_layout()
+    return fig
 
 
 def _as_numpy(x):
@@ -31,11 +45,13 @@ def _check_labels(labels, size: int, what: str) -> list[str]:
 
 def plot_heatmap(matrix, row_labels: Sequence[str] | None = None, col_labels: Sequence[str] | None = None, *,
                  title: str = "", xlabel: str = "key (attended to)", ylabel: str = "query (attending)",
-                 annotate: bool | None = None, cmap: str = "viridis", vmin=None, vmax=None, ax=None,
-                 fmt: str = ".2f"):
-    """Draw a 2-D ``(L, S)`` matrix (scores or weights) with token labels on both axes.
+                 annotate: bool | None = None, cmap: str = HEATMAP_CMAP, vmin=None, vmax=None, ax=None,
+                 fmt: str = ".2f", mask=None, colorbar: bool = True):
+    """Draw a 2-D ``(L, S)`` matrix (scores or weights) with token labels on both axes and numbers in the cells.
 
-    Used from ``notebooks/01_cocktail_party.ipynb`` on.
+    Used from ``notebooks/01_cocktail_party.ipynb`` on. With ``mask``, blocked cells are drawn as hatched grey
+    cells marked "blocked" in a legend, never as a colour of the scale: a blocked cell cannot be mistaken for
+    an allowed one whose weight happens to be 0.
 
     Args:
         matrix: ``(L, S)`` tensor or array.
@@ -46,12 +62,14 @@ def plot_heatmap(matrix, row_labels: Sequence[str] | None = None, col_labels: Se
         cmap, vmin, vmax: colours, as in ``matplotlib.pyplot.imshow``.
         ax: draw into this axes instead of a new figure.
         fmt: format of the annotations.
+        mask: optional bool ``(L, S)``, ``True`` = may attend (as in SDPA); ``False`` cells are drawn as blocked.
+        colorbar: draw a colour bar beside the heatmap.
 
     Returns:
         The ``matplotlib.figure.Figure``.
 
     Raises:
-        ValueError: if ``matrix`` is not 2-D or the labels do not match its shape.
+        ValueError: if ``matrix`` is not 2-D, the labels do not match its shape or ``mask`` has another shape.
 
     Example:
         >>> fig = plot_heatmap(torch.eye(2), ["a", "b"], ["c", "d"], title="identity")
@@ -66,15 +84,25 @@ def plot_heatmap(matrix, row_labels: Sequence[str] | None = None, col_labels: Se
                          f"pick one example and one head first, e.g. weights[0, 0].")
     rows = _check_labels(row_labels, data.shape[0], "row_labels (query)")
     cols = _check_labels(col_labels, data.shape[1], "col_labels (key)")
+    allowed = None
+    if mask is not None:
+        allowed = _as_numpy(mask).astype(bool)
+        if allowed.shape != data.shape:
+            raise ValueError(f"mask must have the matrix's shape {tuple(data.shape)}, but got "
+                             f"{tuple(allowed.shape)}; pick the same example and head, e.g. mask[0].")
     if ax is None:
         fig, ax = plt.subplots(figsize=(1.0 + 0.8 * len(cols), 0.8 + 0.6 * len(rows)))
     fig = ax.figure
-    image = ax.imshow(data, cmap=cmap, vmin=vmin, vmax=vmax, aspect="auto")
-    ax.set_xticks(range(len(cols)), labels=cols, rotation=45 if max(map(len, cols)) > 4 else 0)
+    shown = data if allowed is None else np.ma.masked_where(~allowed, data)
+    image = ax.imshow(shown, cmap=cmap, vmin=vmin, vmax=vmax, aspect="auto")
+    ax.set_xticks(range(len(cols)), labels=cols, rotation=45 if max(map(len, cols)) > 4 else 0,
+                  ha="right" if max(map(len, cols)) > 4 else "center")
     ax.set_yticks(range(len(rows)), labels=rows)
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
     ax.set_title(title)
+    if allowed is not None and not allowed.all():
+        _draw_blocked(ax, allowed)
     if annotate is None:
         annotate = data.shape[0] <= 12 and data.shape[1] <= 12
     if annotate:
@@ -82,15 +110,27 @@ def plot_heatmap(matrix, row_labels: Sequence[str] | None = None, col_labels: Se
         middle = (lo + hi) / 2
         for i in range(data.shape[0]):
             for j in range(data.shape[1]):
+                if allowed is not None and not allowed[i, j]:
+                    continue
                 colour = "black" if data[i, j] > middle else "white"
                 ax.text(j, i, format(data[i, j], fmt), ha="center", va="center", color=colour, fontsize=9)
-    fig.colorbar(image, ax=ax, fraction=0.046, pad=0.04)
-    fig.tight_layout()
-    return fig
+    if colorbar:
+        fig.colorbar(image, ax=ax, fraction=0.046, pad=0.04)
+    return finish(fig)
+
+
+def _draw_blocked(ax, allowed) -> None:
+    """Cover each blocked cell (``allowed[i, j]`` False) with a hatched grey square and a ✗, and say so below."""
+    from matplotlib.patches import Rectangle
+
+    for i, j in zip(*np.nonzero(~allowed), strict=True):
+        ax.add_patch(Rectangle((j - 0.5, i - 0.5), 1.0, 1.0, **BLOCKED_STYLE))
+        ax.text(j, i, "✗", ha="center", va="center", fontsize=11, color="#404040")
+    ax.set_xlabel(f"{ax.get_xlabel()}\n✗ hatched grey = blocked by the mask (no weight at all)".lstrip("\n"))
 
 
 def plot_heatmaps(matrices, row_labels=None, col_labels=None, *, titles: Sequence[str] | None = None,
-                  suptitle: str = "", **kwargs):
+                  suptitle: str = "", masks: Sequence | None = None, **kwargs):
     """Draw several ``(L, S)`` matrices side by side (e.g. one per head), sharing labels.
 
     Used in ``notebooks/09_detective_team.ipynb``.
@@ -100,6 +140,7 @@ def plot_heatmaps(matrices, row_labels=None, col_labels=None, *, titles: Sequenc
         row_labels, col_labels: as in :func:`plot_heatmap`.
         titles: one title per matrix; defaults to ``head 0``, ``head 1``, ...
         suptitle: a title over all of them.
+        masks: optional, one bool mask (or ``None``) per matrix, drawn as in :func:`plot_heatmap`.
         **kwargs: passed to :func:`plot_heatmap`.
 
     Returns:
@@ -119,22 +160,26 @@ def plot_heatmaps(matrices, row_labels=None, col_labels=None, *, titles: Sequenc
     if len(titles) != len(matrices):
         raise ValueError(f"plot_heatmaps needs one title per matrix: {len(matrices)} matrices but "
                          f"{len(titles)} titles.")
+    masks = list(masks) if masks is not None else [None] * len(matrices)
+    if len(masks) != len(matrices):
+        raise ValueError(f"plot_heatmaps needs one mask (or None) per matrix: {len(matrices)} matrices but "
+                         f"{len(masks)} masks.")
     rows, cols = _as_numpy(matrices[0]).shape
     fig, axes = plt.subplots(1, len(matrices), figsize=(0.3 + (1.0 + 0.8 * cols) * len(matrices),
                                                         0.9 + 0.6 * rows), squeeze=False)
-    for ax, matrix, title in zip(axes[0], matrices, titles, strict=True):
-        plot_heatmap(matrix, row_labels, col_labels, title=title, ax=ax, **kwargs)
+    for ax, matrix, title, mask in zip(axes[0], matrices, titles, masks, strict=True):
+        plot_heatmap(matrix, row_labels, col_labels, title=title, ax=ax, mask=mask, **kwargs)
     if suptitle:
         fig.suptitle(suptitle)
-    fig.tight_layout()
-    return fig
+    return finish(fig)
 
 
 def plot_bars(values, labels: Sequence[str] | None = None, *, title: str = "", ylabel: str = "weight",
-              ax=None, annotate: bool = True, fmt: str = ".2f", ylim=None):
+              ax=None, annotate: bool = True, fmt: str = ".2f", ylim=None, colors: Sequence[str] | None = None):
     """Draw a bar chart of a 1-D tensor or array, one labelled bar per entry (e.g. one query's weights).
 
-    Used from ``notebooks/05_percentages.ipynb`` on.
+    Used from ``notebooks/01_cocktail_party.ipynb`` on. The bars are one colour (they are values of one
+    quantity) unless ``colors`` gives one per bar; each bar carries its value as a label.
 
     Returns:
         The ``matplotlib.figure.Figure``.
@@ -156,22 +201,31 @@ def plot_bars(values, labels: Sequence[str] | None = None, *, title: str = "", y
     names = _check_labels(labels, data.shape[0], "labels (bar)")
     if ax is None:
         fig, ax = plt.subplots(figsize=(1.5 + 0.7 * len(names), 3.0))
-    bars = ax.bar(names, data, color="tab:blue")
+    if colors is not None and len(colors) != len(names):
+        raise ValueError(f"colors needs one colour per bar: {len(names)} bars but {len(colors)} colours.")
+    bars = ax.bar(names, data, color=list(colors) if colors is not None else OKABE_ITO[0])
     if annotate:
-        ax.bar_label(bars, labels=[format(v, fmt) for v in data], padding=2)
+        ax.bar_label(bars, labels=[format(v, fmt) for v in data], padding=2, fontsize=9)
     ax.set_ylabel(ylabel)
     ax.set_title(title)
+    if max(map(len, names)) * len(names) > 48:  # long labels: tilt them so they do not overlap
+        ax.tick_params(axis="x", labelrotation=30)
+        for label in ax.get_xticklabels():
+            label.set_horizontalalignment("right")
     if ylim is not None:
         ax.set_ylim(*ylim)
-    ax.figure.tight_layout()
-    return ax.figure
+    elif annotate and len(data) and data.max() > 0:
+        ax.set_ylim(top=ax.get_ylim()[1] * 1.12)  # room for the value labels above the tallest bar
+    return finish(ax.figure)
 
 
 def plot_lines(x, ys: Mapping[str, Sequence[float]], *, title: str = "", xlabel: str = "", ylabel: str = "",
-               logx: bool = False, logy: bool = False, ax=None, marker: str = "o"):
+               logx: bool = False, logy: bool = False, ax=None, marker: str | None = None):
     """Draw one or more named curves over the same ``x`` (e.g. variance vs d_k, time vs sequence length).
 
-    Used from ``notebooks/04_scaler.ipynb`` on.
+    Used from ``notebooks/04_scaler.ipynb`` on. Each curve has its own Okabe-Ito colour, marker and line
+    style, so curves can be told apart without colour. Log axes are labelled with plain numbers (16, 256,
+    4,096 on a base-2 x axis; 0.01, 1, 100 on a base-10 y axis), without labels on the minor ticks.
 
     Returns:
         The ``matplotlib.figure.Figure``.
@@ -194,16 +248,20 @@ def plot_lines(x, ys: Mapping[str, Sequence[float]], *, title: str = "", xlabel:
         if y.shape != xs.shape:
             raise ValueError(f"curve {name!r} has {y.shape[0] if y.ndim else 0} values but x has {xs.shape[0]}; "
                              f"give one value per x.")
-        ax.plot(xs, y, marker=marker, label=name)
+        style = category_style(len(ax.get_lines()))
+        if marker is not None:
+            style["marker"] = marker
+        ax.plot(xs, y, label=name, linewidth=2, markersize=6, **style)
     if logx:
         ax.set_xscale("log", base=2)
+        plain_log_ticks(ax, "x", base=2)
     if logy:
         ax.set_yscale("log")
+        plain_log_ticks(ax, "y", base=10)
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
     ax.set_title(title)
     ax.grid(True, alpha=0.3)
     if len(ys) > 1:
-        ax.legend()
-    ax.figure.tight_layout()
-    return ax.figure
+        ax.legend(fontsize=9)
+    return finish(ax.figure)

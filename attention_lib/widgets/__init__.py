@@ -1,5 +1,8 @@
 """Interactive explorers for the lessons: thin ipywidgets wrappers over tested plotting functions.
 
+The numbers an explorer draws come from the public package (:mod:`attention_lib.experiments` for the lessons'
+small experiments, :mod:`attention_lib.plotting` for the pictures); a widget module only wires them to controls.
+
 Import them from here (``from attention_lib.widgets import ...``); ``import attention_lib`` does not load
 ipywidgets. Each explorer's cell ignores its output under nbval; the functions it wraps are checked in
 plain cells and in the tests.

@@ -1,83 +1,18 @@
 """The blend, made visible: one word's output as a stack of slices of every word's value (lesson 06).
 
-:func:`plot_mix` draws ``output = Σ_j weights[j] · value[j]`` feature by feature, one coloured slice per
-word; :func:`render_blend` draws it for a word of the course sentence next to that word's weights, and
-:func:`blend_explorer` wires it to a word menu and a focus slider. matplotlib and ipywidgets are imported
-inside the functions.
+:func:`render_blend` draws, for a word of the course sentence, its weights next to
+:func:`attention_lib.plotting.plot_mix` of its output, and :func:`blend_explorer` wires it to a word menu and a
+focus slider. matplotlib and ipywidgets are imported inside the functions.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
-import torch
-
 from ..attention import blend, matchmaker, percentages, scaler
 from ..data import toy_sentence
-from ..plotting import plot_bars
+from ..plotting import plot_bars, plot_mix
+from ..plotting.basic import finish
+from ..plotting.style import HATCHES, OKABE_ITO
 from .explorer import make_explorer
-
-
-def plot_mix(weights: torch.Tensor, value: torch.Tensor, tokens: Sequence[str], features: Sequence[str], *,
-             title: str = "", ax=None):
-    """Draw one query's output as stacked bars: for each feature, one slice ``weights[j] * value[j, f]`` per word.
-
-    Built step by step in ``notebooks/06_blend.ipynb``. The height of each stack is the output's value for that
-    feature, marked with a black dash; with non-negative values you can see how much each word contributes.
-
-    Args:
-        weights: ``(S,)``, one query's attention weights (a row of the ``(L, S)`` weights).
-        value: ``(S, Ev)``, the value vectors.
-        tokens: ``S`` labels, one per word (the legend).
-        features: ``Ev`` labels, one per value feature (the x axis).
-        title: the axes title.
-        ax: draw into this axes instead of a new figure.
-
-    Returns:
-        The ``matplotlib.figure.Figure``.
-
-    Raises:
-        ValueError: if the shapes or the numbers of labels do not match.
-
-    Example:
-        >>> fig = plot_mix(torch.tensor([0.25, 0.75]), torch.tensor([[4.0, 0.0], [0.0, 4.0]]), ["a", "b"],
-        ...                ["x", "y"])
-        >>> [round(float(p.get_height()), 2) for p in fig.axes[0].patches]  # a's slices, then b's
-        [1.0, 0.0, 0.0, 3.0]
-    """
-    import matplotlib.pyplot as plt
-
-    if weights.dim() != 1 or value.dim() != 2 or weights.shape[0] != value.shape[0]:
-        raise ValueError(f"plot_mix needs one query's weights (S,) and the values (S, Ev), but got "
-                         f"weights.shape={tuple(weights.shape)} and value.shape={tuple(value.shape)}; "
-                         f"pick one row, e.g. weights[2].")
-    if len(tokens) != value.shape[0] or len(features) != value.shape[1]:
-        raise ValueError(f"plot_mix needs {value.shape[0]} tokens and {value.shape[1]} features, but got "
-                         f"{len(tokens)} tokens and {len(features)} features.")
-    slices = (weights[:, None] * value).detach().to("cpu", torch.float64)  # (S, 1) * (S, Ev) -> (S, Ev)
-    if ax is None:
-        _, ax = plt.subplots(figsize=(1.8 + 0.9 * len(features), 3.2))
-    positions = list(range(len(features)))
-    bottom_pos = torch.zeros(len(features), dtype=torch.float64)
-    bottom_neg = torch.zeros(len(features), dtype=torch.float64)
-    for token, row in zip(tokens, slices, strict=True):
-        bottom = torch.where(row >= 0, bottom_pos, bottom_neg)
-        ax.bar(positions, row.numpy(), bottom=bottom.numpy(), label=str(token), edgecolor="white")
-        bottom_pos += row.clamp(min=0)
-        bottom_neg += row.clamp(max=0)
-    total = slices.sum(dim=0)  # (Ev,): the output vector itself
-    ax.hlines(total.numpy(), [p - 0.4 for p in positions], [p + 0.4 for p in positions], colors="black",
-              linewidth=2, zorder=3, label="output")
-    ax.axhline(0.0, color="grey", linewidth=0.8)
-    low, high = float(bottom_neg.min()), float(bottom_pos.max())
-    pad = 0.1 * max(high - low, 1e-6)
-    ax.set_ylim(low - pad if low < 0 else 0.0, high + pad)  # room above the tallest stack for its output line
-    ax.set_xticks(positions, labels=[str(f) for f in features])
-    ax.set_ylabel("contribution to the output")
-    ax.set_title(title)
-    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0))
-    ax.figure.tight_layout()
-    return ax.figure
 
 
 def render_blend(word: str = "purred", focus: float = 1.0):
@@ -117,12 +52,12 @@ def render_blend(word: str = "purred", focus: float = 1.0):
     plot_bars(weights[0], sentence.tokens, ax=left, ylim=(0, 1.1), title=f"weights of {word!r}")
     plot_mix(weights[0], sentence.value, sentence.tokens, sentence.features, ax=right,
              title=f"output of {word!r}: a mix of the values")
-    colours = plt.rcParams["axes.prop_cycle"].by_key()["color"]
-    for bar, colour in zip(left.patches, colours, strict=False):  # each word in the same colour on both sides
-        bar.set_color(colour)
+    for j, bar in enumerate(left.patches):  # each word in the same colour and hatch on both sides
+        bar.set_color(OKABE_ITO[j % len(OKABE_ITO)])
+        bar.set_hatch(HATCHES[j % len(HATCHES)])
+        bar.set_edgecolor("white")
     right.set_ylim(min(0.0, float(output.min())) - 0.05, max(1.0, float(output.max())) + 0.1)
-    fig.tight_layout()
-    return fig
+    return finish(fig)
 
 
 def blend_explorer():

@@ -13,6 +13,8 @@ from numbers import Real
 from ..attention import calculate_attention
 from ..data import FEATURES, TOKENS, toy_sentence
 from ..plotting import plot_bars
+from ..plotting.basic import finish
+from ..plotting.style import GREY, OKABE_ITO
 
 
 def _check_focus(focus, name: str = "focus") -> float:
@@ -64,16 +66,15 @@ def render_cocktail_party(word: str = "purred", focus: float = 1.0):
               title=f'whom "{word}" listens to (focus {focus:g})')
     positions = range(len(FEATURES))
     ax_meaning.bar([p - 0.2 for p in positions], x[i].tolist(), width=0.4, label="before (hand-made)",
-                   color="tab:gray")
+                   color=GREY, hatch="//", edgecolor="white")
     ax_meaning.bar([p + 0.2 for p in positions], new[i].tolist(), width=0.4, label="after (weighted average)",
-                   color="tab:orange")
+                   color=OKABE_ITO[1])
     ax_meaning.set_xticks(list(positions), labels=list(FEATURES))
     ax_meaning.set_ylim(0, 1.25)
     ax_meaning.set_ylabel("feature value")
     ax_meaning.set_title(f'the meaning of "{word}"')
     ax_meaning.legend(loc="upper right", fontsize=8)
-    fig.tight_layout()
-    return fig
+    return finish(fig)
 
 
 def cocktail_party_explorer(word: str = "purred", focus: float = 1.0):

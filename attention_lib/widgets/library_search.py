@@ -16,6 +16,8 @@ from ..attention import calculate_attention
 from ..data import FEATURES, TOKENS, toy_sentence
 from ..lookup import hard_lookup
 from ..plotting import plot_bars
+from ..plotting.basic import finish
+from ..plotting.style import GREY, OKABE_ITO
 
 
 def _check_number(value, name: str, minimum: float | None = None) -> float:
@@ -67,16 +69,15 @@ def render_library_search(animal: float = 1.0, action: float = 0.0, gentle: floa
               title=f"soft lookup weights (hard lookup takes '{pick}')")
     positions = range(len(FEATURES))
     ax_answer.bar([p - 0.2 for p in positions], soft[0].tolist(), width=0.4, label="soft: mix of all values",
-                  color="tab:blue")
+                  color=OKABE_ITO[0])
     ax_answer.bar([p + 0.2 for p in positions], hard[0].tolist(), width=0.4, label=f"hard: value of '{pick}'",
-                  color="tab:gray")
+                  color=GREY, hatch="//", edgecolor="white")
     ax_answer.set_xticks(list(positions), labels=list(FEATURES))
     ax_answer.set_ylim(0, 1.25)
     ax_answer.set_ylabel("feature value")
     ax_answer.set_title("what you take away")
     ax_answer.legend(loc="upper right", fontsize=8)
-    fig.tight_layout()
-    return fig
+    return finish(fig)
 
 
 def library_search_explorer(animal: float = 1.0, action: float = 0.0, gentle: float = 0.0, grammar: float = 0.0,

@@ -1,55 +1,17 @@
 """The masking explorer of ``notebooks/08_masking.ipynb``: pick a sentence of a padded batch and a mask.
 
-ipywidgets and matplotlib are imported inside the functions, so importing this module stays light.
+The masks come from :func:`attention_lib.experiments.batch_mask`; this module only draws them. ipywidgets and
+matplotlib are imported inside the functions, so importing this module stays light.
 """
 
 from __future__ import annotations
 
-import torch
-
 from ..attention import calculate_attention
 from ..data import BATCH_SENTENCES, sentence_batch
-from ..masks import causal_mask, padding_mask
-
-#: The masks the explorer offers.
-MASK_KINDS: tuple[str, ...] = ("none", "causal", "padding", "causal + padding")
+from ..experiments import MASK_KINDS, batch_mask
 
 #: The label of a padding position on the heatmaps' axes.
 PAD = "<pad>"
-
-
-def batch_mask(kind: str, lengths: torch.Tensor, S: int) -> torch.Tensor:
-    """The bool mask ``(N, S, S)`` of one of :data:`MASK_KINDS` for a padded batch (``True`` = may attend).
-
-    Built step by step in ``notebooks/08_masking.ipynb``.
-
-    Args:
-        kind: one of ``"none"``, ``"causal"``, ``"padding"``, ``"causal + padding"``.
-        lengths: ``(N,)``, the number of real tokens of each sentence.
-        S: the padded length.
-
-    Returns:
-        A bool tensor ``(N, S, S)``: ``[n, i, j]`` says whether word ``i`` of sentence ``n`` may attend to
-        word ``j``.
-
-    Raises:
-        ValueError: if ``kind`` is not one of :data:`MASK_KINDS`.
-
-    Example:
-        >>> batch_mask("causal + padding", torch.tensor([2]), 3).int()
-        tensor([[[1, 0, 0],
-                 [1, 1, 0],
-                 [1, 1, 0]]], dtype=torch.int32)
-    """
-    if kind not in MASK_KINDS:
-        raise ValueError(f"kind must be one of {MASK_KINDS}, but kind={kind!r}.")
-    N = lengths.shape[0]
-    mask = torch.ones(N, S, S, dtype=torch.bool)  # (N, L, S) with L = S: self-attention
-    if "causal" in kind:
-        mask = mask & causal_mask(S, S)  # (N, L, S) & (L, S) -> (N, L, S)
-    if "padding" in kind:
-        mask = mask & padding_mask(lengths, S)  # (N, L, S) & (N, 1, S) -> (N, L, S)
-    return mask
 
 
 def render_masking(sentence: int = 0, kind: str = "causal + padding"):
@@ -63,7 +25,8 @@ def render_masking(sentence: int = 0, kind: str = "causal + padding"):
         kind: one of :data:`MASK_KINDS`.
 
     Returns:
-        The ``matplotlib.figure.Figure``: the mask (1 = may attend) on the left, the weights on the right.
+        The ``matplotlib.figure.Figure``: the mask (may attend / blocked) on the left, the weights on the
+        right with the blocked cells hatched.
 
     Raises:
         ValueError: if ``sentence`` is out of range or ``kind`` is unknown.
@@ -73,7 +36,10 @@ def render_masking(sentence: int = 0, kind: str = "causal + padding"):
         >>> [t.get_text() for t in fig.axes[0].get_xticklabels()]
         ['the', 'dog', 'barked', '<pad>']
     """
-    from ..plotting import plot_heatmaps
+    import matplotlib.pyplot as plt
+
+    from ..plotting import plot_heatmap, plot_mask
+    from ..plotting.basic import finish
 
     if not 0 <= sentence < len(BATCH_SENTENCES):
         raise ValueError(f"sentence must be an index in 0..{len(BATCH_SENTENCES) - 1}, but sentence={sentence}.")
@@ -83,9 +49,12 @@ def render_masking(sentence: int = 0, kind: str = "causal + padding"):
     _, weights = calculate_attention(x, x, x, attn_mask=mask)  # (N, S, S)
     words = list(BATCH_SENTENCES[sentence])
     labels = words + [PAD] * (S - len(words))
-    return plot_heatmaps([mask[sentence].float(), weights[sentence]], labels, labels,
-                         titles=["mask (1 = may attend)", "attention weights"],
-                         suptitle=f"{' '.join(words)!r}, mask: {kind}", vmin=0.0, vmax=1.0)
+    fig, (left, right) = plt.subplots(1, 2, figsize=(10.5, 4.2), gridspec_kw={"width_ratios": [1.0, 1.15]})
+    plot_mask(mask[sentence], labels, labels, title="the mask", ax=left)
+    plot_heatmap(weights[sentence], labels, labels, title="attention weights", vmin=0.0, vmax=1.0,
+                 mask=mask[sentence], ax=right)
+    fig.suptitle(f"{' '.join(words)!r}, mask: {kind}")
+    return finish(fig)
 
 
 def masking_explorer():

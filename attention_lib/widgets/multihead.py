@@ -1,112 +1,99 @@
-"""The detective-team explorer of ``notebooks/09_detective_team.ipynb``: pick a head and a word.
+"""The detective-team explorer of ``notebooks/09_detective_team.ipynb``: change the detectives, watch them work.
 
-ipywidgets and matplotlib are imported inside the functions, so importing this module stays light.
+Every redraw runs :func:`attention_lib.experiments.detective_team`, i.e. :class:`attention_lib.MultiHeadAttention`
+with lesson 09's hand-made projections, live: choose what each detective looks for (its key projection), how
+loudly the questions are asked (the query projection's size) and whether there is a team of two heads or one
+lone detective. ipywidgets and matplotlib are imported inside the functions.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from functools import partial
-
-import torch
+from ..data import FEATURES, TOKENS
+from ..experiments import detective_team
 
 
-def _check_team(weights, tokens, head_names) -> tuple[list[str], list[str]]:
-    if not isinstance(weights, torch.Tensor) or weights.dim() != 3:
-        found = tuple(weights.shape) if isinstance(weights, torch.Tensor) else type(weights).__name__
-        raise ValueError(f"weights must be one sentence's per-head weights (H, L, S), but got {found}; pick a "
-                         f"sentence first, e.g. weights[0] of the (N, H, L, S) weights of MultiHeadAttention.")
-    H, L, S = weights.shape
-    tokens = [str(t) for t in tokens]
-    if L != S or len(tokens) != L:
-        raise ValueError(f"the explorer shows self-attention: weights must be (H, L, L) with one token per "
-                         f"word, but weights.shape={tuple(weights.shape)} and {len(tokens)} tokens.")
-    names = [f"head {h}" for h in range(H)] if head_names is None else [str(n) for n in head_names]
-    if len(names) != H:
-        raise ValueError(f"head_names needs one name per head: {H} heads but {len(names)} names.")
-    return tokens, names
+def render_detective_team(word: str = "purred", clue_0: str = "animal", clue_1: str = "action",
+                          loudness: float = 5.0, num_heads: int = 2):
+    """Draw every head's attention map (``word``'s row framed) and ``word``'s weights in each head.
 
-
-def render_detective_team(weights: torch.Tensor, tokens: Sequence[str], head: int = 0, word: str | None = None,
-                          head_names: Sequence[str] | None = None):
-    """Draw one head's attention map with one word's row framed, next to a bar chart of that row.
-
-    Built in ``notebooks/09_detective_team.ipynb``, where each head is a detective chasing its own clue.
+    Built step by step in ``notebooks/09_detective_team.ipynb``. The weights are computed now, by
+    :func:`attention_lib.experiments.detective_team`, from the projections these arguments describe.
 
     Args:
-        weights: ``(H, L, L)``, one sentence's per-head weights (self-attention).
-        tokens: the ``L`` words, labelling rows and columns.
-        head: which head (detective) to show, ``0 <= head < H``.
-        word: whose row to show (one of ``tokens``); defaults to the first word.
-        head_names: optional names for the heads, used in the titles.
+        word: whose row to frame and to draw as bars, one of ``attention_lib.data.TOKENS``.
+        clue_0, clue_1: the feature detective 0's and detective 1's keys advertise (what each looks for).
+        loudness: how strongly the questions are asked (it scales the query projection), ``>= 0``.
+        num_heads: ``2`` for the team, ``1`` for one lone detective with all four numbers.
 
     Returns:
-        The ``matplotlib.figure.Figure``: the head's heatmap on the left, the word's weights on the right.
+        The ``matplotlib.figure.Figure``: one heatmap per head, then a bar chart of ``word``'s row per head.
 
     Raises:
-        ValueError: if ``weights`` is not ``(H, L, L)``, the tokens or names do not match it, ``head`` is out
-            of range or ``word`` is not a token.
+        ValueError: if ``word`` is not a token, a clue is not a feature, ``loudness`` is negative or
+            ``num_heads`` does not divide 4.
 
     Example:
-        >>> w = torch.tensor([[[0.9, 0.1], [0.5, 0.5]], [[0.2, 0.8], [0.0, 1.0]]])  # (H=2, L=2, S=2)
-        >>> fig = render_detective_team(w, ["cat", "purred"], head=1, word="cat")
-        >>> [round(float(bar.get_height()), 2) for bar in fig.axes[1].patches]
-        [0.2, 0.8]
+        >>> fig = render_detective_team("purred", num_heads=1)
+        >>> len(fig.axes[0].images), fig.axes[0].get_title()
+        (1, 'lone detective: animal + action')
     """
     import matplotlib.pyplot as plt
     from matplotlib.patches import Rectangle
 
-    from ..plotting import plot_bars, plot_heatmap
+    from ..plotting import plot_heatmap
+    from ..plotting.basic import finish
+    from ..plotting.style import HATCHES, OKABE_ITO
 
-    tokens, names = _check_team(weights, tokens, head_names)
+    if word not in TOKENS:
+        raise ValueError(f"word must be one of {list(TOKENS)}, but word={word!r}.")
+    _, weights = detective_team((clue_0, clue_1), loudness, num_heads)  # (H, L, S)
     H = weights.shape[0]
-    if isinstance(head, bool) or not isinstance(head, int) or not 0 <= head < H:
-        raise ValueError(f"head must be an index in 0..{H - 1}, but head={head!r}.")
-    word = tokens[0] if word is None else word
-    if word not in tokens:
-        raise ValueError(f"word must be one of {tokens}, but word={word!r}.")
-    i = tokens.index(word)
-    w = weights[head].detach().cpu()  # (L, S)
-    fig, (left, right) = plt.subplots(1, 2, figsize=(9.5, 3.6), gridspec_kw={"width_ratios": [1.2, 1.0]})
-    plot_heatmap(w, tokens, tokens, title=names[head], vmin=0.0, vmax=1.0, ax=left)
-    left.add_patch(Rectangle((-0.5, i - 0.5), len(tokens), 1.0, fill=False, edgecolor="tab:red", linewidth=3))
-    top = int(w[i].argmax())
-    if torch.allclose(w[i], w[i, top].expand_as(w[i]), atol=5e-3):  # a tie: no favourite to name
-        title = f"{word!r} spreads its attention evenly"
-    else:
-        title = f"{word!r} looks most at {tokens[top]!r} ({float(w[i, top]):.2f})"
-    plot_bars(w[i], tokens, ylim=(0.0, 1.1), ax=right, title=title)
-    fig.tight_layout()
-    return fig
+    names = ([f"detective {h}: {c}?" for h, c in enumerate((clue_0, clue_1))] if H == 2
+             else [f"lone detective: {clue_0} + {clue_1}"] if H == 1 else [f"head {h}" for h in range(H)])
+    i = TOKENS.index(word)
+    fig, axes = plt.subplots(1, H + 1, figsize=(3.9 * H + 4.2, 3.7), squeeze=False)
+    for h, ax in enumerate(axes[0, :H]):
+        plot_heatmap(weights[h], TOKENS, TOKENS, title=names[h], vmin=0.0, vmax=1.0, ax=ax, colorbar=h == H - 1)
+        ax.add_patch(Rectangle((-0.5, i - 0.5), len(TOKENS), 1.0, fill=False, edgecolor=OKABE_ITO[5],
+                               linewidth=3))
+    bars = axes[0, H]
+    width = 0.8 / H
+    for h in range(H):
+        positions = [j - 0.4 + width * (h + 0.5) for j in range(len(TOKENS))]
+        bars.bar(positions, weights[h, i].tolist(), width=width, color=OKABE_ITO[h % len(OKABE_ITO)],
+                 hatch=HATCHES[h % len(HATCHES)], edgecolor="white", label=names[h].split(":")[0])
+    bars.set_xticks(range(len(TOKENS)), labels=list(TOKENS))
+    bars.set_ylim(0.0, 1.1)
+    bars.set_ylabel("weight")
+    bars.set_title(f"where {word!r} looks")
+    bars.legend(fontsize=8, loc="upper right")
+    return finish(fig)
 
 
-def detective_team_explorer(weights: torch.Tensor, tokens: Sequence[str],
-                            head_names: Sequence[str] | None = None):
-    """An explorer: choose a detective (head) and a word, see where that word looks in that head.
+def detective_team_explorer():
+    """An explorer for :func:`render_detective_team`: a word, each detective's clue, the loudness, the team size.
 
-    Built in ``notebooks/09_detective_team.ipynb`` around :func:`render_detective_team`.
-
-    Args:
-        weights: ``(H, L, L)``, one sentence's per-head weights.
-        tokens: the ``L`` words.
-        head_names: optional names for the heads, shown in the drop-down.
+    Built in ``notebooks/09_detective_team.ipynb``; every change recomputes the heads with
+    :class:`attention_lib.MultiHeadAttention`.
 
     Returns:
         The explorer box of :func:`attention_lib.widgets.make_explorer`.
 
     Example:
-        >>> box = detective_team_explorer(torch.full((2, 3, 3), 1 / 3), ["a", "b", "c"])
+        >>> box = detective_team_explorer()
         >>> sorted(box.controls)
-        ['head', 'word']
+        ['clue_0', 'clue_1', 'loudness', 'num_heads', 'word']
     """
     import ipywidgets as widgets
 
     from .explorer import make_explorer
 
-    tokens, names = _check_team(weights, tokens, head_names)
     controls = {
-        "head": widgets.Dropdown(options=[(n, h) for h, n in enumerate(names)], value=0, description="detective"),
-        "word": widgets.Dropdown(options=tokens, value=tokens[0], description="word"),
+        "word": widgets.Dropdown(options=list(TOKENS), value="purred", description="word"),
+        "clue_0": widgets.Dropdown(options=list(FEATURES), value="animal", description="det. 0 seeks"),
+        "clue_1": widgets.Dropdown(options=list(FEATURES), value="action", description="det. 1 seeks"),
+        "loudness": widgets.FloatSlider(value=5.0, min=0.0, max=10.0, step=0.5, description="loudness c"),
+        "num_heads": widgets.Dropdown(options=[("2 (a team)", 2), ("1 (lone detective)", 1)], value=2,
+                                      description="heads"),
     }
-    render = partial(render_detective_team, weights, tokens, head_names=names)
-    return make_explorer(render, controls, title="Which clue does each detective follow?")
+    return make_explorer(render_detective_team, controls, title="Hire the detectives: what does each one seek?")

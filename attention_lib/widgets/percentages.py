@@ -6,36 +6,9 @@ a low temperature sharpens them towards the best key, a high one flattens them t
 
 from __future__ import annotations
 
-import torch
-
-from ..attention import matchmaker, percentages, scaler
+from ..attention import matchmaker, scaler
 from ..data import toy_sentence
-
-
-def temperature_weights(temperature: float = 1.0) -> torch.Tensor:
-    """The toy sentence's attention weights ``(L, S)`` with the scaled scores divided by ``temperature``.
-
-    Built step by step in ``notebooks/05_percentages.ipynb``.
-
-    Args:
-        temperature: a positive number; ``1`` is plain attention.
-
-    Returns:
-        The weights ``(4, 4)``, one row per word of "the cat purred softly", each summing to 1.
-
-    Raises:
-        ValueError: if ``temperature`` is not a positive number.
-
-    Example:
-        >>> temperature_weights(1.0)[2].round(decimals=2)  # "purred" looks at "cat"
-        tensor([0.0600, 0.7700, 0.1000, 0.0600])
-    """
-    if isinstance(temperature, bool) or not isinstance(temperature, int | float) or not temperature > 0:
-        raise ValueError(f"temperature must be a positive number, but temperature={temperature!r}; "
-                         f"use 1.0 for plain softmax.")
-    s = toy_sentence()
-    scores = scaler(matchmaker(s.query, s.key), s.query.size(-1))  # (L, S)
-    return percentages(scores / temperature)
+from ..experiments import temperature_weights
 
 
 def render_percentages(temperature: float = 1.0, word: str = "purred"):
@@ -62,6 +35,7 @@ def render_percentages(temperature: float = 1.0, word: str = "purred"):
     import matplotlib.pyplot as plt
 
     from ..plotting import plot_bars
+    from ..plotting.basic import finish
 
     tokens = toy_sentence().tokens
     if word not in tokens:
@@ -74,8 +48,7 @@ def render_percentages(temperature: float = 1.0, word: str = "purred"):
     plot_bars(logits, tokens, ax=left, ylabel="score / temperature", title="what goes into the softmax")
     plot_bars(weights, tokens, ax=right, ylim=(0, 1.1), title="the weights (they add up to 1)")
     fig.suptitle(f'"{word}" at temperature {temperature:.2f}')
-    fig.tight_layout()
-    return fig
+    return finish(fig)
 
 
 def percentages_explorer():
@@ -97,7 +70,7 @@ def percentages_explorer():
 
     controls = {
         "temperature": widgets.FloatSlider(value=1.0, min=0.1, max=5.0, step=0.1, description="temperature",
-                                           continuous_update=False),
+                                           continuous_update=False, style={"description_width": "initial"}),
         "word": widgets.Dropdown(options=list(toy_sentence().tokens), value="purred", description="word"),
     }
     return make_explorer(render_percentages, controls, title="The percentages: softmax with a temperature")

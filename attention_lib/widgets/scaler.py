@@ -1,49 +1,13 @@
 """The explorer of ``notebooks/04_scaler.ipynb``: how d_k and the √d_k scaling shape the attention weights.
 
 Random queries and keys with unit-variance entries give scores whose spread grows like √d_k; without the
-scaler the softmax saturates and each query puts nearly all its weight on one key.
+scaler the softmax saturates and each query puts nearly all its weight on one key. The numbers come from
+:func:`attention_lib.experiments.scaler_weights`; this module only draws them and wires the controls.
 """
 
 from __future__ import annotations
 
-import torch
-
-from ..attention import matchmaker, percentages, scaler
-
-
-def scaler_weights(d_k: int, scaled: bool = True, *, queries: int = 200, keys: int = 8,
-                   seed: int = 0) -> torch.Tensor:
-    """Attention weights ``(queries, keys)`` for random unit-variance queries and keys of size ``d_k``.
-
-    Built step by step in ``notebooks/04_scaler.ipynb``.
-
-    Args:
-        d_k: the size ``E`` of each query and key vector (a positive integer).
-        scaled: divide the scores by ``√d_k`` (the scaler) before the softmax.
-        queries, keys: how many random queries ``L`` and keys ``S`` to draw.
-        seed: the seed of the CPU generator, so the same ``d_k`` always gives the same weights.
-
-    Returns:
-        The weights ``(L, S)``, each row summing to 1.
-
-    Raises:
-        ValueError: if ``d_k``, ``queries`` or ``keys`` is not a positive integer.
-
-    Example:
-        >>> w = scaler_weights(16, queries=3, keys=5)
-        >>> tuple(w.shape), torch.allclose(w.sum(-1), torch.ones(3))
-        ((3, 5), True)
-    """
-    for name, size in (("d_k", d_k), ("queries", queries), ("keys", keys)):
-        if isinstance(size, bool) or not isinstance(size, int) or size < 1:
-            raise ValueError(f"{name} must be a positive integer, but {name}={size!r}; try {name}=64.")
-    g = torch.Generator().manual_seed(seed)
-    query = torch.randn(queries, d_k, generator=g)  # (L, E)
-    key = torch.randn(keys, d_k, generator=g)  # (S, E)
-    scores = matchmaker(query, key)  # (L, E) @ (E, S) -> (L, S)
-    if scaled:
-        scores = scaler(scores, d_k)
-    return percentages(scores)
+from ..experiments import scaler_weights
 
 
 def render_scaler(d_k: int = 64, scaled: bool = True):
@@ -70,23 +34,24 @@ def render_scaler(d_k: int = 64, scaled: bool = True):
     import matplotlib.pyplot as plt
 
     from ..plotting import plot_bars
+    from ..plotting.basic import finish
+    from ..plotting.style import GREY, OKABE_ITO
 
     weights = scaler_weights(d_k, scaled)  # (200, 8)
     top = weights.amax(dim=-1)  # (200,)
     fig, (left, right) = plt.subplots(1, 2, figsize=(10, 3.4))
     plot_bars(weights[0], [f"key {j}" for j in range(weights.shape[1])], ax=left, ylim=(0, 1.1),
               title="query 0: its weights over 8 keys")
-    right.hist(top.numpy(), bins=20, range=(0, 1), color="tab:orange")
-    right.axvline(1 / weights.shape[1], color="grey", linestyle="--", label="uniform (1/8)")
+    right.hist(top.numpy(), bins=20, range=(0, 1), color=OKABE_ITO[1], edgecolor="white")
+    right.axvline(1 / weights.shape[1], color=GREY, linestyle="--", label="uniform (1/8)")
     right.set_xlim(0, 1)
     right.set_xlabel("largest weight of a query")
     right.set_ylabel("number of queries (of 200)")
     right.set_title(f"mean largest weight: {top.mean().item():.2f}")
-    right.legend(loc="upper left")
+    right.legend(loc="best")
     how = "scores / √d_k" if scaled else "raw scores (no scaling)"
     fig.suptitle(f"d_k = {d_k}, {how}")
-    fig.tight_layout()
-    return fig
+    return finish(fig)
 
 
 def scaler_explorer():

@@ -26,6 +26,11 @@ from .scripts import (
     JS_RUN_STATE,
 )
 
+#: The lesson also photographed in JupyterLab's dark theme (``<name>-dark.png``), to show its figures read there.
+DARK_THEME_LESSON = "08_masking"
+
+JS_SET_THEME = "(theme) => window.jupyterapp.commands.execute('apputils:change-theme', {theme})"
+
 
 @dataclass
 class NotebookReport:
@@ -302,4 +307,24 @@ def _screenshots(page, folder: Path, report: NotebookReport) -> list[Path]:
             path = folder / f"{report.name}-explorer.png"
             page.screenshot(path=str(path), clip=clip)
             saved.append(path)
+    if report.name == DARK_THEME_LESSON:
+        saved += _dark_screenshot(page, folder, report)
     return saved
+
+
+def _dark_screenshot(page, folder: Path, report: NotebookReport) -> list[Path]:
+    """``<name>-dark.png``: the same view in the JupyterLab Dark theme; the theme is set back to Light after."""
+    path = folder / f"{report.name}-dark.png"
+    try:
+        page.evaluate(JS_SET_THEME, "JupyterLab Dark")
+        page.wait_for_function("() => document.body.dataset.jpThemeLight === 'false'", timeout=15_000)
+        page.wait_for_timeout(500)  # let the new colours paint
+        page.mouse.move(0, 0)
+        page.screenshot(path=str(path))
+    except Exception as error:  # noqa: BLE001 - a missing screenshot is reported, not fatal
+        report.problems.append(f"dark-theme screenshot: {type(error).__name__}: {str(error).splitlines()[0][:200]}")
+        return []
+    finally:
+        with contextlib.suppress(Exception):
+            page.evaluate(JS_SET_THEME, "JupyterLab Light")
+    return [path]

@@ -1,0 +1,54 @@
+"""Predict, then check: the learner writes down a number before running an experiment, and the checker compares.
+
+Used in ``notebooks/01_cocktail_party.ipynb``, ``notebooks/04_scaler.ipynb`` and ``notebooks/08_masking.ipynb``:
+a cell asks for a prediction (``my_prediction = None``), the next cells measure, and
+:func:`check_prediction` says how close the guess was and, right or wrong, why the measured value is what it is.
+"""
+
+from __future__ import annotations
+
+import math
+from numbers import Real
+
+import torch
+
+from .checker import CheckResult
+
+
+def check_prediction(prediction, measured, *, question: str, why: str, rel_tol: float = 0.2,
+                     abs_tol: float = 0.02) -> CheckResult:
+    """Compare the learner's ``prediction`` (a number) with the ``measured`` value, and explain the answer.
+
+    Built for the predict-then-check tasks of lessons 01, 04 and 08. A prediction counts as right when it is
+    within ``abs_tol + rel_tol * |measured|`` of the measured value: the point is the reasoning, not the digits.
+
+    Args:
+        prediction: the learner's number; ``None`` or ``...`` means "not predicted yet".
+        measured: the value the experiment measured (a number or a one-element tensor).
+        question: what was predicted, e.g. ``"purred's weight on cat at focus 0"``.
+        why: one or two sentences explaining the measured value, shown whatever the prediction.
+        rel_tol, abs_tol: how close counts as right.
+
+    Returns:
+        A :class:`~attention_lib.exercises.CheckResult`: "passed", "not attempted" or "failed" (never raises).
+
+    Example:
+        >>> check_prediction(0.3, 0.25, question="a weight", why="1 / 4 words.").status
+        'passed'
+        >>> check_prediction(None, 0.25, question="a weight", why="1 / 4 words.").status
+        'not attempted'
+    """
+    value = float(measured.item() if isinstance(measured, torch.Tensor) else measured)
+    if prediction is None or prediction is Ellipsis:
+        return CheckResult("not attempted", f"📝 {question}: no prediction yet. Write your guess as a number in "
+                           f"`my_prediction` (the cell before the experiment), then run the cells from there.")
+    if isinstance(prediction, torch.Tensor) and prediction.numel() == 1:
+        prediction = prediction.item()
+    if isinstance(prediction, bool) or not isinstance(prediction, Real) or not math.isfinite(prediction):
+        return CheckResult("failed", f"❌ {question}: a prediction is one finite number, but got "
+                           f"{prediction!r} ({type(prediction).__name__}); e.g. my_prediction = 0.5.")
+    close = abs(float(prediction) - value) <= abs_tol + rel_tol * abs(value)
+    shown = f"you predicted {float(prediction):.4g}, the measurement says {value:.4g}."
+    if close:
+        return CheckResult("passed", f"✅ {question}: {shown} Well reasoned! Why: {why}")
+    return CheckResult("failed", f"❌ {question}: {shown} Why: {why}")

@@ -1,0 +1,60 @@
+"""The exercise of lesson 00: predict the shape of ``query @ key.transpose(-2, -1)`` from the input shapes.
+
+The learner writes ``scores_shape(query_shape, key_shape)`` without computing any product: the batch
+dimensions in front stay, and ``(L, E) @ (E, S)`` gives ``(L, S)``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+
+from .checker import CheckResult, check_function
+
+#: The (query shape, key shape) of each trial: 0, 1 and 2 batch dimensions, with L, S and E all different.
+_TRIALS = (((4, 8), (5, 8)), ((2, 3, 7), (2, 6, 7)), ((2, 3, 4, 8), (2, 3, 5, 8)))
+
+
+def _inputs(trial: int) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    return _TRIALS[trial % len(_TRIALS)]
+
+
+def _reference(query_shape, key_shape) -> tuple[int, ...]:
+    query, key = torch.empty(query_shape, device="meta"), torch.empty(key_shape, device="meta")
+    return tuple((query @ key.transpose(-2, -1)).shape)  # (..., L, E) @ (..., E, S) -> (..., L, S)
+
+
+#: Typical wrong answers and the hint each deserves.
+MISTAKES = [
+    (lambda q, k: (q[-2], k[-2]),
+     "keep the batch dimensions in front: only the last two dimensions take part in the matrix product."),
+    (lambda q, k: (*q[:-1], k[-1]),
+     "after the transpose the keys are (..., E, S), so the last size of the result is the number of keys "
+     "S = key_shape[-2], not E."),
+    (lambda q, k: (*q[:-2], k[-2], q[-2]),
+     "rows are queries and columns are keys: the result is (..., L, S), with L = query_shape[-2] first."),
+    (lambda q, k: (*q[:-2], q[-1], q[-1]),
+     "the inner size E disappears in a matrix product: (L, E) @ (E, S) -> (L, S)."),
+]
+
+
+def check_scores_shape(scores_shape: Callable[[tuple, tuple], tuple]) -> CheckResult:
+    """Check the learner's ``scores_shape(query_shape, key_shape)`` of ``notebooks/00_welcome.ipynb``.
+
+    Built in ``notebooks/00_welcome.ipynb``; the worked solution is in
+    ``notebooks/solutions/00_welcome_solution.ipynb``.
+
+    Args:
+        scores_shape: ``(query_shape, key_shape) -> shape`` of ``query @ key.transpose(-2, -1)``, for
+            ``query_shape = (N, ..., L, E)`` and ``key_shape = (N, ..., S, E)``; it returns a tuple of ints.
+
+    Returns:
+        A :class:`~attention_lib.exercises.CheckResult` that reads "✅ ..." when correct, or says what to fix.
+
+    Example:
+        >>> check_scores_shape(lambda q, k: (*q[:-1], k[-2])).status
+        'passed'
+    """
+    return check_function(scores_shape, _reference, _inputs, name="scores_shape", mistakes=MISTAKES,
+                          atol=0.0, rtol=0.0)

@@ -1,0 +1,76 @@
+"""The lesson experiments: each computes through the package's own steps, and rejects bad input clearly."""
+
+import pytest
+import torch
+
+import attention_lib as al
+from attention_lib.data import toy_sentence
+from attention_lib.experiments import (
+    MASK_KINDS,
+    batch_mask,
+    detective_projections,
+    detective_team,
+    scaler_weights,
+    temperature_weights,
+)
+
+
+def test_temperature_one_is_plain_attention():
+    s = toy_sentence()
+    torch.testing.assert_close(temperature_weights(1.0), al.calculate_attention(s.query, s.key, s.value)[1])
+
+
+def test_temperature_matches_sdpa_scale():
+    s = toy_sentence()
+    eye = torch.eye(4)
+    expected = torch.nn.functional.scaled_dot_product_attention(s.query, s.key, eye, scale=1 / (0.5 * 2.0))
+    torch.testing.assert_close(temperature_weights(0.5), expected)
+
+
+@pytest.mark.parametrize("bad", [0, -1.0, True, "1"])
+def test_temperature_errors(bad):
+    with pytest.raises(ValueError, match="temperature must be a positive number"):
+        temperature_weights(bad)
+
+
+def test_scaler_weights_saturate_without_scaling():
+    assert scaler_weights(1024, scaled=False).amax(-1).mean() > 0.9
+    assert scaler_weights(1024, scaled=True).amax(-1).mean() < 0.5
+
+
+def test_batch_mask_is_causal_and_padding_combined():
+    lengths = torch.tensor([3, 2])
+    both = batch_mask("causal + padding", lengths, 3)
+    assert torch.equal(both, batch_mask("causal", lengths, 3) & batch_mask("padding", lengths, 3))
+    assert set(MASK_KINDS) == {"none", "causal", "padding", "causal + padding"}
+
+
+def test_detective_team_matches_the_lesson_by_hand():
+    x = toy_sentence().embeddings.unsqueeze(0)  # (1, L, E)
+    W_q, W_k, W_v, W_o = detective_projections()
+    q, k, v = (al.split_heads(x @ W.T, 2) for W in (W_q, W_k, W_v))  # (1, H, L, Dh) each
+    out, weights = al.calculate_attention(q, k, v)
+    output, team = detective_team()
+    torch.testing.assert_close(team, weights[0])
+    torch.testing.assert_close(output, (al.merge_heads(out) @ W_o.T)[0])
+
+
+def test_one_head_is_the_lone_detective():
+    x = toy_sentence().embeddings
+    W_q, W_k, W_v, _ = detective_projections()
+    _, lone = al.calculate_attention(x @ W_q.T, x @ W_k.T, x @ W_v.T)
+    torch.testing.assert_close(detective_team(num_heads=1)[1][0], lone)
+
+
+def test_the_clue_is_a_key_projection():
+    W_k = detective_projections(("grammar", "gentle"))[1]
+    assert W_k[:2].argmax(dim=-1).tolist() == [3, 3]
+    assert W_k[2:].argmax(dim=-1).tolist() == [2, 2]
+
+
+@pytest.mark.parametrize(("kwargs", "match"), [({"clues": ("animal",)}, "clues must be two of"),
+                                               ({"clues": ("animal", "size")}, "clues must be two of"),
+                                               ({"loudness": -2.0}, "loudness must be a number >= 0")])
+def test_detective_errors(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        detective_projections(**kwargs)

@@ -1,0 +1,183 @@
+"""The course's figures: colour-blind-safe categories, plain log ticks, masks drawn as masks, shape diagrams."""
+
+import matplotlib
+
+matplotlib.use("Agg")
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+import torch  # noqa: E402
+from matplotlib.colors import to_hex  # noqa: E402
+
+from attention_lib.plotting import (  # noqa: E402
+    OKABE_ITO,
+    plot_bars,
+    plot_heatmap,
+    plot_heatmaps,
+    plot_lines,
+    plot_mask,
+    plot_mix,
+)
+from attention_lib.plotting.diagrams import plot_heads_diagram, plot_matmul_diagram, plot_softmax_diagram  # noqa: E402
+from attention_lib.plotting.style import _plain_number, category_style, plain_log_ticks  # noqa: E402
+
+TOKENS = ["the", "cat", "purred", "softly"]
+
+
+def tick_labels(axis):
+    axis.figure.canvas.draw()
+    return [t.get_text() for t in axis.get_majorticklabels() if t.get_text()]
+
+
+def test_lines_differ_in_colour_marker_and_style():
+    fig = plot_lines([1, 2, 4], {"a": [1, 2, 3], "b": [3, 2, 1], "c": [2, 2, 2]})
+    lines = fig.axes[0].get_lines()
+    assert [to_hex(line.get_color()) for line in lines] == [c.lower() for c in OKABE_ITO[:3]]
+    assert len({line.get_marker() for line in lines}) == 3
+    assert len({str(line.get_linestyle()) for line in lines}) == 3
+
+
+def test_log_axes_carry_plain_numbers_and_no_minor_labels():
+    fig = plot_lines([16, 64, 256, 1024, 4096], {"t": [0.001, 0.01, 0.1, 1.0, 10.0]}, logx=True, logy=True)
+    ax = fig.axes[0]
+    xs, ys = tick_labels(ax.xaxis), tick_labels(ax.yaxis)
+    assert {"16", "256", "4,096"} <= set(xs)
+    assert {"0.001", "0.1", "10"} <= set(ys)
+    assert not any("^" in label or "$" in label for label in xs + ys)
+    assert all(not t.get_text() for t in ax.yaxis.get_minorticklabels())
+
+
+def test_a_short_log_axis_still_has_several_labels():
+    fig = plot_lines([128, 256, 512], {"t": [70.0, 150.0, 700.0]}, logx=True, logy=True)
+    assert len(tick_labels(fig.axes[0].yaxis)) >= 3
+
+
+@pytest.mark.parametrize(("value", "text"), [(16, "16"), (4096, "4,096"), (0.001, "0.001"), (1e-5, "0.00001"),
+                                             (2.5, "2.5")])
+def test_plain_number(value, text):
+    assert _plain_number(value) == text
+
+
+def test_plain_log_ticks_rejects_a_bad_axis():
+    fig = plot_lines([1, 2], {"t": [1, 2]})
+    with pytest.raises(ValueError, match="axis must be 'x' or 'y'"):
+        plain_log_ticks(fig.axes[0], "z")
+
+
+def test_category_style_wraps_around():
+    assert category_style(0) == category_style(len(OKABE_ITO))
+
+
+def test_heatmap_writes_every_value_with_viridis():
+    w = torch.softmax(torch.randn(3, 4, generator=torch.Generator().manual_seed(0)), dim=-1)
+    fig = plot_heatmap(w, TOKENS[:3], TOKENS)
+    ax = fig.axes[0]
+    assert ax.images[0].get_cmap().name == "viridis"
+    assert [t.get_text() for t in ax.texts] == [f"{v:.2f}" for v in w.flatten().tolist()]
+
+
+def test_masked_heatmap_never_colours_a_blocked_cell():
+    mask = torch.ones(4, 4, dtype=torch.bool).tril()
+    weights = torch.softmax(torch.zeros(4, 4).masked_fill(~mask, float("-inf")), dim=-1)
+    fig = plot_heatmap(weights, TOKENS, TOKENS, mask=mask)
+    ax = fig.axes[0]
+    hidden = np.ma.getmaskarray(ax.images[0].get_array())
+    assert (hidden == (~mask).numpy()).all()
+    assert sum(t.get_text() == "✗" for t in ax.texts) == int((~mask).sum())
+    assert "blocked" in ax.get_xlabel()
+    hatched = [p for p in ax.patches if p.get_hatch()]
+    assert len(hatched) == int((~mask).sum())
+
+
+def test_heatmap_mask_must_match():
+    with pytest.raises(ValueError, match=r"mask must have the matrix's shape \(2, 2\)"):
+        plot_heatmap(torch.ones(2, 2), mask=torch.ones(3, 3, dtype=torch.bool))
+
+
+def test_heatmaps_take_one_mask_per_matrix():
+    mask = torch.eye(2, dtype=torch.bool)
+    fig = plot_heatmaps([torch.eye(2), torch.eye(2)], masks=[None, mask])
+    assert not np.ma.getmaskarray(fig.axes[0].images[0].get_array()).any()
+    assert np.ma.getmaskarray(fig.axes[1].images[0].get_array()).sum() == 2
+    with pytest.raises(ValueError, match="one mask \\(or None\\) per matrix: 2 matrices but 1 masks"):
+        plot_heatmaps([torch.eye(2), torch.eye(2)], masks=[mask])
+
+
+def test_mask_has_two_labelled_colours_and_no_colour_bar():
+    mask = torch.ones(3, 3, dtype=torch.bool).tril()
+    fig = plot_mask(mask, TOKENS[:3], TOKENS[:3])
+    ax = fig.axes[0]
+    assert len(fig.axes) == 1  # no colour bar
+    assert not ax.images
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["may attend", "blocked"]
+    marks = [t.get_text() for t in ax.texts]
+    assert marks == ["✓" if a else "✗" for a in mask.flatten().tolist()]
+    colours = {to_hex(p.get_facecolor()) for p in ax.patches}
+    assert len(colours) == 2
+
+
+@pytest.mark.parametrize(("mask", "match"), [(torch.ones(2, 2, 2), "2-D"), (torch.full((2, 2), 0.5), "0 and 1")])
+def test_mask_errors(mask, match):
+    with pytest.raises(ValueError, match=match):
+        plot_mask(mask)
+
+
+def test_bars_are_one_colour_with_their_values():
+    fig = plot_bars(torch.tensor([0.25, 0.75]), ["a", "b"])
+    ax = fig.axes[0]
+    assert {to_hex(p.get_facecolor()) for p in ax.patches} == {OKABE_ITO[0].lower()}
+    assert [t.get_text() for t in ax.texts] == ["0.25", "0.75"]
+    with pytest.raises(ValueError, match="one colour per bar"):
+        plot_bars(torch.tensor([0.25, 0.75]), ["a", "b"], colors=["red"])
+
+
+def test_mix_gives_each_word_its_own_colour_and_hatch():
+    fig = plot_mix(torch.tensor([0.5, 0.5]), torch.ones(2, 3), ["a", "b"], ["x", "y", "z"])
+    a, b = fig.axes[0].containers[:2]
+    assert to_hex(a[0].get_facecolor()) != to_hex(b[0].get_facecolor())
+    assert a[0].get_hatch() != b[0].get_hatch()
+
+
+def test_figures_have_an_opaque_white_background():
+    for fig in (plot_bars(torch.ones(2)), plot_mask(torch.eye(2)), plot_heads_diagram()):
+        assert to_hex(fig.get_facecolor(), keep_alpha=True) == "#ffffffff"
+
+
+def texts(fig):
+    return [t.get_text() for t in fig.axes[0].texts]
+
+
+def test_matmul_diagram_highlights_one_row_one_column_one_cell():
+    fig = plot_matmul_diagram("Q", "Kᵀ", "scores", dims=("L", "E", "S"), sizes=(4, 3, 5), row=1, col=2)
+    ax = fig.axes[0]
+    assert {"Q  (L, E)", "Kᵀ  (E, S)", "scores  (L, S)"} <= set(texts(fig))
+    assert len(ax.patches) == 4 * 3 + 3 * 5 + 4 * 5
+    coloured = [p for p in ax.patches if to_hex(p.get_facecolor()) != "#f2f2f2"]
+    assert len(coloured) == 3 + 3 + 1  # a row of Q (E cells), a column of Kᵀ (E cells), one score
+
+
+@pytest.mark.parametrize(("kwargs", "match"), [({"sizes": (4, 3)}, "three entries"), ({"sizes": (4, 0, 5)}, "positive"),
+                                               ({"row": 9}, "row must be in 0..3")])
+def test_matmul_diagram_errors(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        plot_matmul_diagram(**kwargs)
+
+
+def test_softmax_diagram_shows_rows_that_sum_to_one():
+    scores = torch.tensor([[0.0, 1.5, 0.3], [2.0, 0.0, 0.0]])
+    fig = plot_softmax_diagram(scores, ["a", "b"], ["x", "y", "z"])
+    weights = torch.softmax(scores, dim=-1)
+    shown = texts(fig)
+    assert all(f"{w:.2f}" in shown for w in weights.flatten().tolist())
+    assert shown.count("Σ = 1.00") == 2
+    with pytest.raises(ValueError, match="2-D"):
+        plot_softmax_diagram(torch.zeros(2, 2, 2))
+
+
+def test_heads_diagram_puts_each_heads_features_in_its_grid():
+    fig = plot_heads_diagram(L=2, E=4, num_heads=2)
+    shown = texts(fig)
+    # x, head 0, head 1, merged: the numbers 0..7 in memory order, each head holding its own columns
+    numbers = [int(t) for t in shown if t.isdigit()]
+    assert numbers == list(range(8)) + [0, 1, 4, 5] + [2, 3, 6, 7] + list(range(8))
+    with pytest.raises(ValueError, match="num_heads must divide E"):
+        plot_heads_diagram(E=5, num_heads=2)
