@@ -1,6 +1,7 @@
-"""Root conftest: doctests in attention_lib draw figures headless, and see `torch` as a global."""
+"""Root conftest: tests and doctests draw figures headless (and close them), and doctests see `torch`."""
 
 import matplotlib
+import matplotlib.pyplot as plt
 import pytest
 import torch
 
@@ -10,3 +11,10 @@ matplotlib.use("Agg")
 @pytest.fixture(autouse=True)
 def _doctest_namespace(doctest_namespace):
     doctest_namespace["torch"] = torch
+
+
+@pytest.fixture(autouse=True)
+def _close_figures():
+    """Close every figure a test or doctest drew, so hundreds of figures never pile up in memory."""
+    yield
+    plt.close("all")

@@ -1,10 +1,8 @@
-"""Shared test tools: hypothesis profiles, figure clean-up, and the inputs, tolerances and strategies that
+"""Shared test tools: hypothesis profiles, and the inputs, tolerances and strategies that
 every attention test uses (import them with ``from conftest import make_qkv, TOL, attention_cases``)."""
 
 import os
 
-import matplotlib.pyplot as plt
-import pytest
 import torch
 from hypothesis import settings
 from hypothesis import strategies as st
@@ -15,13 +13,6 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 #: How close an attention result must be to SDPA's, per dtype.
 TOL = {torch.float32: {"atol": 2e-5, "rtol": 2e-5}, torch.float64: {"atol": 1e-10, "rtol": 1e-10}}
-
-
-@pytest.fixture(autouse=True)
-def _close_figures():
-    """Close every matplotlib figure a test drew, so hundreds of figures never pile up in memory."""
-    yield
-    plt.close("all")
 
 
 def make_qkv(batch, L, S, E, Ev, dtype=torch.float32, seed=0, requires_grad=False):
