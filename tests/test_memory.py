@@ -328,3 +328,16 @@ def test_public_api():
     assert al.memory_efficient_attention is memory_efficient_attention
     assert "memory_efficient_attention" in al.__all__
     assert "notebooks/10_memory_efficient.ipynb" in memory_efficient_attention.__doc__
+
+
+def test_gpu_check_compares_the_backward_pass(monkeypatch, capsys):
+    """The backward part of ``python course.py gpu-check``, run here on the CPU so that its code is exercised."""
+    from pathlib import Path
+
+    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parents[1] / "tools"))
+    import gpu_check
+
+    assert gpu_check.backward_check("cpu")
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == 12  # 3 dtypes x 4 masks
+    assert all("relative error dQ, dK, dV" in line and "FAILED" not in line for line in lines)
