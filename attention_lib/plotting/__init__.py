@@ -5,5 +5,7 @@ display; the functions work headless (the Agg backend) and take tensors on any d
 """
 
 from .basic import plot_bars, plot_heatmap, plot_heatmaps, plot_lines
+from .tiles import online_softmax_steps, plot_causal_tiles, plot_online_softmax_steps
 
-__all__ = ["plot_bars", "plot_heatmap", "plot_heatmaps", "plot_lines"]
+__all__ = ["online_softmax_steps", "plot_bars", "plot_causal_tiles", "plot_heatmap", "plot_heatmaps", "plot_lines",
+           "plot_online_softmax_steps"]
