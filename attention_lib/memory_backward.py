@@ -28,7 +28,8 @@ class MemoryEfficientAttentionFunction(torch.autograd.Function):
 
     Built step by step in ``notebooks/10_memory_efficient.ipynb``. Call it through
     :func:`attention_lib.memory_efficient_attention`, which checks the inputs:
-    ``MemoryEfficientAttentionFunction.apply(query, key, value, attn_mask, is_causal, scale, block)``.
+    ``MemoryEfficientAttentionFunction.apply(query, key, value, attn_mask, is_causal, scale, block)`` with
+    ``block = (queries, keys)`` per block.
     The forward pass saves the inputs, the output ``(N, ..., L, Ev)`` and the log-sum-exp ``(N, ..., L)``;
     nothing of size ``L x S``. Double backward is not supported: a backward pass with
     ``create_graph=True`` raises a ``RuntimeError`` that says so.
@@ -56,7 +57,7 @@ class MemoryEfficientAttentionFunction(torch.autograd.Function):
 
 def blockwise_backward(grad_output: torch.Tensor, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
                        attn_mask: torch.Tensor | None, output: torch.Tensor, lse: torch.Tensor, is_causal: bool,
-                       scale: float, block: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+                       scale: float, block: tuple[int, int]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """The gradients ``(dQ, dK, dV)`` of attention, block by block, from the output and the log-sum-exp.
 
     Built step by step in ``notebooks/10_memory_efficient.ipynb``. Walks the blocks of
@@ -71,13 +72,14 @@ def blockwise_backward(grad_output: torch.Tensor, query: torch.Tensor, key: torc
         attn_mask: ``None`` or the forward pass's mask (``True`` = may attend; float: added).
         output: ``(N, ..., L, Ev)``, the forward pass's output.
         lse: ``(N, ..., L)``, its log-sum-exp in base 2 (``+inf`` for a query without any key).
-        is_causal, scale, block: as in the forward pass (``scale`` a float).
+        is_causal, scale, block: as in the forward pass (``scale`` a float, ``block`` = ``(queries, keys)``).
 
     Returns:
         ``(dQ, dK, dV)``, shaped like ``query``, ``key`` and ``value``.
     """
     L, S = query.shape[-2], key.shape[-2]
     batch = output.shape[:-2]
+    q_block_size, k_block_size = block
     if attn_mask is not None:
         attn_mask = attn_mask.expand(*batch, L, S)  # (N, ..., L, S), a view: no new memory
     grad_output = grad_output.to(output.dtype)
@@ -86,13 +88,13 @@ def blockwise_backward(grad_output: torch.Tensor, query: torch.Tensor, key: torc
     grad_query = query.new_empty(*batch, L, query.shape[-1])
     grad_key = key.new_zeros(*batch, S, key.shape[-1])
     grad_value = value.new_zeros(*batch, S, value.shape[-1])
-    for q_start in range(0, L, block):
-        q_stop = min(q_start + block, L)
+    for q_start in range(0, L, q_block_size):
+        q_stop = min(q_start + q_block_size, L)
         q_block = query[..., q_start:q_stop, :]  # (N, ..., Bq, E)
         q_scaled = q_block * (scale * _LOG2_E)  # the same base-2 scores as the forward pass
         dout = grad_output[..., q_start:q_stop, :]  # (N, ..., Bq, Ev)
         dq = grad_query[..., q_start:q_stop, :].zero_()  # (N, ..., Bq, E), accumulated block by block
-        for k_start, k_stop in key_blocks(q_start, q_stop, S, block, is_causal):
+        for k_start, k_stop in key_blocks(q_start, q_stop, S, k_block_size, is_causal):
             scores = block_scores(q_scaled, key, attn_mask, is_causal, q_start, q_stop, k_start, k_stop)
             weights = scores.sub_(lse[..., q_start:q_stop, :]).exp2_()  # P = exp(s - lse): (N, ..., Bq, Bk)
             # (N, ..., Bk, Bq) @ (N, ..., Bq, Ev) -> (N, ..., Bk, Ev)

@@ -47,7 +47,7 @@ def cases(draw):
     mask_shape = [*batch[len(batch) - keep:], L, S]
     mask_shape = [1 if i < keep and draw(st.booleans()) else d for i, d in enumerate(mask_shape)]
     scale = draw(st.one_of(st.none(), st.floats(0.05, 2.0)))
-    block = draw(st.one_of(st.none(), st.integers(1, 12)))
+    block = draw(st.one_of(st.none(), st.integers(1, 12), st.tuples(st.integers(1, 12), st.integers(1, 12))))
     return batch, L, S, E, Ev, dtype, mask_kind, tuple(mask_shape), scale, block, draw(st.integers(0, 9999))
 
 
@@ -301,8 +301,10 @@ def test_online_update_survives_huge_scores_and_masked_blocks():
 @pytest.mark.parametrize(("block_size", "error", "match"), [
     (0, ValueError, r"block_size must be at least 1, but block_size=0"),
     (-3, ValueError, r"block_size must be at least 1"),
-    (2.0, TypeError, r"block_size must be an int .* but got float"),
-    (True, TypeError, r"block_size must be an int .* but got bool"),
+    (2.0, TypeError, r"block_size must be an int .* but got 2.0 \(float\)"),
+    (True, TypeError, r"block_size must be an int .* but got True \(bool\)"),
+    ((4, 0), ValueError, r"block_size must be at least 1, but block_size=\(4, 0\)"),
+    ((4, 2, 1), TypeError, r"a pair of ints \(queries, keys\) or None, but got \(4, 2, 1\)"),
 ])
 def test_block_size_errors(block_size, error, match):
     q, k, v = make_qkv((), 3, 3, 2, 2)
