@@ -109,8 +109,10 @@ def _environment(device: torch.device, dtype: torch.dtype) -> list[str]:
     else:
         lines.append(f"CPU: {_cpu_name()}")
     if hasattr(os, "getloadavg"):
-        lines.append("load average (1, 5, 15 min): " + ", ".join(f"{x:.2f}" for x in os.getloadavg())
-                     + "  (above the number of cores, other programs compete for them: noisier times)")
+        load = os.getloadavg()
+        busy = "above" if load[0] > (os.cpu_count() or 1) else "at or below"
+        lines.append("load average (1, 5, 15 min): " + ", ".join(f"{x:.2f}" for x in load)
+                     + f"  ({busy} the number of cores; above it, other programs compete for them: noisier times)")
     return lines
 
 
