@@ -1,9 +1,10 @@
 """``python -m attention_lib.bench``: how fast, and how memory-hungry, each attention is on this machine.
 
 One run prints the environment (with the SDPA kernel that actually ran), the matrix-product ceiling in
-GFLOP/s, a timing table and a peak-memory table. ``--quick`` finishes in well under a minute; the measured
-memory of lesson ``notebooks/10_memory_efficient.ipynb`` comes from
-:func:`attention_lib.measure.peak_memory`, as here.
+GFLOP/s, timing tables (no mask; causal; padding mask; ``MultiHeadAttention``; forward + backward),
+peak-memory tables (one forward pass; forward + backward) and the course's targets, each marked met or
+missed. ``--quick`` finishes in well under a minute; the measured memory of lesson
+``notebooks/10_memory_efficient.ipynb`` comes from :func:`attention_lib.measure.peak_memory`, as here.
 
 How it measures:
 
@@ -13,7 +14,9 @@ How it measures:
 - **GFLOP/s**: every method is credited with the same nominal work, the two matrix products
   ``2·L·S·E + 2·L·S·Ev`` per batch and head, so GFLOP/s and time tell the same story.
 - **Peak memory**: the most memory allocated at once during one forward pass (inputs that need no gradient),
-  minus what was allocated before: the output counts, the inputs do not. On CUDA it is
+  minus what was allocated before: the output counts, the inputs do not. For training, the same during a
+  forward and a backward pass (inputs that need gradients, the gradient of the output given): the three
+  input gradients count, and the table also shows what comes on top of them. On CUDA it is
   ``torch.cuda.max_memory_allocated``. On the CPU, ``torch.profiler`` with ``profile_memory=True`` records
   every allocation and free of PyTorch's CPU allocator (buffers inside kernels too); the peak is the largest
   running total of those records.
@@ -32,19 +35,25 @@ import torch
 import torch.nn.functional as F
 
 from .attention import calculate_attention
+from .bench_memory import inputs as _inputs
+from .bench_memory import memory_tables, with_gradients
 from .device import get_device
 from .loops import loop_attention
-from .measure import MiB, growth_exponent, peak_memory, quiet_profiler, synchronize, time_paired
+from .measure import MiB, growth_exponent, quiet_profiler, synchronize, time_paired
 from .memory import memory_efficient_attention
+from .multihead import MultiHeadAttention
 
-#: The methods compared, each called as ``fn(query, key, value)``.
+#: The methods compared, each called as ``fn(query, key, value, **options)`` (options: a mask or ``is_causal``).
 METHODS: dict[str, Callable[..., object]] = {
-    "sdpa": lambda q, k, v: F.scaled_dot_product_attention(q, k, v),
-    "calculate_attention": lambda q, k, v: calculate_attention(q, k, v),
-    "need_weights=False": lambda q, k, v: calculate_attention(q, k, v, need_weights=False),
-    "memory_efficient": lambda q, k, v: memory_efficient_attention(q, k, v),
-    "loop": lambda q, k, v: loop_attention(q, k, v),
+    "sdpa": lambda q, k, v, **o: F.scaled_dot_product_attention(q, k, v, **o),
+    "calculate_attention": lambda q, k, v, **o: calculate_attention(q, k, v, **o),
+    "need_weights=False": lambda q, k, v, **o: calculate_attention(q, k, v, need_weights=False, **o),
+    "memory_efficient": lambda q, k, v, **o: memory_efficient_attention(q, k, v, **o),
+    "loop": lambda q, k, v, **o: loop_attention(q, k, v, **o),
 }
+#: Timed with masks and with gradients (the loop is too slow, the weights-returning version is in the main table).
+FAST = ("sdpa", "need_weights=False", "memory_efficient")
+TRAINED = ("sdpa", "calculate_attention", "memory_efficient")
 
 
 def attention_flops(batch: int, L: int, S: int, E: int, Ev: int) -> int:
@@ -100,14 +109,11 @@ def _environment(device: torch.device, dtype: torch.dtype) -> list[str]:
     else:
         lines.append(f"CPU: {_cpu_name()}")
     if hasattr(os, "getloadavg"):
-        lines.append("load average (1, 5, 15 min): " + ", ".join(f"{x:.2f}" for x in os.getloadavg())
-                     + "  (above the number of cores, other programs compete for them: noisier times)")
+        load = os.getloadavg()
+        busy = "above" if load[0] > (os.cpu_count() or 1) else "at or below"
+        lines.append("load average (1, 5, 15 min): " + ", ".join(f"{x:.2f}" for x in load)
+                     + f"  ({busy} the number of cores; above it, other programs compete for them: noisier times)")
     return lines
-
-
-def _inputs(bh: tuple[int, int], n: int, d: int, device, dtype, seed: int = 0):
-    g = torch.Generator().manual_seed(seed)
-    return tuple(torch.randn(*bh, n, d, generator=g).to(device, dtype) for _ in range(3))
 
 
 def _parse(argv) -> argparse.Namespace:
@@ -116,7 +122,7 @@ def _parse(argv) -> argparse.Namespace:
     p.add_argument("--device", default=None, help="cpu, cuda, ... (default: attention_lib.get_device())")
     p.add_argument("--dtype", default="float32", choices=["float32", "float64", "float16", "bfloat16"])
     p.add_argument("--sizes", type=int, nargs="+", help="sequence lengths n = L = S to time")
-    p.add_argument("--memory-sizes", type=int, nargs=2, help="the two lengths n for the memory table")
+    p.add_argument("--memory-sizes", type=int, nargs=2, help="the two lengths n for the memory tables")
     p.add_argument("--repeats", type=int, help="timed runs per method and size")
     p.add_argument("--loop-max", type=int, help="largest n for the (slow) loop version")
     p.add_argument("--head-dim", type=int, default=64, help="E = Ev, the size of each query/key/value vector")
@@ -128,6 +134,51 @@ def _parse(argv) -> argparse.Namespace:
     args.repeats = args.repeats or (3 if quick else 7)
     args.loop_max = args.loop_max if args.loop_max is not None else (64 if quick else 128)
     return args
+
+
+def _repeats(base: int, n: int) -> int:
+    """Short runs are noisier: they get more repeats."""
+    return base * (3 if n <= 512 else 2 if n <= 1024 else 1)
+
+
+def _ratios(times: dict[str, list[float]], reference: str) -> dict[str, float]:
+    """Each method's paired ratio to ``reference``: the median of the per-repeat ratios."""
+    return {m: statistics.median(a / b for a, b in zip(t, times[reference], strict=True)) for m, t in times.items()}
+
+
+def _mha_pair(n: int, d: int, device, dtype):
+    """``MultiHeadAttention`` (4 heads of ``d``) with ``is_causal=True``, and the same module computed with SDPA."""
+    torch.manual_seed(0)
+    module = MultiHeadAttention(4 * d, 4).to(device, dtype).eval()
+    x = _inputs((2,), n, 4 * d, device, dtype)[0]  # (N, L, E)
+
+    def with_sdpa(x):
+        N, L, E = x.shape
+        q, k, v = (proj(x).reshape(N, L, 4, d).transpose(1, 2) for proj in (module.q_proj, module.k_proj,
+                                                                            module.v_proj))  # (N, H, L, Dh)
+        heads = F.scaled_dot_product_attention(q, k, v, is_causal=True)  # (N, H, L, Dh)
+        return module.out_proj(heads.transpose(1, 2).reshape(N, L, E))  # (N, H, L, Dh) -> (N, L, E)
+
+    methods = {"SDPA in the module": with_sdpa,
+               "MultiHeadAttention": lambda x: module(x, x, x, is_causal=True, need_weights=False)[0]}
+    return methods, (x,)
+
+
+def _groups(n: int, d: int, device, dtype):
+    """The timed groups at size ``n`` (2x4 heads): ``(name, reference, methods, arguments)``."""
+    q, k, v = _inputs((2, 4), n, d, device, dtype)
+    lengths = torch.tensor([n, (3 * n) // 4], device=device)
+    padding = (torch.arange(n, device=device) < lengths[:, None])[:, None, None, :]  # (N, 1, 1, S): True = real
+    grad_output = _inputs((2, 4), n, d, device, dtype, seed=1)[0]
+    trained = tuple(t.detach().requires_grad_() for t in (q, k, v))
+    with torch.no_grad():
+        mha, x = _mha_pair(n, d, device, dtype)
+    return [("causal", "sdpa", {m: (lambda q, k, v, m=m: METHODS[m](q, k, v, is_causal=True)) for m in FAST},
+             (q, k, v)),
+            ("padding", "sdpa", {m: (lambda q, k, v, m=m: METHODS[m](q, k, v, attn_mask=padding)) for m in FAST},
+             (q, k, v)),
+            ("MHA causal", "SDPA in the module", mha, x),
+            ("fwd + bwd", "sdpa", {m: with_gradients(METHODS[m], grad_output) for m in TRAINED}, trained)]
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -149,23 +200,20 @@ def main(argv: list[str] | None = None) -> dict:
     for bh in ((1, 1), (2, 4)):
         for n in args.sizes:
             inputs = _inputs(bh, n, d, device, dtype)
-            # Short runs are noisier: give them more repeats. The slow loop gets its own, fewer, paired runs.
-            repeats = args.repeats * (3 if n <= 512 else 2 if n <= 1024 else 1)
-            runs = [time_paired({m: fn for m, fn in METHODS.items() if m != "loop"}, inputs, repeats)]
-            if n <= args.loop_max:
+            runs = [time_paired({m: fn for m, fn in METHODS.items() if m != "loop"}, inputs, _repeats(args.repeats, n))]
+            if n <= args.loop_max:  # the slow loop gets its own, fewer, paired runs
                 runs.append(time_paired({m: METHODS[m] for m in ("sdpa", "loop")}, inputs, min(args.repeats, 3)))
             for times in runs:
-                for m, t in times.items():
+                for m, ratio in _ratios(times, "sdpa").items():
                     if m == "sdpa" and times is not runs[0]:
                         continue  # the loop's own SDPA runs only serve its ratio
-                    ratios[f"{bh[0]}x{bh[1]}", n, m] = statistics.median(a / b for a, b in zip(t, times["sdpa"],
-                                                                                               strict=True))
-                    rows.append((bh, n, m, statistics.median(t), attention_flops(bh[0] * bh[1], n, n, d, d)))
+                    ratios[f"{bh[0]}x{bh[1]}", n, m] = ratio
+                    rows.append((bh, n, m, statistics.median(times[m]), attention_flops(bh[0] * bh[1], n, n, d, d)))
     ceilings.append(matmul_gflops(device, dtype, size, args.repeats))
     ceiling = max(ceilings)
     print(f"\n== ceiling: square matmul ({size}²), median of {args.repeats} runs before and after the timings: "
           f"{ceilings[0]:.1f} and {ceilings[1]:.1f} GFLOP/s; the larger, {ceiling:.1f} GFLOP/s, is the ceiling")
-    print(f"\n== time, d={d}: medians of paired, interleaved repeats ({3 * args.repeats} for n <= 512, "
+    print(f"\n== time, d={d}, no mask: medians of paired, interleaved repeats ({3 * args.repeats} for n <= 512, "
           f"{2 * args.repeats} up to 1024, {args.repeats} above; the loop: {min(args.repeats, 3)}, paired with "
           f"its own SDPA runs); x SDPA = median of the per-repeat ratios")
     print(f"  {'B x H':>5} {'n':>5}  {'method':<20} {'ms':>9} {'x SDPA':>7} {'GFLOP/s':>8} {'% ceiling':>9}")
@@ -173,54 +221,55 @@ def main(argv: list[str] | None = None) -> dict:
         gflops = work / seconds / 1e9
         print(f"  {bh[0]}x{bh[1]:<3} {n:>5}  {m:<20} {seconds * 1e3:>9.2f} {ratios[f'{bh[0]}x{bh[1]}', n, m]:>7.2f} "
               f"{gflops:>8.1f} {100 * gflops / ceiling:>8.0f}%")
-    memory = _memory_table(args.memory_sizes, d, device, dtype)
+    print(f"\n== time, 2x4 heads, d={d}: causal (is_causal=True), padding mask (N, 1, 1, S) (the second sentence "
+          f"3/4 real), MultiHeadAttention causal (E={4 * d}, 4 heads, need_weights=False), forward + backward "
+          f"(gradients of query, key, value); x ref = paired ratio to the group's first method")
+    print(f"  {'group':<11} {'n':>5}  {'method':<20} {'ms':>9} {'x ref':>7}")
+    for n in [n for n in args.sizes if n >= 256] or [max(args.sizes)]:  # short runs tell little here
+        for group, reference, methods, inputs in _groups(n, d, device, dtype):
+            times = time_paired(methods, inputs, _repeats(args.repeats, n))
+            for m, ratio in _ratios(times, reference).items():
+                ratios[group, n, m] = ratio
+                print(f"  {group:<11} {n:>5}  {m:<20} {statistics.median(times[m]) * 1e3:>9.2f} {ratio:>7.2f}")
+    memory = memory_tables({m: METHODS[m] for m in METHODS if m != "loop"}, TRAINED, args.memory_sizes, d, device,
+                           dtype)
     _targets(ratios, memory, args.memory_sizes, d, torch.empty((), dtype=dtype).element_size())
     return {"ceiling": ceiling, "ratios": ratios, "memory": memory}
 
 
-def _memory_table(sizes, d, device, dtype) -> dict[tuple[str, int], int]:
-    if device.type not in ("cpu", "cuda"):
-        print(f"\n== peak memory: not measured on {device.type}")
-        return {}
-    print(f"\n== peak extra memory, 2x4 heads, d={d}, one forward pass (output included, inputs not)")
-    nbytes = torch.empty((), dtype=dtype).element_size()
-    memory: dict[tuple[str, int], int] = {}
-    for n in sizes:
-        out, square = 8 * n * d * nbytes, 8 * n * n * nbytes
-        print(f"  n={n}: output {out / MiB:.1f} MiB, one n x n buffer {square / MiB:.1f} MiB")
-        args = _inputs((2, 4), n, d, device, dtype)
-        for m, fn in METHODS.items():
-            if m != "loop":
-                memory[m, n] = peak_memory(fn, *args)
-                print(f"    {m:<20} {memory[m, n] / MiB:>9.1f} MiB = output + {(memory[m, n] - out) / MiB:.1f} MiB")
-    n1, n2 = sizes
-    print(f"  growth exponent between n={n1} and n={n2} (1 = linear, 2 = quadratic):")
-    for m in [m for m in METHODS if m != "loop"]:
-        print(f"    {m:<20} {growth_exponent(n1, memory[m, n1], n2, memory[m, n2]):.2f}")
-    return memory
-
-
 def _targets(ratios, memory, sizes, d: int, nbytes: int) -> None:
     checks = []
+
+    def ratio(text, key, limit):
+        if key in ratios:
+            checks.append((text, ratios[key], limit))
+
     for n, limit in ((512, 1.5), (1024, 2.5)):
-        if ("2x4", n, "sdpa") in ratios:
-            checks.append((f"calculate_attention (weights) at 2x4, n={n} <= {limit}x SDPA",
-                           ratios["2x4", n, "calculate_attention"], limit))
+        ratio(f"calculate_attention (weights) at 2x4, n={n} <= {limit}x SDPA", ("2x4", n, "calculate_attention"),
+              limit)
     for n in (512, 1024, 2048):
-        if ("2x4", n, "sdpa") in ratios:
-            checks.append((f"need_weights=False at 2x4, n={n} <= 1.1x SDPA", ratios["2x4", n, "need_weights=False"],
-                           1.1))
-    if ("2x4", 1024, "sdpa") in ratios:
-        checks.append(("memory_efficient at 2x4, n=1024 <= 1.5x SDPA", ratios["2x4", 1024, "memory_efficient"], 1.5))
+        ratio(f"need_weights=False at 2x4, n={n} <= 1.1x SDPA", ("2x4", n, "need_weights=False"), 1.1)
+    for n in (1024, 2048):
+        ratio(f"causal need_weights=False at n={n} <= 1.1x SDPA(is_causal=True)",
+              ("causal", n, "need_weights=False"), 1.1)
+    for n in (1024, 2048):
+        ratio(f"MultiHeadAttention causal at n={n} <= 1.2x the module with SDPA(is_causal=True)",
+              ("MHA causal", n, "MultiHeadAttention"), 1.2)
+    for n in (1024, 2048):
+        ratio(f"memory_efficient at 2x4, n={n} <= 1.5x SDPA", ("2x4", n, "memory_efficient"), 1.5)
+    ratio("memory_efficient forward + backward at n=1024 <= 3x SDPA's", ("fwd + bwd", 1024, "memory_efficient"), 3.0)
     if memory:
         n1, n2 = sizes
         out, square = 8 * n2 * d * nbytes, 8 * n2 * n2 * nbytes
         checks.append((f"calculate_attention peak at n={n2} <= 1.1 x (n x n buffer + output)",
                        memory["calculate_attention", n2] / (square + out), 1.1))
-        checks.append((f"memory_efficient growth exponent n={n1}..{n2} <= 1.3",
-                       growth_exponent(n1, memory["memory_efficient", n1], n2, memory["memory_efficient", n2]), 1.3))
-        checks.append((f"memory_efficient peak at n={n2} - output <= 32 MiB",
+        for key, text in (("memory_efficient", "forward"), ("memory_efficient fwd+bwd", "forward + backward")):
+            checks.append((f"memory_efficient {text}: growth exponent n={n1}..{n2} <= 1.3",
+                           growth_exponent(n1, memory[key, n1], n2, memory[key, n2]), 1.3))
+        checks.append((f"memory_efficient forward: peak at n={n2} - output <= 32 MiB",
                        (memory["memory_efficient", n2] - out) / MiB, 32))
+        checks.append((f"memory_efficient forward + backward: peak at n={n2} - input gradients <= 64 MiB",
+                       (memory["memory_efficient fwd+bwd", n2] - 3 * out) / MiB, 64))
     if checks:
         print("\n== targets")
         for text, value, limit in checks:

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from attention_lib import bench, calculate_attention
+from attention_lib import bench, bench_memory, calculate_attention
 from attention_lib.bench import attention_flops
 from attention_lib.measure import MiB, growth_exponent, peak_memory, time_paired
 
@@ -23,11 +23,14 @@ def test_quick_command_prints_every_section():
     )
     assert result.returncode == 0, result.stderr[-2000:]
     out = result.stdout
-    for heading in ("== environment", "SDPA kernel", "== ceiling", "== time", "== peak extra memory",
-                    "growth exponent", "== targets"):
+    for heading in ("== environment", "SDPA kernel", "== ceiling", "== time, d=64, no mask", "== time, 2x4 heads",
+                    "one forward pass", "forward + backward", "growth exponent", "== targets"):
         assert heading in out
-    for method in ("sdpa", "calculate_attention", "need_weights=False", "memory_efficient", "loop"):
+    for method in ("sdpa", "calculate_attention", "need_weights=False", "memory_efficient", "loop",
+                   "MultiHeadAttention", "SDPA in the module"):
         assert f" {method} " in out
+    for group in ("causal", "padding", "MHA causal", "fwd + bwd"):
+        assert out.count(f"  {group} ") >= 2, group  # one row per method
     assert out.count(" loop ") == 2  # n=16 only, for 1x1 and 2x4 heads
     assert "USDT" not in result.stderr  # the profiler's start/stop chatter is silenced
 
@@ -37,10 +40,26 @@ def test_main_returns_the_measurements(capsys):
                          "--loop-max", "0"])
     assert result["ratios"]["2x4", 16, "sdpa"] == 1.0
     assert ("1x1", 16, "loop") not in result["ratios"]
+    assert ("causal", 16, "memory_efficient") in result["ratios"]
+    assert result["ratios"]["MHA causal", 16, "SDPA in the module"] == 1.0
     assert set(result["memory"]) == {(m, n) for m in ("sdpa", "calculate_attention", "need_weights=False",
-                                                      "memory_efficient") for n in (16, 32)}
+                                                      "memory_efficient", "sdpa fwd+bwd",
+                                                      "calculate_attention fwd+bwd", "memory_efficient fwd+bwd")
+                                     for n in (16, 32)}
     out = capsys.readouterr().out
-    assert "memory_efficient growth exponent n=16..32" in out  # the targets name the sizes measured
+    assert "memory_efficient forward + backward: growth exponent n=16..32" in out  # the targets name the sizes
+    assert "issue" not in out.lower()
+
+
+def test_training_memory_is_linear_for_memory_efficient_attention():
+    q, k, v = (t.requires_grad_() for t in bench_memory.inputs((1, 2), 1024, 8, "cpu", torch.float32))
+    grad_output = torch.ones(1, 2, 1024, 8)
+    grads = 3 * 2 * 1024 * 8 * 4
+    square = 2 * 1024 * 1024 * 4
+    ours = peak_memory(bench_memory.with_gradients(bench.METHODS["memory_efficient"], grad_output), q, k, v)
+    standard = peak_memory(bench_memory.with_gradients(bench.METHODS["calculate_attention"], grad_output), q, k, v)
+    assert standard >= grads + 2 * square  # the weights are saved, and their gradient is another square
+    assert ours <= grads + 4 * 2 * 256 * 256 * 4 + 4 * 2 * 1024 * 8 * 4  # a few blocks and (L, E) tensors
 
 
 def test_peak_memory_counts_the_result_and_the_largest_temporary():

@@ -47,7 +47,7 @@ def cases(draw):
     mask_shape = [*batch[len(batch) - keep:], L, S]
     mask_shape = [1 if i < keep and draw(st.booleans()) else d for i, d in enumerate(mask_shape)]
     scale = draw(st.one_of(st.none(), st.floats(0.05, 2.0)))
-    block = draw(st.one_of(st.none(), st.integers(1, 12)))
+    block = draw(st.one_of(st.none(), st.integers(1, 12), st.tuples(st.integers(1, 12), st.integers(1, 12))))
     return batch, L, S, E, Ev, dtype, mask_kind, tuple(mask_shape), scale, block, draw(st.integers(0, 9999))
 
 
@@ -126,10 +126,12 @@ def test_everything_masked_gives_zeros():
 
 
 @pytest.mark.parametrize("mask_kind", ["none", "bool", "float", "causal", "fully_masked_row"])
-def test_gradcheck(mask_kind):
-    q, k, v = make_qkv((2,), 5, 6, 3, 2, requires_grad=True)
-    kwargs = {}
-    allowed = random_allowed((5, 6), 7)
+@pytest.mark.parametrize(("q_batch", "L", "S"), [((2,), 5, 6), ((), 6, 4)])  # () broadcasts over key's batch
+def test_gradcheck(mask_kind, q_batch, L, S):
+    q, _, _ = make_qkv(q_batch, L, S, 3, 2, requires_grad=True)
+    _, k, v = make_qkv((2,), L, S, 3, 2, seed=1, requires_grad=True)
+    kwargs = {"scale": 0.7}
+    allowed = random_allowed((L, S), 7)
     if mask_kind == "fully_masked_row":
         allowed[3] = False
     if mask_kind in ("bool", "fully_masked_row"):
@@ -142,15 +144,95 @@ def test_gradcheck(mask_kind):
     assert torch.autograd.gradcheck(fn, (q, k, v))
 
 
-def test_gradients_match_sdpa():
-    q, k, v = make_qkv((2, 2), 7, 9, 4, 3, requires_grad=True)
-    mask = random_allowed((7, 9), 11)
-    out = memory_efficient_attention(q, k, v, attn_mask=mask, block_size=4)
-    ref = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
-    grads = torch.autograd.grad(out.square().sum(), (q, k, v))
-    ref_grads = torch.autograd.grad(ref.square().sum(), (q, k, v))
-    for g, r in zip(grads, ref_grads, strict=True):
-        torch.testing.assert_close(g, r, **TOL[torch.float64])
+@given(cases())
+def test_gradients_match_sdpa(case):
+    batch, L, S, E, Ev, dtype, mask_kind, mask_shape, scale, block, seed = case
+    q, k, v = make_qkv(batch, L, S, E, Ev, dtype, seed, requires_grad=True)
+    kwargs = {"scale": scale}
+    if mask_kind in ("bool", "float"):
+        allowed = random_allowed(mask_shape, seed)
+        kwargs["attn_mask"] = allowed if mask_kind == "bool" else as_float(allowed, dtype)
+    if mask_kind == "causal":
+        kwargs["is_causal"] = True
+    grad_output = torch.randn(*batch, L, Ev, generator=torch.Generator().manual_seed(seed + 7), dtype=dtype)
+    out = memory_efficient_attention(q, k, v, block_size=block, **kwargs)
+    grads = torch.autograd.grad(out, (q, k, v), grad_output)
+    expected = torch.autograd.grad(F.scaled_dot_product_attention(q, k, v, **kwargs), (q, k, v), grad_output)
+    for got, want in zip(grads, expected, strict=True):
+        torch.testing.assert_close(got, want, **TOL[dtype])
+
+
+def test_broadcast_inputs_get_gradients_of_their_own_shape():
+    q, _, _ = make_qkv((3,), 5, 7, 4, 3, requires_grad=True)  # (3, L, E) against (2, 3, S, E) keys
+    _, k, v = make_qkv((2, 3), 5, 7, 4, 3, seed=2, requires_grad=True)
+    mask = random_allowed((1, 5, 7), 4)  # (1, L, S): one mask for every batch
+    out = memory_efficient_attention(q, k, v, attn_mask=mask, block_size=3)
+    grads = torch.autograd.grad(out.sum(), (q, k, v))
+    expected = torch.autograd.grad(F.scaled_dot_product_attention(q, k, v, attn_mask=mask).sum(), (q, k, v))
+    for got, want, x in zip(grads, expected, (q, k, v), strict=True):
+        assert got.shape == x.shape
+        torch.testing.assert_close(got, want)
+
+
+@pytest.mark.parametrize("kind", ["bool", "float"])
+def test_fully_masked_rows_get_zero_gradients_like_sdpa(kind):
+    q, k, v = make_qkv((2,), 6, 7, 5, 3, torch.float32, requires_grad=True)
+    allowed = random_allowed((2, 6, 7), 5)
+    allowed[0, 1] = allowed[1, 4] = False
+    mask = allowed if kind == "bool" else as_float(allowed, torch.float32)
+    grad_output = torch.randn(2, 6, 3, generator=torch.Generator().manual_seed(3))
+    grads = torch.autograd.grad(memory_efficient_attention(q, k, v, attn_mask=mask, block_size=4), (q, k, v),
+                                grad_output)
+    expected = torch.autograd.grad(F.scaled_dot_product_attention(q, k, v, attn_mask=mask), (q, k, v), grad_output)
+    assert torch.equal(grads[0][0, 1], torch.zeros(5))
+    assert torch.equal(grads[0][1, 4], torch.zeros(5))
+    for got, want in zip(grads, expected, strict=True):
+        torch.testing.assert_close(got, want, **TOL[torch.float32])
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_half_precision_gradients(dtype):
+    q, k, v = make_qkv((2,), 40, 40, 8, 8, torch.float32)
+    halves = [t.to(dtype).requires_grad_() for t in (q, k, v)]
+    grad_output = torch.randn(2, 40, 8, generator=torch.Generator().manual_seed(1))
+    grads = torch.autograd.grad(memory_efficient_attention(*halves, is_causal=True, block_size=16), halves,
+                                grad_output.to(dtype))
+    exact = [t.float().requires_grad_() for t in halves]  # the same rounded inputs, in float32
+    expected = torch.autograd.grad(F.scaled_dot_product_attention(*exact, is_causal=True), exact, grad_output)
+    for got, want in zip(grads, expected, strict=True):
+        assert got.dtype == dtype
+        torch.testing.assert_close(got.float(), want, atol=3e-2, rtol=3e-2)
+
+
+def test_only_the_output_and_one_number_per_query_are_saved():
+    q, k, v = make_qkv((2, 3), 64, 48, 8, 4, torch.float32, requires_grad=True)
+    saved = []
+
+    def pack(tensor):
+        saved.append(tensor.shape)
+        return tensor
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda tensor: tensor):
+        out = memory_efficient_attention(q, k, v, attn_mask=random_allowed((64, 48), 1), block_size=16)
+    out.sum().backward()
+    assert sorted(saved) == sorted([q.shape, k.shape, v.shape, (64, 48), out.shape, (2, 3, 64)])  # no (.., L, S)
+
+
+def test_double_backward_raises_a_clear_error():
+    q, k, v = make_qkv((), 4, 4, 2, 2, requires_grad=True)
+    out = memory_efficient_attention(q, k, v)
+    with pytest.raises(RuntimeError, match="supports one backward pass, not double backward"):
+        torch.autograd.grad(out.sum(), (q,), create_graph=True)
+
+
+def test_gradients_only_for_the_inputs_that_need_them():
+    q, k, v = make_qkv((2,), 5, 6, 3, 2)
+    v.requires_grad_()
+    memory_efficient_attention(q, k, v, block_size=2).sum().backward()
+    expected = torch.autograd.grad(F.scaled_dot_product_attention(q, k, v).sum(), (v,))[0]
+    torch.testing.assert_close(v.grad, expected)
+    assert q.grad is None
+    assert k.grad is None
 
 
 # -- the online softmax step ----------------------------------------------------------------------------
@@ -219,8 +301,10 @@ def test_online_update_survives_huge_scores_and_masked_blocks():
 @pytest.mark.parametrize(("block_size", "error", "match"), [
     (0, ValueError, r"block_size must be at least 1, but block_size=0"),
     (-3, ValueError, r"block_size must be at least 1"),
-    (2.0, TypeError, r"block_size must be an int .* but got float"),
-    (True, TypeError, r"block_size must be an int .* but got bool"),
+    (2.0, TypeError, r"block_size must be an int .* but got 2.0 \(float\)"),
+    (True, TypeError, r"block_size must be an int .* but got True \(bool\)"),
+    ((4, 0), ValueError, r"block_size must be at least 1, but block_size=\(4, 0\)"),
+    ((4, 2, 1), TypeError, r"a pair of ints \(queries, keys\) or None, but got \(4, 2, 1\)"),
 ])
 def test_block_size_errors(block_size, error, match):
     q, k, v = make_qkv((), 3, 3, 2, 2)
@@ -246,3 +330,16 @@ def test_public_api():
     assert al.memory_efficient_attention is memory_efficient_attention
     assert "memory_efficient_attention" in al.__all__
     assert "notebooks/10_memory_efficient.ipynb" in memory_efficient_attention.__doc__
+
+
+def test_gpu_check_compares_the_backward_pass(monkeypatch, capsys):
+    """The backward part of ``python course.py gpu-check``, run here on the CPU so that its code is exercised."""
+    from pathlib import Path
+
+    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parents[1] / "tools"))
+    import gpu_check
+
+    assert gpu_check.backward_check("cpu")
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == 12  # 3 dtypes x 4 masks
+    assert all("relative error dQ, dK, dV" in line and "FAILED" not in line for line in lines)

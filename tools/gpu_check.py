@@ -1,9 +1,12 @@
 """The GPU check (`python course.py gpu-check`): on a CUDA machine, prove the course works there too.
 
 1. the device tests (SDPA equivalence, fully masked rows, gradients) on `cuda`;
-2. strict nbval over every notebook, executed on the GPU (outputs are rounded CPU values, so the stored
-   outputs made on a CPU must hold);
-3. loop / matmul / SDPA timings on the GPU.
+2. the backward pass of `memory_efficient_attention` against SDPA's gradients on `cuda` (no mask, bool,
+   float and causal masks, a fully masked row; float32, and float16/bfloat16 within half-precision tolerance);
+3. strict nbval over every notebook, executed on the GPU (outputs are rounded CPU values, so the stored
+   outputs made on a CPU must hold), with the same environment and nbval flags as `python course.py test`;
+4. loop / matmul / SDPA timings on the GPU, then `python -m attention_lib.bench --quick --device cuda`
+   (forward and forward + backward times, peak memory of both, and the targets).
 
 Without CUDA it says so and exits 0 (it is not part of CI). It is meant to finish in under 5 minutes.
 """
@@ -20,6 +23,8 @@ import torch
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+
+from course import NBVAL_ARGS, RUN_ENV  # noqa: E402 - the one copy of the test environment and nbval flags
 
 
 def timings(device: str = "cuda", sizes=(32, 128, 512, 2048)) -> None:
@@ -43,22 +48,61 @@ def timings(device: str = "cuda", sizes=(32, 128, 512, 2048)) -> None:
         print(f"{n:6d} {loop_text} {matrix * 1e3:12.3f} {sdpa * 1e3:10.3f} {ratio} {matrix / sdpa:12.2f}")
 
 
+def backward_check(device: str = "cuda") -> bool:
+    """Compare ``memory_efficient_attention``'s gradients with SDPA's on ``device``; print one line per case."""
+    import torch.nn.functional as F
+
+    import attention_lib as al
+
+    g = torch.Generator().manual_seed(0)
+    allowed = torch.rand(2, 1, 300, 260, generator=g) > 0.3
+    allowed[0, 0, 7] = False  # a query without any key: zero output, zero gradients
+    cases = {"no mask": {}, "bool mask": {"attn_mask": allowed},
+             "float mask": {"attn_mask": torch.zeros(allowed.shape).masked_fill(~allowed, float("-inf"))},
+             "causal": {"is_causal": True}}
+    ok = True
+    for dtype, tol in ((torch.float32, 1e-4), (torch.float16, 2e-2), (torch.bfloat16, 5e-2)):
+        for name, options in cases.items():
+            options = {k: (v.to(device, dtype) if isinstance(v, torch.Tensor) and v.is_floating_point() else
+                           v.to(device) if isinstance(v, torch.Tensor) else v) for k, v in options.items()}
+            q, k, v = (torch.randn(2, 3, n, 32, generator=g).to(device, dtype).requires_grad_()
+                       for n in (300, 260, 260))
+            grad_output = torch.randn(2, 3, 300, 32, generator=g).to(device, dtype)
+            ours = torch.autograd.grad(al.memory_efficient_attention(q, k, v, block_size=64, **options), (q, k, v),
+                                       grad_output)
+            exact = [t.detach().float().requires_grad_() for t in (q, k, v)]  # the reference in float32
+            float_options = {k: (v.float() if isinstance(v, torch.Tensor) and v.is_floating_point() else v)
+                             for k, v in options.items()}
+            expected = torch.autograd.grad(F.scaled_dot_product_attention(*exact, **float_options), exact,
+                                           grad_output.float())
+            errors = [(a.float() - b).abs().max().item() / (b.abs().max().item() + 1e-6) for a, b in
+                      zip(ours, expected, strict=True)]
+            good = all(e <= tol for e in errors) and all(bool(torch.isfinite(a).all()) for a in ours)
+            ok &= good
+            print(f"  backward {str(dtype).removeprefix('torch.'):<9} {name:<11} relative error dQ, dK, dV: "
+                  + ", ".join(f"{e:.1e}" for e in errors) + ("" if good else "  FAILED"))
+    return ok
+
+
 def main() -> int:
     if not torch.cuda.is_available():
         print("no CUDA here: the GPU check needs a CUDA GPU (torch.cuda.is_available() is False); nothing to do.")
         return 0
     print(f"GPU: {torch.cuda.get_device_name()}  torch {torch.__version__}  CUDA {torch.version.cuda}", flush=True)
-    env = {**os.environ, "OMP_NUM_THREADS": "2", "PYTHONHASHSEED": "0"}
+    env = {**os.environ, **RUN_ENV}
     start = time.perf_counter()
     tests = subprocess.call([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
                              "tests/test_devices.py", "tests/test_attention.py"], cwd=ROOT, env=env)
+    backward = backward_check("cuda")
     nbval = subprocess.call([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-o", "addopts=",
-                             "--nbval", "--nbval-current-env", "--nbval-sanitize-with",
-                             "tests/nbval_sanitize.cfg", "notebooks"], cwd=ROOT, env=env)
+                             *NBVAL_ARGS, "notebooks"], cwd=ROOT, env=env)
     timings()
-    print(f"device tests: {'passed' if tests == 0 else 'FAILED'}; nbval on GPU: "
-          f"{'passed' if nbval == 0 else 'FAILED'}; {time.perf_counter() - start:.0f} s in all")
-    return tests or nbval
+    bench = subprocess.call([sys.executable, "-m", "attention_lib.bench", "--quick", "--device", "cuda"], cwd=ROOT,
+                            env=env)
+    print(f"device tests: {'passed' if tests == 0 else 'FAILED'}; backward pass: {'passed' if backward else 'FAILED'}; "
+          f"nbval on GPU: {'passed' if nbval == 0 else 'FAILED'}; benchmark: {'ran' if bench == 0 else 'FAILED'}; "
+          f"{time.perf_counter() - start:.0f} s in all")
+    return tests or nbval or bench or int(not backward)
 
 
 if __name__ == "__main__":

@@ -37,7 +37,7 @@ def _inputs(seed: int):
 
 
 def _update(running_max, running_sum, running_output, scores, value, *, correct=True, guard=True,
-            shift_by="new", new_max_out=True, normalise_block=False):
+            shift_by="new", new_max_out=True, normalise_block=False, correct_output=True):
     """The online update with one of the typical slips switched on (used to recognise them)."""
     new_max = torch.maximum(running_max, scores.amax(dim=-1, keepdim=True))
     safe = new_max.masked_fill(new_max == -_INF, 0.0) if guard else new_max
@@ -47,7 +47,7 @@ def _update(running_max, running_sum, running_output, scores, value, *, correct=
         weights = torch.softmax(scores, dim=-1)
     correction = torch.exp(running_max - safe) if correct else torch.ones_like(running_max)
     running_sum = running_sum * correction + weights.sum(dim=-1, keepdim=True)
-    running_output = running_output * correction + weights @ value
+    running_output = running_output * (correction if correct_output else 1.0) + weights @ value
     return (new_max if new_max_out else running_max), running_sum, running_output
 
 
@@ -63,6 +63,12 @@ _MISTAKES = [
      "maximum, so that old and new numbers share one reference."),
     (lambda *a: _update(*a, new_max_out=False),
      "return the new maximum, torch.maximum(running_max, scores.amax(dim=-1, keepdim=True)), not the old one."),
+    (lambda *a: _update(*a, correct_output=False),
+     "the running blend was measured against the old maximum too: multiply running_output by the same "
+     "correction as running_sum before adding weights @ value."),
+    (lambda *a: (lambda m, s, o: (m, s, o / s.masked_fill(s == 0, 1.0)))(*_update(*a)),
+     "return the running blend itself, not divided by the running sum: the one division happens at the very "
+     "end, after the last block (output = running_output / running_sum)."),
     (lambda *a: _update(*a, normalise_block=True),
      "do not normalise the block with a softmax: keep torch.exp(scores - new_max) and let running_sum do the "
      "dividing at the very end."),
@@ -90,8 +96,43 @@ def check_online_softmax_update(fn: Callable) -> CheckResult:
         >>> print(check_online_softmax_update(lambda m, s, o, scores, v: _update(m, s, o, scores, v, correct=False)))
         ❌ online_softmax_update: not quite. Hint: when the maximum grows, the old sum and the old blend were ...
     """
-    return check_function(
-        fn, online_softmax_update, _inputs, name="online_softmax_update", mistakes=_MISTAKES,
-        shape_hint="return three tensors: the new max (N, L, 1), the new sum (N, L, 1) and the new output "
-                   "(N, L, Ev).",
-    )
+    result = check_function(fn, online_softmax_update, _inputs, name="online_softmax_update", mistakes=_MISTAKES)
+    if result.status != "failed" or "Hint:" in result.message:
+        return result
+    explained = _which_result_is_wrong(fn)
+    return result if explained is None else explained
+
+
+_NAMES = ("the new max", "the new sum", "the new output")
+_SHAPES = ("(N, L, 1)", "(N, L, 1)", "(N, L, Ev)")
+
+
+def _which_result_is_wrong(fn: Callable) -> CheckResult | None:
+    """Name the returned tensor that is wrong (its shape or its values), trial by trial."""
+    for trial in range(3):
+        args = _inputs(trial)
+        expected = online_softmax_update(*args)
+        got = fn(*args)
+        if not isinstance(got, tuple | list) or len(got) != 3:
+            what = f"a {type(got).__name__}" + (f" of {len(got)}" if isinstance(got, tuple | list) else "")
+            return _failed(f"expected a tuple of three tensors (new_max, new_sum, new_output), but got {what}.")
+        for position, (name, shape, g, e) in enumerate(zip(_NAMES, _SHAPES, got, expected, strict=True)):
+            if not isinstance(g, torch.Tensor):
+                return _failed(f"{name} (result {position + 1} of 3) should be a tensor {shape}, but it is "
+                               f"a {type(g).__name__}.")
+            if g.shape != e.shape:
+                return _failed(f"{name} (result {position + 1} of 3) should have shape {shape} = {tuple(e.shape)}, "
+                               f"but it has shape {tuple(g.shape)}. Hint: keep the last dimension with "
+                               f"keepdim=True (amax(dim=-1, keepdim=True), sum(dim=-1, keepdim=True)).")
+        for position, (name, g, e) in enumerate(zip(_NAMES, got, expected, strict=True)):
+            if not torch.allclose(g.detach().to(e.dtype), e, atol=1e-5, rtol=1e-4, equal_nan=True):
+                finite = torch.isfinite(e) & torch.isfinite(g.detach().to(e.dtype))
+                diff = (g.detach().to(e.dtype) - e)[finite].abs().max().item() if bool(finite.any()) else float("nan")
+                nans = int(torch.isnan(g.detach()).sum())
+                return _failed(f"{name} (result {position + 1} of 3) is wrong: largest difference {diff:.3g}"
+                               + (f", and it holds {nans} NaN" if nans else "") + ".")
+    return None
+
+
+def _failed(message: str) -> CheckResult:
+    return CheckResult("failed", f"❌ online_softmax_update: {message}")

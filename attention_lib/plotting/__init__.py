@@ -10,20 +10,24 @@ from .masks import plot_mask
 from .mix import plot_mix
 from .positions import plot_position_encoding
 from .style import OKABE_ITO, category_style, plain_log_ticks
+from .tiles import online_softmax_steps, plot_causal_tiles, plot_online_softmax_steps
 from .trained import plot_attention_grid, plot_attention_over_training, plot_loss_curves
 
 __all__ = [
     "OKABE_ITO",
     "category_style",
+    "online_softmax_steps",
     "plain_log_ticks",
     "plot_attention_grid",
     "plot_attention_over_training",
     "plot_bars",
+    "plot_causal_tiles",
     "plot_heatmap",
     "plot_heatmaps",
     "plot_lines",
     "plot_loss_curves",
     "plot_mask",
     "plot_mix",
+    "plot_online_softmax_steps",
     "plot_position_encoding",
 ]

@@ -14,11 +14,29 @@ from .explorer import make_explorer
 from .library_search import library_search_explorer, render_library_search
 from .masking import masking_explorer, render_masking
 from .multihead import detective_team_explorer, render_detective_team
+from .online_softmax import online_softmax_explorer, render_online_softmax
 from .percentages import percentages_explorer, render_percentages
 from .scaler import render_scaler, scaler_explorer
 from .trained import render_trained, trained_explorer
 
-__all__ = ["blend_explorer", "render_blend", "detective_team_explorer", "render_detective_team",
-           "percentages_explorer", "render_percentages", "render_scaler", "scaler_explorer",
-           "cocktail_party_explorer", "library_search_explorer", "make_explorer", "masking_explorer",
-           "render_cocktail_party", "render_library_search", "render_masking", "render_trained", "trained_explorer"]
+__all__ = [
+    "blend_explorer",
+    "cocktail_party_explorer",
+    "detective_team_explorer",
+    "library_search_explorer",
+    "make_explorer",
+    "masking_explorer",
+    "online_softmax_explorer",
+    "percentages_explorer",
+    "render_blend",
+    "render_cocktail_party",
+    "render_detective_team",
+    "render_library_search",
+    "render_masking",
+    "render_online_softmax",
+    "render_percentages",
+    "render_scaler",
+    "render_trained",
+    "scaler_explorer",
+    "trained_explorer",
+]
