@@ -13,24 +13,7 @@ from dataclasses import dataclass
 import torch
 
 from ..memory import online_softmax_update
-
-#: Okabe-Ito colours (Okabe & Ito, *Color Universal Design*, 2008: told apart with the common colour
-#: blindnesses), with one marker, line style and hatch per category so that the figures read without colour.
-OKABE_ITO = ("#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00")
-MARKERS = ("o", "s", "^", "D", "v", "P")
-LINESTYLES = ("-", "--", "-.", ":", (0, (5, 1)), (0, (3, 1, 1, 1)))
-HATCHES = ("", "//", "..", "xx", "\\\\", "oo")
-GREY = "#8C8C8C"
-
-
-def category_style(i: int) -> dict:
-    """The colour, marker and line style of category ``i``.
-
-    Example:
-        >>> category_style(1)["color"], category_style(1)["marker"]
-        ('#E69F00', 's')
-    """
-    return {"color": OKABE_ITO[i % 6], "marker": MARKERS[i % 6], "linestyle": LINESTYLES[i % 6]}
+from .style import GREY, HATCHES, OKABE_ITO, category_style
 
 
 @dataclass(frozen=True)

@@ -45,7 +45,8 @@ def render_online_softmax(block: int = 1, block_size: int = 2, scores=EXAMPLE_SC
     import matplotlib.pyplot as plt
     from matplotlib.patches import Patch
 
-    from ..plotting.tiles import GREY, HATCHES, OKABE_ITO, online_softmax_steps
+    from ..plotting.style import GREY, HATCHES, OKABE_ITO
+    from ..plotting.tiles import online_softmax_steps
 
     scores, value = torch.as_tensor(scores, dtype=torch.float64), torch.as_tensor(value, dtype=torch.float64)
     steps = online_softmax_steps(scores, value, block_size)
