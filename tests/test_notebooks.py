@@ -82,7 +82,7 @@ def test_lesson_structure(path):
     following = sorted(path.parent.glob(f"{int(number) + 1:02d}_*.ipynb"))
     if following:
         next_up = re.findall(r"\*\*Next up:\*\*[^\n]*?\]\(([^)]+)\)", markdown)
-        assert next_up == [following[0].name], "'Next up' must link the next lesson, so that 00 -> 10 is one path"
+        assert next_up == [following[0].name], "'Next up' must link the next lesson, so that the lessons form one path"
 
 
 @pytest.mark.parametrize("path", lessons(), ids=[p.name for p in lessons()])
