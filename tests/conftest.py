@@ -15,8 +15,8 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 TOL = {torch.float32: {"atol": 2e-5, "rtol": 2e-5}, torch.float64: {"atol": 1e-10, "rtol": 1e-10}}
 
 
-def make_qkv(batch, L, S, E, Ev, dtype=torch.float32, seed=0, requires_grad=False):
-    """Seeded query ``(*batch, L, E)``, key ``(*batch, S, E)`` and value ``(*batch, S, Ev)``."""
+def make_qkv(batch, L, S, E, Ev, dtype=torch.float64, seed=0, requires_grad=False):
+    """Seeded query ``(*batch, L, E)``, key ``(*batch, S, E)`` and value ``(*batch, S, Ev)`` (float64 unless told)."""
     g = torch.Generator().manual_seed(seed)
     q = torch.randn(*batch, L, E, generator=g, dtype=dtype)
     k = torch.randn(*batch, S, E, generator=g, dtype=dtype)
@@ -30,9 +30,12 @@ def random_mask(shape, dtype, seed, keep_rows=True):
     allowed = torch.rand(shape, generator=g) > 0.4
     if keep_rows:
         allowed[..., 0] = True  # every query keeps at least one key, so SDPA's result is well defined
-    if dtype == torch.bool:
-        return allowed
-    return torch.zeros(shape, dtype=dtype).masked_fill(~allowed, float("-inf"))
+    return allowed if dtype == torch.bool else float_mask(allowed, dtype)
+
+
+def float_mask(allowed, dtype):
+    """The float mask (0 where ``allowed``, -inf elsewhere) that means the same as a bool mask."""
+    return torch.zeros(allowed.shape, dtype=dtype).masked_fill(~allowed, float("-inf"))
 
 
 @st.composite

@@ -11,56 +11,20 @@ from hypothesis import strategies as st
 import attention_lib as al
 from attention_lib import calculate_attention, memory_efficient_attention
 from attention_lib.memory import DEFAULT_BLOCK_SIZE, online_softmax_update
+from conftest import TOL, attention_cases, case_kwargs, float_mask, make_qkv, random_mask
 
-TOL = {torch.float32: {"atol": 2e-5, "rtol": 2e-5}, torch.float64: {"atol": 1e-10, "rtol": 1e-10}}
-
-
-def make_qkv(batch, L, S, E, Ev, dtype=torch.float64, seed=0, requires_grad=False):
-    g = torch.Generator().manual_seed(seed)
-    tensors = (torch.randn(*batch, n, e, generator=g, dtype=dtype) for n, e in ((L, E), (S, E), (S, Ev)))
-    return [t.requires_grad_(requires_grad) for t in tensors]
-
-
-def random_allowed(shape, seed, keep_rows=True):
-    g = torch.Generator().manual_seed(seed + 1000)
-    allowed = torch.rand(shape, generator=g) > 0.4
-    if keep_rows:
-        allowed[..., 0] = True
-    return allowed
-
-
-def as_float(allowed, dtype):
-    return torch.zeros(allowed.shape, dtype=dtype).masked_fill(~allowed, -math.inf)
+#: Block sizes to try: the default, one size for queries and keys, or a (queries, keys) pair.
+BLOCKS = st.one_of(st.none(), st.integers(1, 12), st.tuples(st.integers(1, 12), st.integers(1, 12)))
 
 
 # -- equivalence with SDPA: shapes, masks, causal, scales, dtypes and block sizes -----------------------
 
 
-@st.composite
-def cases(draw):
-    batch = tuple(draw(st.lists(st.integers(1, 3), min_size=0, max_size=2)))
-    L, S = draw(st.integers(1, 11)), draw(st.integers(1, 11))
-    E, Ev = draw(st.integers(1, 6)), draw(st.integers(1, 6))
-    dtype = draw(st.sampled_from([torch.float32, torch.float64]))
-    mask_kind = draw(st.sampled_from(["none", "bool", "float", "causal"]))
-    keep = draw(st.integers(0, len(batch)))
-    mask_shape = [*batch[len(batch) - keep:], L, S]
-    mask_shape = [1 if i < keep and draw(st.booleans()) else d for i, d in enumerate(mask_shape)]
-    scale = draw(st.one_of(st.none(), st.floats(0.05, 2.0)))
-    block = draw(st.one_of(st.none(), st.integers(1, 12), st.tuples(st.integers(1, 12), st.integers(1, 12))))
-    return batch, L, S, E, Ev, dtype, mask_kind, tuple(mask_shape), scale, block, draw(st.integers(0, 9999))
-
-
-@given(cases())
-def test_matches_sdpa(case):
-    batch, L, S, E, Ev, dtype, mask_kind, mask_shape, scale, block, seed = case
+@given(attention_cases(), BLOCKS)
+def test_matches_sdpa(case, block):
+    batch, L, S, E, Ev, dtype, mask_kind, mask_shape, scale, seed = case
     q, k, v = make_qkv(batch, L, S, E, Ev, dtype, seed)
-    kwargs = {"scale": scale}
-    if mask_kind in ("bool", "float"):
-        allowed = random_allowed(mask_shape, seed)
-        kwargs["attn_mask"] = allowed if mask_kind == "bool" else as_float(allowed, dtype)
-    if mask_kind == "causal":
-        kwargs["is_causal"] = True
+    kwargs = case_kwargs(mask_kind, mask_shape, dtype, scale, seed)
     out = memory_efficient_attention(q, k, v, block_size=block, **kwargs)
     assert out.shape == (*batch, L, Ev)
     assert out.dtype == dtype
@@ -104,9 +68,9 @@ def test_half_precision_is_accumulated_in_float32(dtype):
 @pytest.mark.parametrize("kind", ["bool", "float"])
 def test_fully_masked_rows_are_zero_with_finite_gradients(kind):
     q, k, v = make_qkv((2,), 6, 7, 5, 3, requires_grad=True)
-    allowed = random_allowed((6, 7), 3)
+    allowed = random_mask((6, 7), torch.bool, 3)
     allowed[2] = False
-    mask = allowed if kind == "bool" else as_float(allowed, torch.float64)
+    mask = allowed if kind == "bool" else float_mask(allowed, torch.float64)
     out = memory_efficient_attention(q, k, v, attn_mask=mask, block_size=3)
     assert torch.equal(out[:, 2], torch.zeros_like(out[:, 2]))
     torch.testing.assert_close(out, calculate_attention(q, k, v, attn_mask=mask)[0])
@@ -131,29 +95,24 @@ def test_gradcheck(mask_kind, q_batch, L, S):
     q, _, _ = make_qkv(q_batch, L, S, 3, 2, requires_grad=True)
     _, k, v = make_qkv((2,), L, S, 3, 2, seed=1, requires_grad=True)
     kwargs = {"scale": 0.7}
-    allowed = random_allowed((L, S), 7)
+    allowed = random_mask((L, S), torch.bool, 7)
     if mask_kind == "fully_masked_row":
         allowed[3] = False
     if mask_kind in ("bool", "fully_masked_row"):
         kwargs["attn_mask"] = allowed
     if mask_kind == "float":
-        kwargs["attn_mask"] = as_float(allowed, torch.float64)
+        kwargs["attn_mask"] = float_mask(allowed, torch.float64)
     if mask_kind == "causal":
         kwargs["is_causal"] = True
     fn = lambda q, k, v: memory_efficient_attention(q, k, v, block_size=2, **kwargs)  # noqa: E731
     assert torch.autograd.gradcheck(fn, (q, k, v))
 
 
-@given(cases())
-def test_gradients_match_sdpa(case):
-    batch, L, S, E, Ev, dtype, mask_kind, mask_shape, scale, block, seed = case
+@given(attention_cases(), BLOCKS)
+def test_gradients_match_sdpa(case, block):
+    batch, L, S, E, Ev, dtype, mask_kind, mask_shape, scale, seed = case
     q, k, v = make_qkv(batch, L, S, E, Ev, dtype, seed, requires_grad=True)
-    kwargs = {"scale": scale}
-    if mask_kind in ("bool", "float"):
-        allowed = random_allowed(mask_shape, seed)
-        kwargs["attn_mask"] = allowed if mask_kind == "bool" else as_float(allowed, dtype)
-    if mask_kind == "causal":
-        kwargs["is_causal"] = True
+    kwargs = case_kwargs(mask_kind, mask_shape, dtype, scale, seed)
     grad_output = torch.randn(*batch, L, Ev, generator=torch.Generator().manual_seed(seed + 7), dtype=dtype)
     out = memory_efficient_attention(q, k, v, block_size=block, **kwargs)
     grads = torch.autograd.grad(out, (q, k, v), grad_output)
@@ -165,7 +124,7 @@ def test_gradients_match_sdpa(case):
 def test_broadcast_inputs_get_gradients_of_their_own_shape():
     q, _, _ = make_qkv((3,), 5, 7, 4, 3, requires_grad=True)  # (3, L, E) against (2, 3, S, E) keys
     _, k, v = make_qkv((2, 3), 5, 7, 4, 3, seed=2, requires_grad=True)
-    mask = random_allowed((1, 5, 7), 4)  # (1, L, S): one mask for every batch
+    mask = random_mask((1, 5, 7), torch.bool, 4)  # (1, L, S): one mask for every batch
     out = memory_efficient_attention(q, k, v, attn_mask=mask, block_size=3)
     grads = torch.autograd.grad(out.sum(), (q, k, v))
     expected = torch.autograd.grad(F.scaled_dot_product_attention(q, k, v, attn_mask=mask).sum(), (q, k, v))
@@ -177,9 +136,9 @@ def test_broadcast_inputs_get_gradients_of_their_own_shape():
 @pytest.mark.parametrize("kind", ["bool", "float"])
 def test_fully_masked_rows_get_zero_gradients_like_sdpa(kind):
     q, k, v = make_qkv((2,), 6, 7, 5, 3, torch.float32, requires_grad=True)
-    allowed = random_allowed((2, 6, 7), 5)
+    allowed = random_mask((2, 6, 7), torch.bool, 5)
     allowed[0, 1] = allowed[1, 4] = False
-    mask = allowed if kind == "bool" else as_float(allowed, torch.float32)
+    mask = allowed if kind == "bool" else float_mask(allowed, torch.float32)
     grad_output = torch.randn(2, 6, 3, generator=torch.Generator().manual_seed(3))
     grads = torch.autograd.grad(memory_efficient_attention(q, k, v, attn_mask=mask, block_size=4), (q, k, v),
                                 grad_output)
@@ -213,7 +172,7 @@ def test_only_the_output_and_one_number_per_query_are_saved():
         return tensor
 
     with torch.autograd.graph.saved_tensors_hooks(pack, lambda tensor: tensor):
-        out = memory_efficient_attention(q, k, v, attn_mask=random_allowed((64, 48), 1), block_size=16)
+        out = memory_efficient_attention(q, k, v, attn_mask=random_mask((64, 48), torch.bool, 1), block_size=16)
     out.sum().backward()
     assert sorted(saved) == sorted([q.shape, k.shape, v.shape, (64, 48), out.shape, (2, 3, 64)])  # no (.., L, S)
 
