@@ -10,14 +10,9 @@ from hypothesis import strategies as st
 import attention_lib as al
 from attention_lib import calculate_attention, causal_mask, padding_mask
 from attention_lib.data import sentence_batch
+from conftest import TOL, make_qkv
 
-TOL = {"atol": 2e-5, "rtol": 2e-5}
-
-
-def make_qkv(batch, L, S, E=4, Ev=3, seed=0):
-    g = torch.Generator().manual_seed(seed)
-    return (torch.randn(*batch, L, E, generator=g), torch.randn(*batch, S, E, generator=g),
-            torch.randn(*batch, S, Ev, generator=g))
+FLOAT32 = TOL[torch.float32]
 
 
 def test_exported_from_the_package():
@@ -54,14 +49,14 @@ def test_causal_mask_accepts_numpy_ints_and_a_device():
 @pytest.mark.parametrize(("L", "S"), [(4, 4), (3, 6), (6, 3), (1, 5), (5, 1)])
 @pytest.mark.parametrize("batch", [(), (2,), (2, 3)])
 def test_causal_mask_equals_is_causal_and_sdpa(L, S, batch):
-    q, k, v = make_qkv(batch, L, S, seed=L * 10 + S)
+    q, k, v = make_qkv(batch, L, S, 4, 3, torch.float32, seed=L * 10 + S)
     out, weights = calculate_attention(q, k, v, attn_mask=causal_mask(L, S))
     out_causal, weights_causal = calculate_attention(q, k, v, is_causal=True)
     torch.testing.assert_close(out, out_causal)
     torch.testing.assert_close(weights, weights_causal)
-    torch.testing.assert_close(out, F.scaled_dot_product_attention(q, k, v, attn_mask=causal_mask(L, S)), **TOL)
+    torch.testing.assert_close(out, F.scaled_dot_product_attention(q, k, v, attn_mask=causal_mask(L, S)), **FLOAT32)
     if L <= S:  # every query keeps at least key 0, so SDPA's is_causal is well defined
-        torch.testing.assert_close(out, F.scaled_dot_product_attention(q, k, v, is_causal=True), **TOL)
+        torch.testing.assert_close(out, F.scaled_dot_product_attention(q, k, v, is_causal=True), **FLOAT32)
     # no query ever gives weight to a future key
     assert bool((weights.masked_select(~causal_mask(L, S).expand_as(weights)) == 0).all())
 
@@ -76,7 +71,7 @@ def test_inverted_causal_mask_is_what_multihead_attention_wants():
     x = torch.randn(2, L, E)
     expected, _ = calculate_attention(x, x, x, attn_mask=causal_mask(L))
     got, _ = mha(x, x, x, attn_mask=~causal_mask(L))  # nn.MultiheadAttention: True = blocked
-    torch.testing.assert_close(got, expected, **TOL)
+    torch.testing.assert_close(got, expected, **FLOAT32)
 
 
 @pytest.mark.parametrize(("L", "S", "error", "match"), [
@@ -126,7 +121,7 @@ def test_padding_mask_broadcasts_and_matches_sdpa_and_sentence_batch():
     mask = padding_mask(lengths, S)  # (N, 1, S)
     out, weights = calculate_attention(x, x, x, attn_mask=mask)
     assert weights.shape == (N, S, S)
-    torch.testing.assert_close(out, F.scaled_dot_product_attention(x, x, x, attn_mask=mask), **TOL)
+    torch.testing.assert_close(out, F.scaled_dot_product_attention(x, x, x, attn_mask=mask), **FLOAT32)
     # padding gets no weight, and each real query sees exactly what the unpadded sentence would give
     for n, length in enumerate(lengths.tolist()):
         assert bool((weights[n, :, length:] == 0).all())
@@ -137,15 +132,15 @@ def test_padding_mask_broadcasts_and_matches_sdpa_and_sentence_batch():
 def test_padding_mask_with_heads_and_combined_with_causal():
     N, H, L = 3, 2, 5
     lengths = torch.tensor([5, 3, 1])
-    q, k, v = make_qkv((N, H), L, L, seed=7)
+    q, k, v = make_qkv((N, H), L, L, 4, 3, torch.float32, seed=7)
     mask = padding_mask(lengths, L).unsqueeze(1)  # (N, 1, 1, S) for (N, H, L, S) scores
     assert mask.shape == (N, 1, 1, L)
     out, _ = calculate_attention(q, k, v, attn_mask=mask)
-    torch.testing.assert_close(out, F.scaled_dot_product_attention(q, k, v, attn_mask=mask), **TOL)
+    torch.testing.assert_close(out, F.scaled_dot_product_attention(q, k, v, attn_mask=mask), **FLOAT32)
     both = causal_mask(L) & padding_mask(lengths, L)  # (L, S) & (N, 1, S) -> (N, L, S)
     assert both.shape == (N, L, L)
     out, weights = calculate_attention(q, k, v, attn_mask=both.unsqueeze(1))
-    torch.testing.assert_close(out, F.scaled_dot_product_attention(q, k, v, attn_mask=both.unsqueeze(1)), **TOL)
+    torch.testing.assert_close(out, F.scaled_dot_product_attention(q, k, v, attn_mask=both.unsqueeze(1)), **FLOAT32)
     assert bool((weights[2, :, :, 1:] == 0).all())  # the 1-token sentence only ever sees its first token
 
 
@@ -160,8 +155,8 @@ def test_inverted_padding_mask_is_multihead_attentions_key_padding_mask():
     mask = padding_mask(lengths, x.shape[1])
     expected, expected_weights = calculate_attention(x, x, x, attn_mask=mask)
     got, got_weights = mha(x, x, x, key_padding_mask=~mask.squeeze(1))  # True = padding, blocked
-    torch.testing.assert_close(got, expected, **TOL)
-    torch.testing.assert_close(got_weights, expected_weights, **TOL)
+    torch.testing.assert_close(got, expected, **FLOAT32)
+    torch.testing.assert_close(got_weights, expected_weights, **FLOAT32)
     wrong, _ = mha(x, x, x, key_padding_mask=mask.squeeze(1))  # our convention passed as is: wrong keys
     assert not torch.allclose(wrong, expected, atol=1e-3)
 
