@@ -1,7 +1,8 @@
 """Every exercise checker, from one table: correct answers pass, the stub is "not attempted", each typical wrong
 answer gets its own hint, and each crash inside the learner's code is explained with a hint.
 
-To add a checker, add one :class:`Exercise` row to ``EXERCISES``: its correct answers, its stub, the wrong
+To add a checker, add one :class:`~exercise_rows.Exercise` row to ``EXERCISES`` (or to ``exercise_rows.ROWS``,
+the rows of lessons 00 and 10-12 and of the predict-then-check tasks): its correct answers, its stubs, the wrong
 answers it catches (with a fragment of the hint each must get), the crashes it explains, and the module's
 ``MISTAKES`` list (every hint in it must be reached by one of the wrong answers).
 """
@@ -9,12 +10,19 @@ answers it catches (with a fragment of the hint each must get), the crashes it e
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 
 import pytest
 import torch
 import torch.nn.functional as F
+from exercise_rows import (
+    CROSS_ATTENTION,
+    ONLINE_SOFTMAX_UPDATE,
+    ONLINE_WRONG_RESULTS,
+    ROWS,
+    SHUFFLES_RIGHT,
+    Exercise,
+    values_from_the_question,
+)
 
 import attention_lib as al
 from attention_lib.exercises import (
@@ -25,6 +33,7 @@ from attention_lib.exercises import (
     check_masked_softmax,
     check_matchmaker,
     check_merge_heads,
+    check_prediction,
     check_scaled_scores,
     check_soft_lookup,
     check_split_heads,
@@ -35,11 +44,13 @@ from attention_lib.exercises import (
     library_search,
     masking,
     matchmaker,
+    memory,
     multihead,
     no_loops,
     percentages,
     scaler,
 )
+from attention_lib.exercises.shuffles import measure_shuffles
 
 sm = torch.softmax
 INF = float("-inf")
@@ -47,20 +58,6 @@ INF = float("-inf")
 
 def T(x):  # noqa: N802 - the transpose every exercise needs
     return x.transpose(-2, -1)
-
-
-def stub(*args):
-    raise NotImplementedError
-
-
-@dataclass(frozen=True)
-class Exercise:
-    checker: Callable
-    correct: Sequence[Callable]
-    wrong: Sequence[tuple[Callable, str]]  # (wrong answer, fragment of its message); status "failed"
-    crashes: Sequence[tuple[Callable, str]] = ()  # (answer that raises, fragment of its hint); status "error"
-    mistakes: Sequence[tuple[Callable, str]] = ()  # the checker's catalogue: every hint must be reached
-    stub: Callable = stub
 
 
 # -- 01: tune_in(x (L, E), focus) -> (L, E) -------------------------------------------------------------------
@@ -404,43 +401,43 @@ MERGE_HEADS = Exercise(
 )
 
 EXERCISES = [TUNE_IN, SOFT_LOOKUP, MATCHMAKER, SCALED_SCORES, STABLE_SOFTMAX, CALCULATE_ATTENTION, WEIGHTS_NO_LOOPS,
-             CAUSAL_MASK, MASKED_SOFTMAX, SPLIT_HEADS, MERGE_HEADS]
+             CAUSAL_MASK, MASKED_SOFTMAX, SPLIT_HEADS, MERGE_HEADS, *ROWS]
 
 
 def rows(field: str):
     """One pytest parameter per (exercise, item of ``field``), named after the checker."""
-    return [pytest.param(ex.checker, *(item if isinstance(item, tuple) else (item,)),
-                         id=f"{ex.checker.__name__}-{i}")
+    return [pytest.param(ex, *(item if isinstance(item, tuple) else (item,)), id=f"{ex.checker.__name__}-{i}")
             for ex in EXERCISES for i, item in enumerate(getattr(ex, field))]
 
 
-@pytest.mark.parametrize(("checker", "answer"), rows("correct"))
-def test_correct_answers_pass(checker, answer):
-    result = checker(answer)
+@pytest.mark.parametrize(("exercise", "answer"), rows("correct"))
+def test_correct_answers_pass(exercise: Exercise, answer):
+    result = exercise.checker(answer)
     assert result.status == "passed", result.message
     assert result.message.startswith("✅")
+    assert exercise.passed_says in result.message
     assert bool(result)
 
 
-@pytest.mark.parametrize("exercise", EXERCISES, ids=lambda ex: ex.checker.__name__)
-def test_stub_is_not_attempted(exercise):
-    for unfinished in (exercise.stub, lambda *args: None):
-        result = exercise.checker(unfinished)
-        assert result.status == "not attempted", result.message
-        assert "📝" in result.message
-        assert not result
+@pytest.mark.parametrize(("exercise", "unfinished"), rows("stubs"))
+def test_stub_is_not_attempted(exercise: Exercise, unfinished):
+    result = exercise.checker(unfinished)
+    assert result.status == "not attempted", result.message
+    assert "📝" in result.message
+    assert exercise.not_attempted in result.message
+    assert not result
 
 
-@pytest.mark.parametrize(("checker", "wrong", "fragment"), rows("wrong"))
-def test_wrong_answers_get_their_hint(checker, wrong, fragment):
-    result = checker(wrong)
+@pytest.mark.parametrize(("exercise", "wrong", "fragment"), rows("wrong"))
+def test_wrong_answers_get_their_hint(exercise: Exercise, wrong, fragment):
+    result = exercise.checker(wrong)
     assert result.status == "failed", result.message
     assert fragment in result.message
 
 
-@pytest.mark.parametrize(("checker", "crash", "fragment"), rows("crashes"))
-def test_crashes_are_explained_with_a_hint(checker, crash, fragment):
-    result = checker(crash)
+@pytest.mark.parametrize(("exercise", "crash", "fragment"), rows("crashes"))
+def test_crashes_are_explained_with_a_hint(exercise: Exercise, crash, fragment):
+    result = exercise.checker(crash)
     assert result.status == "error", result.message
     assert result.message.startswith("💥")
     explanation, said = result.message.rsplit("\n", 1)  # our words, then the error's own
@@ -510,3 +507,40 @@ def test_the_stable_softmax_inputs_break_each_shortcut():
         e = (scores - shift).exp()
         assert bool((e / e.sum(dim=-1, keepdim=True)).isnan().any())
     assert bool(by_hand()(scores).isfinite().all())
+
+
+# -- what the table cannot say --------------------------------------------------------------------------------------
+@pytest.mark.parametrize("seed", [0, 1, 2, 3])
+def test_the_shuffle_answers_are_measured_not_stored(seed):
+    assert measure_shuffles(seed) == SHUFFLES_RIGHT
+
+
+def test_a_prediction_always_shows_both_numbers_and_the_reason():
+    result = check_prediction(256.0, 266.2, question="var(q·k)", why="variances add up.")
+    assert result.status == "passed"  # within 20 %
+    assert "266.2" in result.message
+    assert "variances add up." in result.message
+    wrong = check_prediction(16.0, 266.2, question="var(q·k)", why="variances add up.")
+    assert wrong.status == "failed"
+    assert "you predicted 16" in wrong.message
+    assert "variances add up." in wrong.message
+
+
+def test_cross_attention_values_from_the_question_pass_on_the_error_that_says_why():
+    result = CROSS_ATTENTION.checker(values_from_the_question)
+    assert result.status == "error"
+    assert "every key needs exactly one value" in result.message
+
+
+@pytest.mark.parametrize(("wrong", "_"), ONLINE_WRONG_RESULTS)
+def test_the_wrong_online_result_is_named_not_unknown(wrong, _):
+    assert "unknown" not in ONLINE_SOFTMAX_UPDATE.checker(wrong).message
+
+
+def test_the_online_softmax_inputs_exercise_every_case():
+    running_max, _, _, scores, _ = memory._inputs(1)
+    assert bool((running_max[:, 0] == float("-inf")).all())  # a query whose keys are all masked ...
+    assert bool((scores[:, 0] == float("-inf")).all())  # ... in both blocks
+    moved = scores.amax(-1, keepdim=True) > running_max
+    assert bool(moved[:, 1:-1].any())  # the max moves in some rows ...
+    assert not bool(moved[:, -1].any())  # ... and not in the last

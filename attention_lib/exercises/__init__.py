@@ -18,8 +18,9 @@ from .no_loops import check_weights_no_loops
 from .percentages import check_stable_softmax
 from .predictions import check_prediction
 from .scaler import check_scaled_scores
+from .shuffles import check_shuffle_predictions
 from .welcome import check_scores_shape
-from .word_order import check_cross_attention, check_shuffle_predictions, check_sinusoidal_encoding
+from .word_order import check_cross_attention, check_sinusoidal_encoding
 
 __all__ = [
     "CheckResult",

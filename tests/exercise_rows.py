@@ -1,0 +1,295 @@
+"""The rows of the exercise table read by ``tests/test_exercises.py``: the :class:`Exercise` record, and the rows of
+the checkers of lessons 00, 10, 11 and 12 and of the predict-then-check tasks (the rows of lessons 01-09 are in
+``tests/test_exercises.py`` itself).
+
+A checker that takes an answer rather than a function (a number, a list, a dict of predictions) has the answers
+themselves in its row; a checker with more arguments gets a small adapter whose name names the row.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from attention_lib import calculate_attention, sinusoidal_encoding
+from attention_lib.exercises import (
+    check_cross_attention,
+    check_online_softmax_update,
+    check_prediction,
+    check_reversal_target,
+    check_scores_shape,
+    check_shuffle_predictions,
+    check_sinusoidal_encoding,
+    check_where_it_looks,
+    memory,
+    shuffles,
+    welcome,
+    word_order,
+)
+from attention_lib.exercises.shuffles import EXPERIMENTS, OUTCOMES
+
+
+def stub(*args):
+    raise NotImplementedError
+
+
+@dataclass(frozen=True)
+class Exercise:
+    checker: Callable
+    correct: Sequence[Any]  # answers (usually functions) that pass
+    wrong: Sequence[tuple[Any, str]]  # (wrong answer, fragment of its message); status "failed"
+    crashes: Sequence[tuple[Callable, str]] = ()  # (answer that raises, fragment of its hint); status "error"
+    mistakes: Sequence[tuple[Any, str]] = ()  # the checker's catalogue: every hint must be reached
+    stubs: Sequence[Any] = (stub, lambda *args: None)  # unfinished answers: status "not attempted"
+    not_attempted: str = "not attempted yet"  # what the message of each stub says
+    passed_says: str = ""  # what the message of each correct answer says besides "✅"
+
+
+# -- 00: scores_shape(query_shape, key_shape) -> shape ---------------------------------------------------------------
+SCORES_SHAPE = Exercise(
+    check_scores_shape,
+    correct=[lambda q, k: (*q[:-1], k[-2]), lambda q, k: [*q[:-1], k[-2]]],
+    wrong=welcome.MISTAKES,
+    crashes=[(lambda q, k: q[5], "IndexError")],
+    mistakes=welcome.MISTAKES,
+)
+
+
+# -- 01, 04, 08: predict, then check (check_prediction with the question of one experiment) --------------------------
+def predict_a_weight(guess):
+    return check_prediction(guess, torch.tensor(0.25), question="a weight", why="1 / 4.")
+
+
+PREDICTION = Exercise(
+    predict_a_weight,
+    correct=[0.25, 0.27, torch.tensor(0.25)],
+    wrong=[(0.5, "a weight"), (0.5, "you predicted 0.5, the measurement says 0.25"), ("a quarter", "a weight"),
+           ("a quarter", "a prediction is one finite number"), (float("nan"), "a weight"),
+           (float("nan"), "one finite number"), (True, "a weight"), (True, "(bool)")],
+    stubs=(None, ...),
+    not_attempted="no prediction yet",
+    passed_says="a weight",
+)
+
+
+# -- 10: online_softmax_update(running_max, running_sum, running_output, scores, value) -> the new three --------------
+def online_update(running_max, running_sum, running_output, scores, value):
+    new_max = torch.maximum(running_max, scores.amax(dim=-1, keepdim=True))
+    shift = new_max.masked_fill(new_max == float("-inf"), 0.0)
+    correction = torch.exp(running_max - shift)
+    weights = torch.exp(scores - shift)
+    new_sum = running_sum * correction + weights.sum(dim=-1, keepdim=True)
+    new_output = running_output * correction + weights @ value  # (N, L, B) @ (N, B, Ev) -> (N, L, Ev)
+    return new_max, new_sum, new_output
+
+
+def slip(no_guard=False, no_correction=False, block_shift=False, old_max=False, softmax_block=False,
+         output_not_corrected=False, divided=False):
+    def update(running_max, running_sum, running_output, scores, value):
+        new_max = torch.maximum(running_max, scores.amax(dim=-1, keepdim=True))
+        shift = new_max if no_guard else new_max.masked_fill(new_max == float("-inf"), 0.0)
+        weights = torch.exp(scores - (scores.amax(dim=-1, keepdim=True) if block_shift else shift))
+        if softmax_block:
+            weights = torch.softmax(scores, dim=-1)
+        correction = 1.0 if no_correction else torch.exp(running_max - shift)
+        new_sum = running_sum * correction + weights.sum(-1, keepdim=True)
+        new_output = running_output * (1.0 if output_not_corrected else correction) + weights @ value
+        if divided:
+            new_output = new_output / new_sum
+        return (running_max if old_max else new_max), new_sum, new_output
+    return update
+
+
+def online_update_then(change):
+    return lambda *args: change(*online_update(*args))
+
+
+#: Right steps, wrong results: each message names the result and its expected shape (and never says "unknown").
+ONLINE_WRONG_RESULTS = [
+    (online_update_then(lambda m, s, o: (m.squeeze(-1), s, o)),
+     "the new max (result 1 of 3) should have shape (N, L, 1) = (2, 3, 1), but it has shape (2, 3)"),
+    (online_update_then(lambda m, s, o: (m, s.squeeze(-1), o)), "the new sum (result 2 of 3) should have shape"),
+    (online_update_then(lambda m, s, o: (m, s * 1.5, o)), "the new sum (result 2 of 3) is wrong: largest difference"),
+    (online_update_then(lambda m, s, o: (m, s, o + 1)), "the new output (result 3 of 3) is wrong"),
+    (online_update_then(lambda m, s, o: (m + 1, s, o)), "the new max (result 1 of 3) is wrong"),
+    (online_update_then(lambda m, s, o: (m, s)),
+     "expected a tuple of three tensors (new_max, new_sum, new_output), but got a tuple of 2"),
+    (online_update_then(lambda m, s, o: (m, s.tolist(), o)), "the new sum (result 2 of 3) should be a tensor"),
+]
+
+ONLINE_SOFTMAX_UPDATE = Exercise(
+    check_online_softmax_update,
+    correct=[online_update, memory.online_softmax_update],
+    wrong=[
+        (slip(no_guard=True), "-inf - (-inf) is NaN"),
+        (slip(no_correction=True), "multiply both by torch.exp(running_max - new_max)"),
+        (slip(block_shift=True), "not this block's own maximum"),
+        (slip(old_max=True), "return the new maximum"),
+        (slip(softmax_block=True), "do not normalise the block with a softmax"),
+        (slip(output_not_corrected=True), "multiply running_output by the same correction"),
+        (slip(divided=True), "not divided by the running sum"),
+        *ONLINE_WRONG_RESULTS,
+        (lambda m, s, o, scores, v: o, "expected a tuple of three tensors (new_max, new_sum, new_output)"),
+    ],
+    crashes=[(lambda m, s, o, scores, v: scores @ scores, "RuntimeError")],
+    mistakes=memory._MISTAKES,
+    passed_says="online_softmax_update",
+)
+
+
+# -- 11: sinusoidal_encoding(length, dim) -> (length, dim) -------------------------------------------------------------
+def encoding_by_hand(length, dim):
+    position = torch.arange(length).float()[:, None]  # (L, 1)
+    frequency = 1.0 / 10000 ** (torch.arange(0, dim, 2).float() / dim)  # (E / 2,)
+    enc = torch.zeros(length, dim)
+    enc[:, 0::2] = torch.sin(position * frequency)
+    enc[:, 1::2] = torch.cos(position * frequency)
+    return enc
+
+
+def encoding_with_loops(length, dim):
+    return torch.tensor([[(math.sin if j % 2 == 0 else math.cos)(p / 10000 ** ((j // 2 * 2) / dim))
+                          for j in range(dim)] for p in range(length)])
+
+
+def angles(length, dim, exponent=lambda two_i, dim: two_i / dim, first=0):
+    position = torch.arange(first, first + length, dtype=torch.float64)[:, None]  # (L, 1)
+    two_i = torch.arange(0, dim, 2, dtype=torch.float64)  # (E / 2,)
+    return position / 10000.0 ** exponent(two_i, dim)  # (L, E / 2)
+
+
+def interleave(even, odd):
+    return torch.stack([even, odd], dim=-1).flatten(-2).float()  # two (L, E / 2) -> (L, E / 2, 2) -> (L, E)
+
+
+def own_column(length, dim):
+    position = torch.arange(length, dtype=torch.float64)[:, None]
+    angle = position / 10000.0 ** (torch.arange(dim, dtype=torch.float64) / dim)  # (L, E)
+    out = torch.sin(angle)
+    out[:, 1::2] = torch.cos(angle[:, 1::2])
+    return out.float()
+
+
+SINUSOIDAL_ENCODING = Exercise(
+    check_sinusoidal_encoding,
+    correct=[sinusoidal_encoding, encoding_by_hand, encoding_with_loops,
+             lambda L, E: sinusoidal_encoding(L, E, dtype=torch.float64)],
+    wrong=[
+        (lambda L, E: interleave(torch.cos(angles(L, E)), torch.sin(angles(L, E))), "sine and cosine are swapped"),
+        (lambda L, E: torch.cat([torch.sin(angles(L, E)), torch.cos(angles(L, E))], -1).float(), "interleaves them"),
+        (lambda L, E: interleave(torch.sin(a := angles(L, E, lambda t, d: t / 2 / d)), torch.cos(a)), "not i / dim"),
+        (own_column, "share the frequency of the sine column"),
+        (lambda L, E: interleave(torch.sin(a := angles(L, E, lambda t, d: -t / d)), torch.cos(a)),
+         "divide the position"),
+        (lambda L, E: interleave(torch.sin(a := angles(L, E, first=1)), torch.cos(a)), "positions count from 0"),
+        (lambda L, E: sinusoidal_encoding(L, E).T, "If you got (dim, length)"),
+        (lambda L, E: sinusoidal_encoding(L, E, base=1000.0), "the values differ from the reference"),
+    ],
+    crashes=[(lambda L, E: torch.zeros(L, E)[:, None] @ torch.zeros(3), "A @ B needs the last size of A")],
+    mistakes=word_order.SINUSOIDAL_MISTAKES,
+)
+
+
+# -- 11: cross_attention(question (N, L, E), sentence (N, S, E)) -> (output (N, L, E), weights (N, L, S)) ------------
+def cross_by_hand(question, sentence):
+    scores = question @ sentence.transpose(-2, -1) / math.sqrt(question.shape[-1])  # (N, L, E) @ (N, E, S)
+    weights = torch.softmax(scores, dim=-1)  # (N, L, S)
+    return weights @ sentence, weights  # (N, L, S) @ (N, S, E) -> (N, L, E)
+
+
+def cross_weights(scale=True, dim=-1):
+    def attend(q, s):
+        scores = q @ s.transpose(-2, -1)  # (N, L, E) @ (N, E, S) -> (N, L, S)
+        weights = torch.softmax(scores / math.sqrt(q.shape[-1]) if scale else scores, dim=dim)
+        return weights @ s, weights
+    return attend
+
+
+def values_from_the_question(q, s):
+    return calculate_attention(q, s, q)
+
+
+CROSS_ATTENTION = Exercise(
+    check_cross_attention,
+    correct=[lambda q, s: calculate_attention(q, s, s), cross_by_hand,
+             lambda q, s: [torch.nn.functional.scaled_dot_product_attention(q, s, s), cross_by_hand(q, s)[1]]],
+    wrong=[
+        (lambda q, s: calculate_attention(s, q, q), "queries and keys/values are swapped"),
+        (lambda q, s: calculate_attention(q, q, q), "self-attention on the question"),
+        (lambda q, s: calculate_attention(s, s, s), "self-attention on the sentence"),
+        (cross_weights(scale=False), "divide the scores by sqrt(E)"),
+        (cross_weights(dim=-2), "the softmax runs over the keys"),
+        (lambda q, s: calculate_attention(q, s, s)[0], "return two tensors, (output, weights)"),
+        (lambda q, s: calculate_attention(q, s, s)[1], "return two tensors, (output, weights)"),
+        (lambda q, s: tuple(calculate_attention(q, s, s)) + (q,), "return two tensors, (output, weights)"),
+        (lambda q, s: (calculate_attention(q, s, s)[0], calculate_attention(q, s, s)[1].transpose(-2, -1)),
+         "the weights should be (N, L, S)"),
+        (lambda q, s: (calculate_attention(q, s, s)[0].transpose(-2, -1), calculate_attention(q, s, s)[1]),
+         "the output should be (N, L, E)"),
+        (lambda q, s: (calculate_attention(q, s, s)[0], calculate_attention(q, s, s)[1] * 2),
+         "the values differ from the reference"),
+    ],
+    crashes=[(values_from_the_question, "print the shape of each tensor")],
+    mistakes=word_order.CROSS_MISTAKES,
+)
+
+
+# -- 11: predict what shuffling the sentence does (a dict of predictions) --------------------------------------------
+SHUFFLES_RIGHT = {"self-attention": "shuffled", "self-attention + positions": "changed", "cross-attention": "same",
+                  "cross-attention + positions": "changed"}
+
+_SHUFFLE_REASONS = {"self-attention": "each word keeps its output, in its new place",
+                    "self-attention + positions": "gets a different position vector",
+                    "cross-attention": "does not care in which order",
+                    "cross-attention + positions": "not only in a different order"}
+
+SHUFFLE_PREDICTIONS = Exercise(
+    check_shuffle_predictions,
+    correct=[SHUFFLES_RIGHT, {k: f" {v.upper()}" for k, v in SHUFFLES_RIGHT.items()}],
+    wrong=[
+        *[({**SHUFFLES_RIGHT, experiment: outcome}, fragment)
+          for experiment in EXPERIMENTS for outcome in OUTCOMES if outcome != SHUFFLES_RIGHT[experiment]
+          for fragment in (f"{experiment!r} is not {outcome!r}", _SHUFFLE_REASONS[experiment])],
+        ({**SHUFFLES_RIGHT, "cross-attention": "reversed"}, "choose one of ['same', 'shuffled', 'changed']"),
+        ({**SHUFFLES_RIGHT, "cross-attention": 1}, "choose one of"),
+        ({**SHUFFLES_RIGHT, "attention": "same"}, "unknown experiments ['attention']"),
+        (["same", "shuffled"], "expected a dict"),
+    ],
+    mistakes=list(shuffles._HINTS.items()),
+    stubs=(dict.fromkeys(EXPERIMENTS, ...), {**SHUFFLES_RIGHT, "cross-attention": ...},
+           {k: v for k, v in SHUFFLES_RIGHT.items() if k != "self-attention"}, {}),
+)
+
+
+# -- 12: reversal_target(digits (N, L)) -> (N, L), and where the trained model looks (8 positions) ---------------------
+REVERSAL_TARGET = Exercise(
+    check_reversal_target,
+    correct=[lambda d: d.flip(-1), lambda d: d[:, torch.arange(d.shape[1] - 1, -1, -1)]],
+    wrong=[
+        (lambda d: d.flip(0), "flip the last dimension"),
+        (lambda d: d, "the input itself"),
+        (lambda d: d.sort(-1, descending=True).values, "sorts the digits"),
+        (lambda d: d.flip(-1)[:, :-1], "expected shape"),
+    ],
+    crashes=[(lambda d: 1 / 0, "ZeroDivisionError")],
+)
+
+WHERE_IT_LOOKS = Exercise(
+    check_where_it_looks,
+    correct=[[7, 6, 5, 4, 3, 2, 1, 0], torch.arange(7, -1, -1)],
+    wrong=[
+        (list(range(8)), "diagonal"),
+        ([8, 7, 6, 5, 4, 3, 2, 1], "off by one"),
+        ([7, 6, 5], "give 8 positions"),
+        ([0, 6, 5, 4, 3, 2, 1, 7], "position 0 looks elsewhere"),
+        ("abc", "whole numbers"),
+    ],
+    stubs=(..., None),
+)
+
+ROWS = [SCORES_SHAPE, PREDICTION, ONLINE_SOFTMAX_UPDATE, SINUSOIDAL_ENCODING, CROSS_ATTENTION, SHUFFLE_PREDICTIONS,
+        REVERSAL_TARGET, WHERE_IT_LOOKS]
