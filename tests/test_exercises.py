@@ -487,6 +487,22 @@ def test_the_learners_line_is_quoted():
     assert "raised RuntimeError at `product = query @ key  # the line that fails`." in result.message
 
 
+def test_only_the_stubs_own_not_implemented_error_means_not_attempted():
+    """PyTorch raises NotImplementedError itself for some operations (a view of a sparse tensor; `1 - mask` on a
+    bool mask since torch 2.14): that is a crash to explain, not an exercise left untouched."""
+    def double(x):
+        return x.to_sparse().view(-1) * 2  # view is not implemented for sparse tensors
+
+    def stub(x):
+        raise NotImplementedError
+
+    inputs = lambda seed: (torch.ones(2, 2),)  # noqa: E731
+    assert check_function(stub, lambda x: 2 * x, inputs, name="double").status == "not attempted"
+    crash = check_function(double, lambda x: 2 * x, inputs, name="double")
+    assert crash.status == "error"
+    assert "NotImplementedError" in crash.message
+
+
 def test_the_learners_function_gets_copies_of_the_inputs():
     def check(mutate):
         return check_function(mutate, lambda x: 2 * x, lambda seed: (torch.ones(3),), name="double",
