@@ -252,8 +252,8 @@ def _sdpa_fast_path(query, key, value, attn_mask, dropout_p, is_causal, scale) -
     """The same five steps inside PyTorch's fused kernel (no weights to return), fully masked rows zeroed.
 
     ``is_causal`` reaches SDPA as it is, so SDPA can skip the future instead of reading a dense mask (and, on
-    CUDA, pick its flash kernel). PyTorch's CPU kernels give fully masked rows zeros since torch 2.5; older
-    versions and some GPU kernels give NaN, so such rows are set to zeros here too.
+    CUDA, pick its flash kernel). SDPA gives fully masked rows zeros since torch 2.5 (pytorch/pytorch#133882);
+    the package accepts torch 2.1 and newer, where such rows gave NaN, so they are set to zeros here too.
     """
     output = F.scaled_dot_product_attention(query, key, value, attn_mask=attn_mask, dropout_p=dropout_p,
                                             is_causal=is_causal, scale=scale)
