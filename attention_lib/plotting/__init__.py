@@ -8,9 +8,10 @@ log-axis ticks follow :mod:`attention_lib.plotting.style` (Okabe-Ito, viridis, p
 from .basic import plot_bars, plot_heatmap, plot_heatmaps, plot_lines
 from .masks import plot_mask
 from .mix import plot_mix
+from .online_softmax import online_softmax_steps, plot_online_softmax_block, plot_online_softmax_steps
 from .positions import plot_position_encoding
 from .style import OKABE_ITO, category_style, plain_log_ticks
-from .tiles import online_softmax_steps, plot_causal_tiles, plot_online_softmax_steps
+from .tiles import plot_causal_tiles
 from .trained import plot_attention_grid, plot_attention_over_training, plot_loss_curves
 
 __all__ = [
@@ -28,6 +29,7 @@ __all__ = [
     "plot_loss_curves",
     "plot_mask",
     "plot_mix",
+    "plot_online_softmax_block",
     "plot_online_softmax_steps",
     "plot_position_encoding",
 ]

@@ -34,6 +34,9 @@ HEATMAP_CMAP = "viridis"
 #: A neutral grey that reads on a white and on a dark background.
 GREY = "#8C8C8C"
 
+#: Three stages of work in the block-by-block pictures: done already, being done now, still to come.
+PROGRESS_COLORS: tuple[str, str, str] = (OKABE_ITO[0], OKABE_ITO[1], "#E8E8E8")
+
 
 def category_style(i: int) -> dict:
     """The colour, marker and line style of category ``i`` (wrapping around after seven).
@@ -91,3 +94,10 @@ def _plain_number(value: float, _position=None) -> str:
     if value >= 1e-6:
         return f"{value:.7f}".rstrip("0").rstrip(".")
     return f"{value:.1g}"
+
+
+def finish(fig):
+    """Give a figure an opaque white background (readable in a dark notebook theme) and a tight layout."""
+    fig.patch.set_facecolor("white")
+    fig.tight_layout()
+    return fig

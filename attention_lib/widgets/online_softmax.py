@@ -13,17 +13,11 @@ EXAMPLE_SCORES = (0.5, -1.0, 1.5, 0.2, 3.0, -0.5, 1.0, 2.5)
 EXAMPLE_VALUES = ((1.0, 0.0), (0.0, 1.0), (1.0, 1.0), (0.0, 0.0), (2.0, 0.0), (0.0, 2.0), (1.0, 0.0), (0.0, 1.0))
 
 
-def _vector(x: torch.Tensor) -> str:
-    return "[" + ", ".join(f"{float(v):.3f}" for v in x) + "]"
-
-
 def render_online_softmax(block: int = 1, block_size: int = 2, scores=EXAMPLE_SCORES, value=EXAMPLE_VALUES):
     """Draw the online softmax of one query after ``block`` blocks of ``block_size`` keys, with its numbers.
 
-    Left: the scores, keys already folded in, the current block and the keys still to come told apart by
-    colour and hatch, and the running max as a line. Right: this step written out: the block's max, the new
-    running max, the correction ``exp(old m - new m)``, the new running sum and blend, and the output so far
-    next to the exact one. Built on :func:`attention_lib.plotting.online_softmax_steps`.
+    The explorer's picture: :func:`attention_lib.plotting.plot_online_softmax_block` on the example (or given)
+    scores and values.
 
     Args:
         block: which step to show, ``1..number of blocks``.
@@ -42,53 +36,10 @@ def render_online_softmax(block: int = 1, block_size: int = 2, scores=EXAMPLE_SC
         >>> "correction = exp(0.500 - 1.500) = 0.368" in fig.axes[1].texts[0].get_text()
         True
     """
-    import matplotlib.pyplot as plt
-    from matplotlib.patches import Patch
-
-    from ..plotting.style import GREY, HATCHES, OKABE_ITO
-    from ..plotting.tiles import online_softmax_steps
+    from ..plotting.online_softmax import plot_online_softmax_block
 
     scores, value = torch.as_tensor(scores, dtype=torch.float64), torch.as_tensor(value, dtype=torch.float64)
-    steps = online_softmax_steps(scores, value, block_size)
-    if not 1 <= block <= len(steps):
-        raise ValueError(f"block must be between 1 and {len(steps)} (the number of blocks of {block_size} keys), "
-                         f"but block={block}.")
-    step = steps[block - 1]
-    fig, (ax, text) = plt.subplots(1, 2, figsize=(10.5, 3.8), gridspec_kw={"width_ratios": [1.0, 1.1]})
-    kinds = [0 if j < step.first else 1 if j <= step.last else 2 for j in range(scores.shape[0])]
-    colors = (OKABE_ITO[0], OKABE_ITO[1], "#E8E8E8")
-    ax.bar(range(scores.shape[0]), scores.numpy(), color=[colors[k] for k in kinds],
-           hatch=None, edgecolor=GREY)
-    for patch, kind in zip(ax.patches, kinds, strict=True):
-        patch.set_hatch(HATCHES[kind])
-    ax.axhline(step.running_max, color=OKABE_ITO[5], linestyle="--", label=f"running max m = {step.running_max:.2f}")
-    ax.axhline(0, color=GREY, linewidth=0.8)
-    ax.set_xticks(range(scores.shape[0]), labels=[f"key {j}" for j in range(scores.shape[0])], rotation=30)
-    ax.set_ylabel("score")
-    ax.set_title(f"after block {block} of {len(steps)} (keys {step.first}-{step.last})")
-    handles = [Patch(facecolor=c, hatch=h, edgecolor=GREY, label=label) for c, h, label in
-               zip(colors, HATCHES, ("folded in already", "this block", "still to come"), strict=False)]
-    ax.legend(handles=[*handles, *ax.get_legend_handles_labels()[0]], fontsize=8, loc="upper left")
-    old_max = "-inf" if step.old_max == float("-inf") else f"{step.old_max:.3f}"
-    lines = [
-        f"block max            = {step.block_max:.3f}",
-        f"new running max m    = max({old_max}, {step.block_max:.3f}) = {step.running_max:.3f}",
-        f"correction = exp({old_max} - {step.running_max:.3f}) = {step.correction:.3f}"
-        + ("   (nothing to correct yet)" if block == 1 else "   (m did not move)" if step.correction == 1 else ""),
-        f"block's sum of exp(s - m)       = {step.block_sum:.3f}",
-        f"running sum l = {step.old_sum:.3f} x {step.correction:.3f} + {step.block_sum:.3f} = {step.running_sum:.3f}",
-        f"blend o = {_vector(step.old_output)} x {step.correction:.3f}",
-        f"          + {_vector(step.block_output)} = {_vector(step.running_output)}",
-        f"output so far o / l = {_vector(step.estimate)}",
-        f"exact output        = {_vector(steps[-1].estimate)}" + ("   (equal: all keys seen)"
-                                                                  if block == len(steps) else ""),
-    ]
-    text.axis("off")
-    text.text(0.0, 1.0, "\n".join(lines), va="top", ha="left", family="monospace", fontsize=9,
-              transform=text.transAxes)
-    fig.patch.set_facecolor("white")
-    fig.tight_layout()
-    return fig
+    return plot_online_softmax_block(scores, value, block, block_size)
 
 
 def online_softmax_explorer(scores=EXAMPLE_SCORES, value=EXAMPLE_VALUES):
