@@ -11,18 +11,10 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import torch
 
-from .style import GREY, HEATMAP_CMAP, OKABE_ITO, category_style, plain_log_ticks
+from .style import GREY, HEATMAP_CMAP, OKABE_ITO, category_style, finish, plain_log_ticks
 
 #: How blocked cells of a masked heatmap are drawn: light grey, hatched, so they never look like a weight of 0.
 BLOCKED_STYLE = {"facecolor": "#E6E6E6", "edgecolor": GREY, "hatch": "xx", "linewidth": 0.0}
-
-
-def finish(fig):
-    """Give ``fig`` an opaque white background (readable in a dark notebook theme) and a tight layout."""
-    fig.patch.set_facecolor("white")
-    fig.patch.set_alpha(1.0)
-    fig.tight_layout()
-    return fig
 
 
 def _as_numpy(x):

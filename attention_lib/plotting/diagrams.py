@@ -12,8 +12,8 @@ from collections.abc import Sequence
 
 import torch
 
-from .basic import _as_numpy, finish
-from .style import GREY, OKABE_ITO
+from .basic import _as_numpy
+from .style import GREY, OKABE_ITO, finish
 
 _LIGHT = "#F2F2F2"
 

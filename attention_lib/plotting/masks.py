@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from .basic import BLOCKED_STYLE, _as_numpy, _check_labels, finish
-from .style import OKABE_ITO
+from .basic import BLOCKED_STYLE, _as_numpy, _check_labels
+from .style import OKABE_ITO, finish
 
 #: How an allowed cell is drawn.
 ALLOWED_STYLE = {"facecolor": OKABE_ITO[2], "edgecolor": "white", "linewidth": 1.0}

@@ -10,8 +10,7 @@ from collections.abc import Sequence
 
 import torch
 
-from .basic import finish
-from .style import GREY, HATCHES, OKABE_ITO
+from .style import GREY, HATCHES, OKABE_ITO, finish
 
 
 def plot_mix(weights: torch.Tensor, value: torch.Tensor, tokens: Sequence[str], features: Sequence[str], *,

@@ -97,7 +97,8 @@ def _plain_number(value: float, _position=None) -> str:
 
 
 def finish(fig):
-    """Give a figure an opaque white background (readable in a dark notebook theme) and a tight layout."""
+    """Give ``fig`` an opaque white background (readable in a dark notebook theme) and a tight layout."""
     fig.patch.set_facecolor("white")
+    fig.patch.set_alpha(1.0)
     fig.tight_layout()
     return fig

@@ -13,8 +13,7 @@ from numbers import Real
 from ..attention import calculate_attention
 from ..data import FEATURES, TOKENS, toy_sentence
 from ..plotting import plot_bars
-from ..plotting.basic import finish
-from ..plotting.style import GREY, OKABE_ITO
+from ..plotting.style import GREY, OKABE_ITO, finish
 
 
 def _check_focus(focus, name: str = "focus") -> float:
