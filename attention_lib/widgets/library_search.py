@@ -16,7 +16,7 @@ from ..attention import calculate_attention
 from ..data import FEATURES, TOKENS, toy_sentence
 from ..lookup import hard_lookup
 from ..plotting import plot_bars
-from ..plotting.basic import finish
+from ..plotting.style import finish
 from ..plotting.style import GREY, OKABE_ITO
 
 

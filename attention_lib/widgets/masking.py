@@ -39,7 +39,7 @@ def render_masking(sentence: int = 0, kind: str = "causal + padding"):
     import matplotlib.pyplot as plt
 
     from ..plotting import plot_heatmap, plot_mask
-    from ..plotting.basic import finish
+    from ..plotting.style import finish
 
     if not 0 <= sentence < len(BATCH_SENTENCES):
         raise ValueError(f"sentence must be an index in 0..{len(BATCH_SENTENCES) - 1}, but sentence={sentence}.")

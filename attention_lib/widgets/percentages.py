@@ -35,7 +35,7 @@ def render_percentages(temperature: float = 1.0, word: str = "purred"):
     import matplotlib.pyplot as plt
 
     from ..plotting import plot_bars
-    from ..plotting.basic import finish
+    from ..plotting.style import finish
 
     tokens = toy_sentence().tokens
     if word not in tokens:
