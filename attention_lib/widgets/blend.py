@@ -10,8 +10,7 @@ from __future__ import annotations
 from ..attention import blend, matchmaker, percentages, scaler
 from ..data import toy_sentence
 from ..plotting import plot_bars, plot_mix
-from ..plotting.style import finish
-from ..plotting.style import HATCHES, OKABE_ITO
+from ..plotting.style import HATCHES, OKABE_ITO, finish
 from .explorer import make_explorer
 
 

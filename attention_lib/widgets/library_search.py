@@ -16,8 +16,7 @@ from ..attention import calculate_attention
 from ..data import FEATURES, TOKENS, toy_sentence
 from ..lookup import hard_lookup
 from ..plotting import plot_bars
-from ..plotting.style import finish
-from ..plotting.style import GREY, OKABE_ITO
+from ..plotting.style import GREY, OKABE_ITO, finish
 
 
 def _check_number(value, name: str, minimum: float | None = None) -> float:

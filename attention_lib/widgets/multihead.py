@@ -41,8 +41,7 @@ def render_detective_team(word: str = "purred", clue_0: str = "animal", clue_1: 
     from matplotlib.patches import Rectangle
 
     from ..plotting import plot_heatmap
-    from ..plotting.style import finish
-    from ..plotting.style import HATCHES, OKABE_ITO
+    from ..plotting.style import HATCHES, OKABE_ITO, finish
 
     if word not in TOKENS:
         raise ValueError(f"word must be one of {list(TOKENS)}, but word={word!r}.")

@@ -34,8 +34,7 @@ def render_scaler(d_k: int = 64, scaled: bool = True):
     import matplotlib.pyplot as plt
 
     from ..plotting import plot_bars
-    from ..plotting.style import finish
-    from ..plotting.style import GREY, OKABE_ITO
+    from ..plotting.style import GREY, OKABE_ITO, finish
 
     weights = scaler_weights(d_k, scaled)  # (200, 8)
     top = weights.amax(dim=-1)  # (200,)
