@@ -20,7 +20,7 @@ import math
 import torch
 import torch.nn.functional as F
 
-from .checks import check_mask, check_options, check_qkv, check_tensor, scores_shape
+from .validation import check_mask, check_options, check_qkv, check_tensor, scores_shape
 from .masks import apply_mask, causal_mask, rows_with_keys
 
 

@@ -10,7 +10,7 @@ import math
 
 import torch
 
-from .checks import check_qkv
+from .validation import check_qkv
 
 
 def loop_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, *,

@@ -17,7 +17,7 @@ import torch
 from torch import nn
 
 from .attention import calculate_attention
-from .checks import check_is_tensor
+from .validation import check_is_tensor
 
 
 def split_heads(x: torch.Tensor, num_heads: int) -> torch.Tensor:

@@ -14,7 +14,7 @@ from numbers import Real
 import torch
 from torch import nn
 
-from .checks import check_is_tensor
+from .validation import check_is_tensor
 
 
 def _check_size(value, name: str, hint: str) -> None:

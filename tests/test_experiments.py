@@ -4,8 +4,8 @@ import pytest
 import torch
 
 import attention_lib as al
-from attention_lib.data import toy_sentence
-from attention_lib.experiments import (
+from attention_lib.lessons.data import toy_sentence
+from attention_lib.lessons.experiments import (
     MASK_KINDS,
     batch_mask,
     detective_projections,

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 import attention_lib as al
 from attention_lib import calculate_attention, causal_mask, padding_mask
-from attention_lib.data import sentence_batch
+from attention_lib.lessons.data import sentence_batch
 from conftest import TOL, make_qkv
 
 FLOAT32 = TOL[torch.float32]

@@ -1,10 +1,10 @@
-"""attention_lib.measure: medians, warm-up, GPU synchronisation around the clock, and its error messages."""
+"""attention_lib.bench.measure: medians, warm-up, GPU synchronisation around the clock, and its error messages."""
 
 import pytest
 import torch
 
-from attention_lib import measure
-from attention_lib.measure import median_time, synchronize, time_over_sizes
+from attention_lib.bench import measure
+from attention_lib.bench.measure import median_time, synchronize, time_over_sizes
 
 
 class FakeClock:

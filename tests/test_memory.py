@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 import attention_lib as al
 from attention_lib import calculate_attention, memory_efficient_attention
-from attention_lib.memory import DEFAULT_BLOCK_SIZE, online_softmax_update
+from attention_lib.memory_efficient.forward import DEFAULT_BLOCK_SIZE, online_softmax_update
 from conftest import TOL, attention_cases, case_kwargs, float_mask, make_qkv, random_mask
 
 #: Block sizes to try: the default, one size for queries and keys, or a (queries, keys) pair.

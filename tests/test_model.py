@@ -8,7 +8,8 @@ import torch
 
 import attention_lib as al
 from attention_lib.model import TinyTransformer
-from attention_lib.shipped import TRAINED_DIR, TrainedModel, load_trained, save_trained
+from attention_lib.training import make_batch
+from attention_lib.training.shipped import TRAINED_DIR, TrainedModel, load_trained, save_trained
 
 
 @pytest.fixture
@@ -177,5 +178,5 @@ def test_save_and_load_round_trip(tmp_path):
     save_trained(shipped.model, "reversal", tmp_path / "r.pt", 0.995)
     again = load_trained("reversal", path=tmp_path / "r.pt")
     assert again.heldout_accuracy == 0.995
-    x = al.make_batch("reversal", 4, seed=0)[0]
+    x = make_batch("reversal", 4, seed=0)[0]
     torch.testing.assert_close(again.model(x).logits, shipped.model(x).logits)

@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from attention_lib.tasks import AGREEMENT, IGNORE, REVERSAL, VERB_FORMS, get_task, is_heldout, make_batch
+from attention_lib.training.tasks import AGREEMENT, IGNORE, REVERSAL, VERB_FORMS, get_task, is_heldout, make_batch
 
 NOUNS = {"cat": 0, "dog": 0, "cats": 1, "dogs": 1}
 

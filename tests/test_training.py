@@ -4,8 +4,8 @@ and the recipe in the package makes models of that quality (training takes secon
 import pytest
 import torch
 
-from attention_lib import evaluate, load_trained, make_batch, train
-from attention_lib.tasks import AGREEMENT, IGNORE
+from attention_lib.training import evaluate, load_trained, make_batch, train
+from attention_lib.training.tasks import AGREEMENT, IGNORE
 
 FRESH_SEED = 20_261_130  # neither the training seed nor the seed of the stored held-out measurements
 

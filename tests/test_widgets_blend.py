@@ -6,7 +6,7 @@ import torch
 from figures import bar_heights
 
 import attention_lib as al
-from attention_lib.data import toy_sentence
+from attention_lib.lessons.data import toy_sentence
 from attention_lib.plotting import plot_mix
 from attention_lib.widgets.blend import blend_explorer, render_blend
 

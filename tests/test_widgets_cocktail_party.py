@@ -5,7 +5,7 @@ import torch
 from figures import bar_heights
 
 from attention_lib import calculate_attention
-from attention_lib.data import TOKENS, toy_sentence
+from attention_lib.lessons.data import TOKENS, toy_sentence
 from attention_lib.widgets import cocktail_party_explorer, render_cocktail_party
 
 

@@ -5,7 +5,7 @@ import torch
 from figures import bar_heights
 
 from attention_lib import calculate_attention
-from attention_lib.data import toy_sentence
+from attention_lib.lessons.data import toy_sentence
 from attention_lib.widgets import library_search_explorer, render_library_search
 
 

@@ -5,8 +5,8 @@ import pytest
 import torch
 from matplotlib.colors import to_hex
 
-from attention_lib.data import sentence_batch
-from attention_lib.experiments import MASK_KINDS, batch_mask
+from attention_lib.lessons.data import sentence_batch
+from attention_lib.lessons.experiments import MASK_KINDS, batch_mask
 from attention_lib.plotting.masks import ALLOWED_STYLE
 from attention_lib.widgets import masking_explorer, render_masking
 

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import torch
 
-from attention_lib.experiments import detective_team
+from attention_lib.lessons.experiments import detective_team
 from attention_lib.widgets import detective_team_explorer, render_detective_team
 
 TOKENS = ["the", "cat", "purred", "softly"]

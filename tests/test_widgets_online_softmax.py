@@ -5,7 +5,7 @@ import math
 import pytest
 import torch
 
-from attention_lib.memory import key_blocks
+from attention_lib.memory_efficient.forward import key_blocks
 from attention_lib.plotting import online_softmax_steps, plot_causal_tiles, plot_online_softmax_steps
 from attention_lib.plotting.tiles import TILE_KINDS, causal_tile_kinds
 from attention_lib.widgets import online_softmax_explorer, render_online_softmax

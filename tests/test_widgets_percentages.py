@@ -8,7 +8,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 from attention_lib import calculate_attention  # noqa: E402
-from attention_lib.data import toy_sentence  # noqa: E402
+from attention_lib.lessons.data import toy_sentence  # noqa: E402
 from attention_lib.widgets.percentages import (  # noqa: E402
     percentages_explorer,
     render_percentages,

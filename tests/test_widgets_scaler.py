@@ -9,7 +9,7 @@ import torch
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-from attention_lib.experiments import scaler_weights  # noqa: E402
+from attention_lib.lessons.experiments import scaler_weights  # noqa: E402
 from attention_lib.widgets.scaler import render_scaler, scaler_explorer  # noqa: E402
 
 

@@ -30,10 +30,11 @@ from course import NBVAL_ARGS, RUN_ENV  # noqa: E402 - the one copy of the test 
 def timings(device: str = "cuda", sizes=(32, 128, 512, 2048)) -> None:
     """Print loop / matrix / SDPA median times on ``device`` (the test suite runs it on the CPU, tiny)."""
     import attention_lib as al
-    from attention_lib.data import random_qkv
+    from attention_lib.bench import median_time
+    from attention_lib.lessons.data import random_qkv
 
     device = torch.device(device)
-    clock = al.median_time  # warms up, synchronizes the GPU around the clock, returns the median
+    clock = median_time  # warms up, synchronizes the GPU around the clock, returns the median
 
     print(f"{'n':>6} {'loop (ms)':>10} {'matrix (ms)':>12} {'SDPA (ms)':>10} {'loop/SDPA':>10} {'matrix/SDPA':>12}")
     for n in sizes:

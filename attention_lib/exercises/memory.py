@@ -2,7 +2,7 @@
 
 The learner writes ``online_softmax_update(running_max, running_sum, running_output, scores, value)``: fold
 a new block of keys (its scores and values) into the running maximum, sum and blend, exactly what
-:func:`attention_lib.memory.online_softmax_update` does.
+:func:`attention_lib.memory_efficient.forward.online_softmax_update` does.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from collections.abc import Callable
 
 import torch
 
-from ..memory import online_softmax_update
+from ..memory_efficient.forward import online_softmax_update
 from .checker import CheckResult, check_function
 
 _INF = float("inf")
@@ -81,7 +81,7 @@ def check_online_softmax_update(fn: Callable) -> CheckResult:
     The exercise of ``notebooks/10_memory_efficient.ipynb``. The learner's function gets a state made from a
     first block of keys and a new block ``scores (N, L, B)``, ``value (N, B, Ev)``, on three fresh random
     inputs (one with a query whose keys are all masked), and must return ``(new_max, new_sum, new_output)`` as
-    :func:`attention_lib.memory.online_softmax_update` does; typical slips get their own hint.
+    :func:`attention_lib.memory_efficient.forward.online_softmax_update` does; typical slips get their own hint.
 
     Args:
         fn: ``(running_max (N, L, 1), running_sum (N, L, 1), running_output (N, L, Ev), scores (N, L, B),

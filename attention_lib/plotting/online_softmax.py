@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import torch
 
-from ..memory import online_softmax_update
+from ..memory_efficient.forward import online_softmax_update
 from .style import GREY, HATCHES, OKABE_ITO, PROGRESS_COLORS, category_style, finish
 
 
@@ -48,7 +48,7 @@ def online_softmax_steps(scores: torch.Tensor, value: torch.Tensor, block_size: 
     """Fold one query's keys into the online softmax ``block_size`` at a time, recording every step.
 
     Built step by step in ``notebooks/10_memory_efficient.ipynb``. Each step is computed by
-    :func:`attention_lib.memory.online_softmax_update`; the record adds what the update does inside it (the
+    :func:`attention_lib.memory_efficient.forward.online_softmax_update`; the record adds what the update does inside it (the
     block's max, the correction ``exp(old max - new max)``, the block's own sum and blend).
 
     Args:

@@ -1,6 +1,6 @@
 """Interactive explorers for the lessons: thin ipywidgets wrappers over tested plotting functions.
 
-The numbers an explorer draws come from the public package (:mod:`attention_lib.experiments` for the lessons'
+The numbers an explorer draws come from the public package (:mod:`attention_lib.lessons.experiments` for the lessons'
 small experiments, :mod:`attention_lib.plotting` for the pictures); a widget module only wires them to controls.
 
 Import them from here (``from attention_lib.widgets import ...``); ``import attention_lib`` does not load

@@ -8,7 +8,7 @@ focus slider. matplotlib and ipywidgets are imported inside the functions.
 from __future__ import annotations
 
 from ..attention import blend, matchmaker, percentages, scaler
-from ..data import toy_sentence
+from ..lessons.data import toy_sentence
 from ..plotting import plot_bars, plot_mix
 from ..plotting.style import HATCHES, OKABE_ITO, finish
 from .explorer import make_explorer

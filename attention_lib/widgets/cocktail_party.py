@@ -11,7 +11,7 @@ import math
 from numbers import Real
 
 from ..attention import calculate_attention
-from ..data import FEATURES, TOKENS, toy_sentence
+from ..lessons.data import FEATURES, TOKENS, toy_sentence
 from ..plotting import plot_bars
 from ..plotting.style import GREY, OKABE_ITO, finish
 
@@ -38,7 +38,7 @@ def render_cocktail_party(word: str = "purred", focus: float = 1.0):
     the weighted average of all the words' vectors, one pair of bars per feature.
 
     Args:
-        word: one of ``attention_lib.data.TOKENS``.
+        word: one of ``attention_lib.lessons.data.TOKENS``.
         focus: how sharply to listen, a number ``>= 0`` (it multiplies the dot-product scores).
 
     Returns:

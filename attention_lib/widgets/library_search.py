@@ -13,7 +13,7 @@ from numbers import Real
 import torch
 
 from ..attention import calculate_attention
-from ..data import FEATURES, TOKENS, toy_sentence
+from ..lessons.data import FEATURES, TOKENS, toy_sentence
 from ..lookup import hard_lookup
 from ..plotting import plot_bars
 from ..plotting.style import GREY, OKABE_ITO, finish

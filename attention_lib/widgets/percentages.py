@@ -7,8 +7,8 @@ a low temperature sharpens them towards the best key, a high one flattens them t
 from __future__ import annotations
 
 from ..attention import matchmaker, scaler
-from ..data import toy_sentence
-from ..experiments import temperature_weights
+from ..lessons.data import toy_sentence
+from ..lessons.experiments import temperature_weights
 
 
 def render_percentages(temperature: float = 1.0, word: str = "purred"):

@@ -2,12 +2,12 @@
 
 Random queries and keys with unit-variance entries give scores whose spread grows like √d_k; without the
 scaler the softmax saturates and each query puts nearly all its weight on one key. The numbers come from
-:func:`attention_lib.experiments.scaler_weights`; this module only draws them and wires the controls.
+:func:`attention_lib.lessons.experiments.scaler_weights`; this module only draws them and wires the controls.
 """
 
 from __future__ import annotations
 
-from ..experiments import scaler_weights
+from ..lessons.experiments import scaler_weights
 
 
 def render_scaler(d_k: int = 64, scaled: bool = True):

@@ -15,7 +15,7 @@ EXAMPLES = {
 
 
 def _trained(trained):
-    from ..shipped import TrainedModel, load_trained
+    from ..training.shipped import TrainedModel, load_trained
 
     return trained if isinstance(trained, TrainedModel) else load_trained(trained)
 
@@ -27,7 +27,7 @@ def render_trained(trained, text: str, layer: int = 0, head: int = 0):
     answer given there, ``token -> answer``), columns the words attended to.
 
     Args:
-        trained: a :class:`attention_lib.shipped.TrainedModel`, or a task name to load the shipped one.
+        trained: a :class:`attention_lib.training.shipped.TrainedModel`, or a task name to load the shipped one.
         text: the input, space-separated tokens of the task's vocabulary.
         layer: which layer, ``0 <= layer < num_layers``.
         head: which head, ``0 <= head < H``.
@@ -84,7 +84,7 @@ def trained_explorer(trained="agreement", examples=None):
     cannot read shows what is allowed instead of a map.
 
     Args:
-        trained: a :class:`attention_lib.shipped.TrainedModel`, or ``"reversal"``/``"agreement"`` to load the
+        trained: a :class:`attention_lib.training.shipped.TrainedModel`, or ``"reversal"``/``"agreement"`` to load the
             shipped model.
         examples: inputs offered in the list (default :data:`EXAMPLES` of the task).
 

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import torch
 
-from .attention import matchmaker, percentages, scaler
+from ..attention import matchmaker, percentages, scaler
 from .data import FEATURES, toy_sentence
-from .masks import causal_mask, padding_mask
-from .multihead import MultiHeadAttention
+from ..masks import causal_mask, padding_mask
+from ..multihead import MultiHeadAttention
 
 #: The masks of lesson 08's explorer.
 MASK_KINDS: tuple[str, ...] = ("none", "causal", "padding", "causal + padding")
@@ -123,7 +123,7 @@ def detective_projections(clues: tuple[str, str] = ("animal", "action"), loudnes
     animal and grammar, detective 1 action and gentle; ``W_o = W_vᵀ`` puts them back in order.
 
     Args:
-        clues: the feature each detective's keys advertise, two of ``attention_lib.data.FEATURES``.
+        clues: the feature each detective's keys advertise, two of ``attention_lib.lessons.data.FEATURES``.
         loudness: how strongly the questions are asked (it multiplies the queries), a number ``>= 0``.
 
     Returns:

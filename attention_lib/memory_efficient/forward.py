@@ -6,8 +6,8 @@ block at a time and keeps, for each query, only three running things: the larges
 the exponentials so far and the (unnormalised) blend so far. Its memory grows linearly with the length, and
 its answer is the same. FlashAttention does this inside one GPU kernel; here it is in plain PyTorch.
 Built step by step in ``notebooks/10_memory_efficient.ipynb``, where
-:func:`attention_lib.measure.peak_memory` measures the difference. The backward pass, which recomputes the
-blocks instead of keeping them, lives in :mod:`attention_lib.memory_backward`.
+:func:`attention_lib.bench.measure.peak_memory` measures the difference. The backward pass, which recomputes the
+blocks instead of keeping them, lives in :mod:`attention_lib.memory_efficient.backward`.
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ import math
 
 import torch
 
-from .checks import check_mask, check_options, check_qkv, scores_shape
-from .masks import apply_mask, causal_mask, rows_with_keys
+from ..validation import check_mask, check_options, check_qkv, scores_shape
+from ..masks import apply_mask, causal_mask, rows_with_keys
 
 #: Queries and keys per block when ``block_size`` is not given: large enough to keep the matrix products
 #: fast, small enough that a block of scores stays a few MiB.
@@ -94,7 +94,7 @@ def memory_efficient_attention(query: torch.Tensor, key: torch.Tensor, value: to
     :func:`online_softmax_update` (in base 2, which is faster and gives the same result). The forward pass
     keeps one block of scores and a few ``(N, ..., B, Ev)`` tensors at a time, so its extra memory grows
     linearly with the length. So does training: the forward pass keeps only the output and one
-    log-sum-exp per query, and the backward pass (:mod:`attention_lib.memory_backward`) recomputes every
+    log-sum-exp per query, and the backward pass (:mod:`attention_lib.memory_efficient.backward`) recomputes every
     block of weights from them, as FlashAttention does. It supports one backward pass (not double backward).
     float16/bfloat16 inputs are computed in float32 and returned in their own dtype.
 
@@ -130,7 +130,7 @@ def memory_efficient_attention(query: torch.Tensor, key: torch.Tensor, value: to
         >>> torch.allclose(out, calculate_attention(q, k, v)[0], atol=1e-6)
         True
     """
-    from .memory_backward import MemoryEfficientAttentionFunction
+    from .backward import MemoryEfficientAttentionFunction
 
     check_qkv(query, key, value)
     check_options(attn_mask, 0.0, is_causal, scale)

@@ -28,7 +28,7 @@ IGNORE = -100
 #: How many digits the reversal task reads.
 REVERSAL_LENGTH = 8
 
-_NOUNS = {"cat": "cats", "dog": "dogs"}  # the course's animals (attention_lib.data.VOCAB), singular -> plural
+_NOUNS = {"cat": "cats", "dog": "dogs"}  # the course's animals (attention_lib.lessons.data.VOCAB), singular -> plural
 _PREPOSITIONS = ("near", "with", "behind")
 _ADJECTIVES = ("small", "black")
 #: The verb slots of "agreement" and their (singular, plural) forms.

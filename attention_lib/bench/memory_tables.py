@@ -1,6 +1,6 @@
 """The benchmark's peak-memory tables: one forward pass, and a forward with its backward pass (training).
 
-Used by ``python -m attention_lib.bench``; the measurement itself is :func:`attention_lib.measure.peak_memory`.
+Used by ``python -m attention_lib.bench``; the measurement itself is :func:`attention_lib.bench.measure.peak_memory`.
 """
 
 from __future__ import annotations

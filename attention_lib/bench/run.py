@@ -4,7 +4,7 @@ One run prints the environment (with the SDPA kernel that actually ran), the mat
 GFLOP/s, timing tables (no mask; causal; padding mask; ``MultiHeadAttention``; forward + backward),
 peak-memory tables (one forward pass; forward + backward) and the course's targets, each marked met or
 missed. ``--quick`` finishes in well under a minute; the measured memory of lesson
-``notebooks/10_memory_efficient.ipynb`` comes from :func:`attention_lib.measure.peak_memory`, as here.
+``notebooks/10_memory_efficient.ipynb`` comes from :func:`attention_lib.bench.measure.peak_memory`, as here.
 
 How it measures:
 
@@ -34,14 +34,14 @@ from collections.abc import Callable
 import torch
 import torch.nn.functional as F
 
-from .attention import calculate_attention
-from .bench_memory import inputs as _inputs
-from .bench_memory import memory_tables, with_gradients
-from .device import get_device
-from .loops import loop_attention
+from ..attention import calculate_attention
+from .memory_tables import inputs as _inputs
+from .memory_tables import memory_tables, with_gradients
+from ..device import get_device
+from ..loops import loop_attention
 from .measure import MiB, growth_exponent, quiet_profiler, synchronize, time_paired
-from .memory import memory_efficient_attention
-from .multihead import MultiHeadAttention
+from ..memory_efficient.forward import memory_efficient_attention
+from ..multihead import MultiHeadAttention
 
 #: The methods compared, each called as ``fn(query, key, value, **options)`` (options: a mask or ``is_causal``).
 METHODS: dict[str, Callable[..., object]] = {

@@ -4,7 +4,7 @@ Built step by step in ``notebooks/12_learning_to_attend.ipynb``. The weights liv
 ``attention_lib/trained/<task>.pt`` (about 60 KB each): a plain dict of tensors, numbers and strings, read
 with ``torch.load(..., weights_only=True)``, which refuses to unpickle arbitrary objects. They were made by
 :func:`attention_lib.training.train` with :data:`attention_lib.training.RECIPES`; to remake them, run
-``python -m attention_lib.shipped``.
+``python -m attention_lib.training.shipped``.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from pathlib import Path
 
 import torch
 
-from .model import TinyTransformer
+from ..model import TinyTransformer
 from .tasks import TASKS, VERB_FORMS, Task, get_task
 
 #: Where the shipped weights live.
@@ -28,7 +28,7 @@ class TrainedModel:
     """A trained model with its task: encode an input, run it, read the answer and the attention maps.
 
     Attributes:
-        task: the :class:`~attention_lib.tasks.Task` it was trained on.
+        task: the :class:`~attention_lib.training.tasks.Task` it was trained on.
         model: the :class:`~attention_lib.model.TinyTransformer`, in eval mode.
         heldout_accuracy: the sequence accuracy measured on held-out data when it was saved.
     """
@@ -123,14 +123,14 @@ def load_trained(task: str, path=None) -> TrainedModel:
     path = TRAINED_DIR / f"{spec.name}.pt" if path is None else Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"the weights file {path} is missing; reinstall attention_lib, or remake it with "
-                                f"`python -m attention_lib.shipped`.")
+                                f"`python -m attention_lib.training.shipped`.")
     try:
         data = torch.load(path, map_location="cpu", weights_only=True)
     except (pickle.UnpicklingError, RuntimeError, EOFError, OSError, ValueError) as error:
         raise ValueError(f"{path} is not a readable weights file ({type(error).__name__}: "
                          f"{str(error).splitlines()[0] if str(error) else 'no details'}); it may be corrupt or "
                          f"hold objects other than tensors. Reinstall attention_lib or remake it with "
-                         f"`python -m attention_lib.shipped`.") from error
+                         f"`python -m attention_lib.training.shipped`.") from error
     if not isinstance(data, dict) or data.get("format") != _FORMAT:
         raise ValueError(f"{path} is not a trained model of attention_lib (expected a dict with "
                          f"format={_FORMAT!r}).")
@@ -145,7 +145,7 @@ def load_trained(task: str, path=None) -> TrainedModel:
 
 
 def main() -> None:  # pragma: no cover - run by hand to remake the shipped weights
-    from .training import evaluate, train
+    from .recipe import evaluate, train
 
     TRAINED_DIR.mkdir(exist_ok=True)
     for name in TASKS:

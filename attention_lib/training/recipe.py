@@ -3,7 +3,7 @@
 Built step by step in ``notebooks/12_learning_to_attend.ipynb``. One recipe for both tasks: AdamW (Loshchilov &
 Hutter, 2019) on the cross-entropy of the scored positions, fresh examples at every step, seeded so that the
 same call gives the same model on the same machine. The shipped models in ``attention_lib/trained/`` were made
-by :func:`train` with the settings in :data:`RECIPES` (``python -m attention_lib.shipped`` remakes them).
+by :func:`train` with the settings in :data:`RECIPES` (``python -m attention_lib.training.shipped`` remakes them).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 import torch
 import torch.nn.functional as F
 
-from .model import TinyTransformer
+from ..model import TinyTransformer
 from .tasks import IGNORE, get_task, make_batch
 
 #: The settings that make each shipped model: model sizes, then optimisation.

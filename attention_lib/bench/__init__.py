@@ -1,0 +1,11 @@
+"""The benchmark and its measuring: ``python -m attention_lib.bench`` and the stopwatch the lessons use.
+
+- :mod:`~attention_lib.bench.measure`: timing you can trust (warm-up, synchronize, paired repeats, medians) and
+  the peak memory of a call; used by ``notebooks/07_no_loops.ipynb`` and ``notebooks/10_memory_efficient.ipynb``;
+- :mod:`~attention_lib.bench.memory_tables`: the benchmark's peak-memory tables;
+- :mod:`~attention_lib.bench.run`: the benchmark itself (``python -m attention_lib.bench [--quick]``).
+"""
+
+from .measure import growth_exponent, median_time, peak_memory, synchronize, time_over_sizes, time_paired
+
+__all__ = ["growth_exponent", "median_time", "peak_memory", "synchronize", "time_over_sizes", "time_paired"]
