@@ -20,8 +20,8 @@ import math
 import torch
 import torch.nn.functional as F
 
-from .validation import check_mask, check_options, check_qkv, check_tensor, scores_shape
 from .masks import apply_mask, causal_mask, rows_with_keys
+from .validation import check_mask, check_options, check_qkv, check_tensor, scores_shape
 
 
 def matchmaker(query: torch.Tensor, key: torch.Tensor) -> torch.Tensor:

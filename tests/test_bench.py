@@ -11,8 +11,8 @@ import torch
 from attention_lib import calculate_attention
 from attention_lib.bench import memory_tables as bench_memory
 from attention_lib.bench import run as bench
-from attention_lib.bench.run import attention_flops
 from attention_lib.bench.measure import MiB, growth_exponent, peak_memory, time_paired
+from attention_lib.bench.run import attention_flops
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -6,7 +6,6 @@ import zipfile
 import pytest
 import torch
 
-import attention_lib as al
 from attention_lib.model import TinyTransformer
 from attention_lib.training import make_batch
 from attention_lib.training.shipped import TRAINED_DIR, TrainedModel, load_trained, save_trained

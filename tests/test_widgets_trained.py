@@ -3,8 +3,8 @@
 import pytest
 import torch
 
-from attention_lib.training import load_trained
 from attention_lib.plotting import plot_attention_grid, plot_attention_over_training, plot_loss_curves
+from attention_lib.training import load_trained
 from attention_lib.widgets import render_trained, trained_explorer
 
 SENTENCE = "the cat near the dogs purr(s)"

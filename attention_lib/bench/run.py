@@ -35,13 +35,13 @@ import torch
 import torch.nn.functional as F
 
 from ..attention import calculate_attention
-from .memory_tables import inputs as _inputs
-from .memory_tables import memory_tables, with_gradients
 from ..device import get_device
 from ..loops import loop_attention
-from .measure import MiB, growth_exponent, quiet_profiler, synchronize, time_paired
 from ..memory_efficient.forward import memory_efficient_attention
 from ..multihead import MultiHeadAttention
+from .measure import MiB, growth_exponent, quiet_profiler, synchronize, time_paired
+from .memory_tables import inputs as _inputs
+from .memory_tables import memory_tables, with_gradients
 
 #: The methods compared, each called as ``fn(query, key, value, **options)`` (options: a mask or ``is_causal``).
 METHODS: dict[str, Callable[..., object]] = {

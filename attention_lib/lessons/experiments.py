@@ -10,9 +10,9 @@ from __future__ import annotations
 import torch
 
 from ..attention import matchmaker, percentages, scaler
-from .data import FEATURES, toy_sentence
 from ..masks import causal_mask, padding_mask
 from ..multihead import MultiHeadAttention
+from .data import FEATURES, toy_sentence
 
 #: The masks of lesson 08's explorer.
 MASK_KINDS: tuple[str, ...] = ("none", "causal", "padding", "causal + padding")

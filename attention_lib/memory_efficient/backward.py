@@ -61,7 +61,7 @@ def blockwise_backward(grad_output: torch.Tensor, query: torch.Tensor, key: torc
     """The gradients ``(dQ, dK, dV)`` of attention, block by block, from the output and the log-sum-exp.
 
     Built step by step in ``notebooks/10_memory_efficient.ipynb``. Walks the blocks of
-    :func:`attention_lib.memory_efficient.forward.blockwise_forward` (skipping the same future blocks when ``is_causal``),
+    :func:`.forward.blockwise_forward` (skipping the same future blocks when ``is_causal``),
     recomputes each block of weights as ``exp2(scores - lse)`` and accumulates its share of the gradients in
     float32. Each gradient has its own input's shape: a batch dimension that an input broadcast over is
     summed.

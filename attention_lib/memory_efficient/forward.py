@@ -16,8 +16,8 @@ import math
 
 import torch
 
-from ..validation import check_mask, check_options, check_qkv, scores_shape
 from ..masks import apply_mask, causal_mask, rows_with_keys
+from ..validation import check_mask, check_options, check_qkv, scores_shape
 
 #: Queries and keys per block when ``block_size`` is not given: large enough to keep the matrix products
 #: fast, small enough that a block of scores stays a few MiB.

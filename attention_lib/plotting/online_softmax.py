@@ -48,7 +48,7 @@ def online_softmax_steps(scores: torch.Tensor, value: torch.Tensor, block_size: 
     """Fold one query's keys into the online softmax ``block_size`` at a time, recording every step.
 
     Built step by step in ``notebooks/10_memory_efficient.ipynb``. Each step is computed by
-    :func:`attention_lib.memory_efficient.forward.online_softmax_update`; the record adds what the update does inside it (the
+    :func:`attention_lib.online_softmax_update`; the record adds what the update does inside it (the
     block's max, the correction ``exp(old max - new max)``, the block's own sum and blend).
 
     Args:

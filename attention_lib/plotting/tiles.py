@@ -17,8 +17,8 @@ TILE_KINDS: tuple[str, ...] = ("computed", "computed, then masked (diagonal)", "
 def causal_tile_kinds(n: int, block_size: int) -> torch.Tensor:
     """For a causal self-attention of length ``n`` in blocks: ``(T, T)`` codes 0, 1, 2 from :data:`TILE_KINDS`.
 
-    The same rule as :func:`attention_lib.memory_efficient.forward.key_blocks`: a tile whose keys all come after its queries is
-    skipped; a tile with some key after some query is computed and then masked.
+    The same rule as the blocks of :func:`attention_lib.memory_efficient_attention`: a tile whose keys all come
+    after its queries is skipped; a tile with some key after some query is computed and then masked.
 
     Example:
         >>> causal_tile_kinds(6, 2)

@@ -152,7 +152,7 @@ def predict(model: TinyTransformer, inputs: torch.Tensor) -> torch.Tensor:
     Built step by step in ``notebooks/12_learning_to_attend.ipynb``.
 
     Example:
-        >>> from attention_lib import load_trained
+        >>> from attention_lib.training import load_trained
         >>> x, y = make_batch("reversal", 3, seed=0, split="heldout")
         >>> torch.equal(predict(load_trained("reversal").model, x), y)
         True

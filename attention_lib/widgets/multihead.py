@@ -1,6 +1,7 @@
 """The detective-team explorer of ``notebooks/09_detective_team.ipynb``: change the detectives, watch them work.
 
-Every redraw runs :func:`attention_lib.lessons.experiments.detective_team`, i.e. :class:`attention_lib.MultiHeadAttention`
+Every redraw runs :func:`attention_lib.lessons.experiments.detective_team`, i.e.
+:class:`attention_lib.MultiHeadAttention`
 with lesson 09's hand-made projections, live: choose what each detective looks for (its key projection), how
 loudly the questions are asked (the query projection's size) and whether there is a team of two heads or one
 lone detective. ipywidgets and matplotlib are imported inside the functions.
