@@ -20,8 +20,17 @@ import math
 import torch
 import torch.nn.functional as F
 
-from .masks import apply_mask, causal_mask, rows_with_keys
-from .validation import check_mask, check_options, check_qkv, check_tensor, scores_shape
+from .masks import apply_mask, causal_mask, resolve_causal_bias, rows_with_keys
+from .validation import (
+    check_bool,
+    check_int,
+    check_mask,
+    check_number,
+    check_options,
+    check_qkv,
+    check_tensor,
+    scores_shape,
+)
 
 
 def matchmaker(query: torch.Tensor, key: torch.Tensor) -> torch.Tensor:
@@ -52,7 +61,7 @@ def matchmaker(query: torch.Tensor, key: torch.Tensor) -> torch.Tensor:
     return query @ key.transpose(-2, -1)
 
 
-def scaler(scores: torch.Tensor, d_k: int, *, scale: float | None = None, inplace: bool = False) -> torch.Tensor:
+def scaler(scores: torch.Tensor, d_k: int, *, scale: float | None = None) -> torch.Tensor:
     """Step 3, the scaler: ``scores / sqrt(d_k)``, so that scores keep a variance near 1 whatever ``d_k``.
 
     Built step by step in ``notebooks/04_scaler.ipynb``.
@@ -61,54 +70,45 @@ def scaler(scores: torch.Tensor, d_k: int, *, scale: float | None = None, inplac
         scores: ``(N, ..., L, S)``, the raw scores from :func:`matchmaker`.
         d_k: the size ``E`` of the query and key vectors (a positive integer).
         scale: if given, multiply by it instead of dividing by ``sqrt(d_k)`` (SDPA's ``scale`` argument).
-        inplace: write into ``scores`` instead of a new tensor. :func:`calculate_attention` does this with the
-            fresh buffer the matchmaker returns, so the weights need one ``(L, S)`` buffer, not two; autograd
-            allows it, because a matrix product does not need its own result to go backward.
 
     Returns:
-        The scaled scores, same shape as ``scores`` (``scores`` itself when ``inplace``).
+        The scaled scores, a new tensor of the same shape as ``scores``.
 
     Raises:
-        TypeError: if ``scores`` is not a floating-point tensor or ``d_k`` is not an integer.
-        ValueError: if ``d_k`` is not positive.
+        TypeError: if ``scores`` is not a floating-point tensor, ``d_k`` is not an integer or ``scale`` is not
+            a number.
+        ValueError: if ``d_k`` is not positive or ``scale`` is not finite.
 
     Example:
         >>> scaler(torch.tensor([[4.0, 8.0]]), d_k=16)
         tensor([[1., 2.]])
     """
     check_tensor(scores, "scores", min_dim=1)
-    if isinstance(d_k, bool) or not isinstance(d_k, int):
-        raise TypeError(f"d_k must be an int (the size E of each query vector), but got {type(d_k).__name__}; "
-                        f"use query.size(-1).")
-    if d_k <= 0:
-        raise ValueError(f"d_k must be positive, but d_k={d_k}; use query.size(-1).")
+    d_k = check_int(d_k, "d_k", minimum=1, fix="use query.size(-1), the size E of each query vector.")
     if scale is not None:
-        return scores.mul_(scale) if inplace else scores * scale
-    return scores.div_(math.sqrt(d_k)) if inplace else scores / math.sqrt(d_k)
+        return scores * check_number(scale, "scale", fix="leave it None for 1/sqrt(d_k).")
+    return scores / math.sqrt(d_k)
 
 
-def percentages(scores: torch.Tensor, attn_mask: torch.Tensor | None = None, *,
-                inplace: bool = False) -> torch.Tensor:
+def percentages(scores: torch.Tensor, attn_mask: torch.Tensor | None = None) -> torch.Tensor:
     """Step 4, the percentages: a softmax over the keys (last dimension), so each row sums to 1.
 
     Built step by step in ``notebooks/05_percentages.ipynb`` (masks in ``notebooks/08_masking.ipynb``).
 
     A row whose every key is masked has nothing to attend to: its weights are exact zeros (not NaN, not a
     uniform spread), and its gradients are zeros too. This is what
-    ``torch.nn.functional.scaled_dot_product_attention`` does on CPU since torch 2.5.
+    ``torch.nn.functional.scaled_dot_product_attention`` does on CPU since torch 2.5. (A float mask that
+    blocks with a large finite number, such as ``torch.finfo(dtype).min``, leaves every key a finite score:
+    such a row gets the uniform average, as in SDPA.)
 
     Args:
         scores: ``(N, ..., L, S)``, scaled scores.
         attn_mask: optional, broadcastable to ``(N, ..., L, S)``. Bool: ``True`` = may attend. Float: added
-            to the scores (``-inf`` blocks).
-        inplace: turn ``scores`` itself into the weights (masking and softmax write into it), so that a
-            single ``(L, S)`` buffer exists. For a fresh buffer that nothing else uses, as in
-            :func:`calculate_attention`. When ``scores`` needs a gradient the softmax still makes a new tensor,
-            because its backward pass needs its own output intact.
+            to the scores (``-inf`` blocks). A ``torch.nn.attention.bias.CausalBias`` works as in SDPA.
 
     Returns:
-        The attention weights ``(N, ..., L, S)``: non-negative, each row sums to 1 (or is all zeros when
-        fully masked).
+        The attention weights ``(N, ..., L, S)``, a new tensor: non-negative, each row sums to 1 (or is all
+        zeros when fully masked).
 
     Raises:
         TypeError: if ``scores`` or ``attn_mask`` has an unusable type or dtype.
@@ -122,19 +122,20 @@ def percentages(scores: torch.Tensor, attn_mask: torch.Tensor | None = None, *,
         tensor([[0., 1.]])
     """
     check_tensor(scores, "scores", min_dim=1)
-    if attn_mask is not None:
-        check_mask(attn_mask, tuple(scores.shape), scores)
-    scores = apply_mask(scores, attn_mask, inplace=inplace)
+    if attn_mask is None:
+        return torch.softmax(scores, dim=-1)
+    L, S = (scores.shape[-2] if scores.dim() > 1 else 1), scores.shape[-1]
+    attn_mask, is_causal = resolve_causal_bias(attn_mask, L, S, scores.device)
+    attn_mask = causal_mask(L, S, device=scores.device) if is_causal else attn_mask
+    check_mask(attn_mask, tuple(scores.shape), scores)
+    has_key = rows_with_keys(attn_mask)  # (N, ..., L, 1), or None when every row has a key
+    scores = apply_mask(scores, attn_mask)
+    if has_key is None:
+        return torch.softmax(scores, dim=-1)
     # A row with no key left is -inf everywhere: its softmax would be 0/0 = NaN. Give it zeros before the
     # softmax (finite, with finite gradients) and zero its weights afterwards.
-    has_key = rows_with_keys(attn_mask)  # (N, ..., L, 1), or None when every row has a key
-    if has_key is not None:
-        scores = scores.masked_fill_(~has_key, 0.0) if inplace else scores.masked_fill(~has_key, 0.0)
-    in_place_softmax = inplace and not scores.requires_grad
-    weights = torch.softmax(scores, dim=-1, out=scores) if in_place_softmax else torch.softmax(scores, dim=-1)
-    if has_key is not None:
-        weights = weights.masked_fill_(~has_key, 0.0) if in_place_softmax else weights.masked_fill(~has_key, 0.0)
-    return weights
+    weights = torch.softmax(scores.masked_fill(~has_key, 0.0), dim=-1)
+    return weights.masked_fill(~has_key, 0.0)
 
 
 def blend(weights: torch.Tensor, value: torch.Tensor) -> torch.Tensor:
@@ -195,14 +196,15 @@ def calculate_attention(
         value: ``(N, ..., S, Ev)``.
         attn_mask: optional, broadcastable to ``(N, ..., L, S)``. Bool: ``True`` = may attend. Float:
             added to the scores (``-inf`` blocks). Note that ``nn.MultiheadAttention`` uses ``True`` = blocked.
+            A ``torch.nn.attention.bias.CausalBias`` (``causal_upper_left``, ``causal_lower_right``) works as
+            in SDPA.
         dropout_p: probability of zeroing a weight (applied whenever ``dropout_p > 0``, as in SDPA).
         is_causal: if ``True``, query ``i`` may attend to keys ``0..i`` only: the mask ``tril(ones(L, S))``,
             aligned top-left like SDPA's. Cannot be combined with ``attn_mask``.
         scale: multiplies the scores; defaults to ``1 / sqrt(E)``.
         need_weights: if ``False``, return ``(output, None)`` and take the fastest path (SDPA itself, with
-            ``is_causal`` passed on as it is). With weights, the scaler, the masking and (when no gradient is
-            needed) the softmax work in the matchmaker's ``(N, ..., L, S)`` buffer, which becomes the returned
-            weights: one ``(L, S)`` buffer in all.
+            ``is_causal`` passed on as it is). With weights, each step makes a new ``(N, ..., L, S)`` tensor
+            from the previous one, so at most two of them exist at once without a mask.
 
     Returns:
         ``(output, weights)``: output ``(N, ..., L, Ev)`` and weights ``(N, ..., L, S)`` (after dropout, so
@@ -226,23 +228,27 @@ def calculate_attention(
     """
     check_qkv(query, key, value)
     check_options(attn_mask, dropout_p, is_causal, scale)
+    check_bool(need_weights, "need_weights")
+    L, S = query.size(-2), key.size(-2)
+    attn_mask, from_bias = resolve_causal_bias(attn_mask, L, S, query.device)  # SDPA's CausalBias objects
+    is_causal = is_causal or from_bias
     if attn_mask is not None:
         check_mask(attn_mask, scores_shape(query, key), query)
     if not need_weights:
         return _sdpa_fast_path(query, key, value, attn_mask, dropout_p, is_causal, scale), None
     if is_causal:
-        attn_mask = causal_mask(query.size(-2), key.size(-2), device=query.device)  # (L, S), True = may attend
+        attn_mask = causal_mask(L, S, device=query.device)  # (L, S), True = may attend
 
     # 1. d_k: the size of each query (and key) vector.
     d_k = query.size(-1)
     # 2. The matchmaker: (N, ..., L, E) @ (N, ..., E, S) -> (N, ..., L, S)
     scores = matchmaker(query, key)
-    # 3. The scaler: / sqrt(d_k), or * scale. In place: the scores are a fresh buffer that nothing else uses.
-    scores = scaler(scores, d_k, scale=scale, inplace=True)
-    # 4. The percentages: mask, then softmax over the keys, in the same buffer whenever autograd allows it.
-    weights = percentages(scores, attn_mask, inplace=True)  # (N, ..., L, S)
+    # 3. The scaler: / sqrt(d_k), or * scale.
+    scores = scaler(scores, d_k, scale=scale)
+    # 4. The percentages: mask, then softmax over the keys (a row without any key gets zeros).
+    weights = percentages(scores, attn_mask)  # (N, ..., L, S)
     if dropout_p > 0.0:
-        weights = F.dropout(weights, p=dropout_p, inplace=not weights.requires_grad)
+        weights = F.dropout(weights, p=dropout_p)
     # 5. The blend: (N, ..., L, S) @ (N, ..., S, Ev) -> (N, ..., L, Ev)
     output = blend(weights, value)
     return output, weights
@@ -252,9 +258,13 @@ def _sdpa_fast_path(query, key, value, attn_mask, dropout_p, is_causal, scale) -
     """The same five steps inside PyTorch's fused kernel (no weights to return), fully masked rows zeroed.
 
     ``is_causal`` reaches SDPA as it is, so SDPA can skip the future instead of reading a dense mask (and, on
-    CUDA, pick its flash kernel). SDPA gives fully masked rows zeros since torch 2.5 (pytorch/pytorch#133882);
-    the package accepts torch 2.1 and newer, where such rows gave NaN, so they are set to zeros here too.
+    CUDA, pick its flash kernel), with one exception: with a negative ``scale``, torch 2.13's fused CPU kernel
+    returns NaN for ``is_causal=True``, so that case gets the dense causal mask instead. SDPA gives fully
+    masked rows zeros since torch 2.5 (pytorch/pytorch#133882); the package accepts torch 2.1 and newer,
+    where such rows gave NaN, so they are set to zeros here too.
     """
+    if is_causal and scale is not None and scale < 0:
+        attn_mask, is_causal = causal_mask(query.size(-2), key.size(-2), device=query.device), False
     output = F.scaled_dot_product_attention(query, key, value, attn_mask=attn_mask, dropout_p=dropout_p,
                                             is_causal=is_causal, scale=scale)
     has_key = rows_with_keys(attn_mask)  # (N, ..., L, 1), or None when every row has a key

@@ -10,7 +10,7 @@ import math
 
 import torch
 
-from .validation import check_qkv
+from .validation import check_number, check_qkv
 
 
 def loop_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, *,
@@ -30,7 +30,7 @@ def loop_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, 
         ``(output, weights)``: ``(N, ..., L, Ev)`` and ``(N, ..., L, S)``.
 
     Raises:
-        TypeError, ValueError: as :func:`attention_lib.calculate_attention` for bad inputs.
+        TypeError, ValueError: as :func:`attention_lib.calculate_attention` for bad inputs (and ``scale``).
 
     Example:
         >>> from attention_lib import calculate_attention
@@ -40,7 +40,7 @@ def loop_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, 
         True
     """
     check_qkv(query, key, value)
-    scale = 1.0 / math.sqrt(query.shape[-1]) if scale is None else scale
+    scale = 1.0 / math.sqrt(query.shape[-1]) if scale is None else check_number(scale, "scale")
     L, S = query.shape[-2], key.shape[-2]
     batch = torch.broadcast_shapes(query.shape[:-2], key.shape[:-2], value.shape[:-2])
     weights = query.new_zeros(*batch, L, S)

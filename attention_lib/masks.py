@@ -1,8 +1,8 @@
 """Masks: who may look at whom. A causal mask hides the future; a padding mask hides the padding.
 
-This module is the one place that says what a mask *means*: :func:`apply_mask` puts a mask on scores and
-:func:`rows_with_keys` finds the queries that still have a key to attend to. Every attention function of the
-package calls them.
+This module is the one place that says what a mask *means*: :func:`apply_mask` puts a mask on scores,
+:func:`rows_with_keys` finds the queries that still have a key to attend to and :func:`resolve_causal_bias`
+reads SDPA's ``CausalBias`` objects. Every attention function of the package calls them.
 
 Convention, the same as ``torch.nn.functional.scaled_dot_product_attention`` (SDPA) and everywhere in this
 package: a bool mask holds ``True`` where a query **may attend** to a key, ``False`` where it is blocked.
@@ -16,22 +16,12 @@ Built step by step in ``notebooks/08_masking.ipynb``.
 
 from __future__ import annotations
 
-from numbers import Integral
-
 import torch
 
-
-def _check_size(value, name: str, fix: str) -> int:
-    """Check that a size is a non-negative Python (or NumPy) integer, and return it as an ``int``."""
-    if isinstance(value, bool) or not isinstance(value, Integral):
-        raise TypeError(f"{name} must be an int (a number of positions), but got {type(value).__name__}; {fix}")
-    if value < 0:
-        raise ValueError(f"{name} must be a non-negative number of positions, but {name}={value}; {fix}")
-    return int(value)
+from .validation import check_int
 
 
-def causal_mask(L: int, S: int | None = None, device=None, *, query_start: int = 0,
-                key_start: int = 0) -> torch.Tensor:
+def causal_mask(L: int, S: int | None = None, device=None) -> torch.Tensor:
     """A causal (look-back-only) mask: query ``i`` may attend to keys ``0..i`` and not to the future.
 
     Built step by step in ``notebooks/08_masking.ipynb``.
@@ -46,9 +36,6 @@ def causal_mask(L: int, S: int | None = None, device=None, *, query_start: int =
         L: the number of queries (target length).
         S: the number of keys (source length); defaults to ``L`` (self-attention).
         device: where to create the mask; defaults to the CPU. Use ``query.device``.
-        query_start, key_start: return only the block of a larger causal mask for queries
-            ``query_start..query_start+L-1`` and keys ``key_start..key_start+S-1`` (used by
-            :func:`attention_lib.memory_efficient_attention`, which works block by block).
 
     Returns:
         A bool tensor ``(L, S)``, ``True`` on and below the diagonal. It broadcasts against scores
@@ -66,23 +53,14 @@ def causal_mask(L: int, S: int | None = None, device=None, *, query_start: int =
         >>> causal_mask(2, 4).int()
         tensor([[1, 0, 0, 0],
                 [1, 1, 0, 0]], dtype=torch.int32)
-        >>> torch.equal(causal_mask(2, 3, query_start=4, key_start=3), causal_mask(6, 6)[4:6, 3:6])
-        True
     """
     fix = "pass sizes such as query.size(-2) and key.size(-2)."
-    L = _check_size(L, "L", fix)
-    S = L if S is None else _check_size(S, "S", fix)
-    query_start = _check_size(query_start, "query_start", "pass the index of the block's first query.")
-    key_start = _check_size(key_start, "key_start", "pass the index of the block's first key.")
-    if query_start == key_start == 0:
-        return torch.ones(L, S, dtype=torch.bool, device=device).tril()  # (L, S)
-    queries = torch.arange(query_start, query_start + L, device=device)  # (L,)
-    keys = torch.arange(key_start, key_start + S, device=device)  # (S,)
-    return keys.unsqueeze(0) <= queries.unsqueeze(1)  # (1, S) <= (L, 1) -> (L, S): key j is not after query i
+    L = check_int(L, "L", minimum=0, fix=fix)
+    S = L if S is None else check_int(S, "S", minimum=0, fix=fix)
+    return torch.ones(L, S, dtype=torch.bool, device=device).tril()  # (L, S)
 
 
-def apply_mask(scores: torch.Tensor, attn_mask: torch.Tensor | None, *, inplace: bool = False,
-               float_scale: float = 1.0) -> torch.Tensor:
+def apply_mask(scores: torch.Tensor, attn_mask: torch.Tensor | None) -> torch.Tensor:
     """Put a mask on scores: a blocked score becomes ``-inf``, so the softmax gives it weight 0.
 
     Built step by step in ``notebooks/08_masking.ipynb``. A **bool** mask holds ``True`` where a query
@@ -92,13 +70,9 @@ def apply_mask(scores: torch.Tensor, attn_mask: torch.Tensor | None, *, inplace:
     Args:
         scores: ``(N, ..., L, S)``, scaled scores.
         attn_mask: ``None`` (nothing to do), or a mask broadcastable to ``(N, ..., L, S)``.
-        inplace: write into ``scores`` instead of a new tensor (for a fresh buffer that nothing else uses;
-            autograd allows it after a matrix product, which does not need its result to go backward).
-        float_scale: multiply a float mask by this before adding it (for scores kept in another unit, such
-            as the powers of 2 of :func:`attention_lib.memory_efficient_attention`).
 
     Returns:
-        The masked scores ``(N, ..., L, S)`` (``scores`` itself when ``inplace``).
+        The masked scores ``(N, ..., L, S)``, a new tensor (``scores`` itself when there is no mask).
 
     Example:
         >>> apply_mask(torch.tensor([[1.0, 2.0]]), torch.tensor([[True, False]]))
@@ -109,9 +83,41 @@ def apply_mask(scores: torch.Tensor, attn_mask: torch.Tensor | None, *, inplace:
     if attn_mask is None:
         return scores
     if attn_mask.dtype == torch.bool:
-        return scores.masked_fill_(~attn_mask, float("-inf")) if inplace else scores.masked_fill(
-            ~attn_mask, float("-inf"))
-    return scores.add_(attn_mask, alpha=float_scale) if inplace else scores.add(attn_mask, alpha=float_scale)
+        return scores.masked_fill(~attn_mask, float("-inf"))
+    return scores + attn_mask
+
+
+def resolve_causal_bias(attn_mask, L: int, S: int, device=None) -> tuple[torch.Tensor | None, bool]:
+    """What a ``torch.nn.attention.bias.CausalBias`` stands for: ``(attn_mask, is_causal)``.
+
+    SDPA accepts the objects that ``causal_upper_left(L, S)`` and ``causal_lower_right(L, S)`` return as
+    ``attn_mask``. Their storage holds no mask, so they must not be used as one: the top-left variant is
+    ``is_causal=True``; the bottom-right one is the bool mask ``ones(L, S).tril(S - L)`` (query ``i`` may
+    attend to keys ``0..i + S - L``, so the last query sees every key). Any other mask is returned as it is,
+    with ``is_causal=False``.
+
+    Raises:
+        ValueError: if the bias was made for other lengths than ``L`` queries and ``S`` keys.
+
+    Example:
+        >>> from torch.nn.attention.bias import causal_lower_right
+        >>> resolve_causal_bias(causal_lower_right(2, 3), 2, 3)
+        (tensor([[ True,  True, False],
+                [ True,  True,  True]]), False)
+    """
+    try:
+        from torch.nn.attention.bias import CausalBias, CausalVariant
+    except ImportError:  # torch before 2.3 has no CausalBias
+        return attn_mask, False
+    if not isinstance(attn_mask, CausalBias):
+        return attn_mask, False
+    if (attn_mask.seq_len_q, attn_mask.seq_len_kv) != (L, S):
+        raise ValueError(f"attn_mask is a CausalBias for {attn_mask.seq_len_q} queries and {attn_mask.seq_len_kv} "
+                         f"keys, but the inputs have L={L} queries and S={S} keys; build it with "
+                         f"causal_upper_left(L, S) or causal_lower_right(L, S) for these lengths.")
+    if attn_mask.variant == CausalVariant.UPPER_LEFT:
+        return None, True
+    return torch.ones(L, S, dtype=torch.bool, device=device).tril(S - L), False  # (L, S), bottom-right aligned
 
 
 def rows_with_keys(attn_mask: torch.Tensor | None) -> torch.Tensor | None:
@@ -181,7 +187,7 @@ def padding_mask(lengths, S: int, device=None) -> torch.Tensor:
         >>> padding_mask(torch.tensor([3, 1]), S=4).unsqueeze(1).shape  # for (N, H, L, S) scores
         torch.Size([2, 1, 1, 4])
     """
-    S = _check_size(S, "S", "pass the padded length, e.g. key.size(-2).")
+    S = check_int(S, "S", minimum=0, fix="pass the padded length, e.g. key.size(-2).")
     if isinstance(lengths, list | tuple):
         try:
             lengths = torch.tensor(lengths, device=device)

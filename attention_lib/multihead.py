@@ -11,13 +11,12 @@ Mask convention: a **bool** ``attn_mask`` holds ``True`` where a query **may att
 
 from __future__ import annotations
 
-from numbers import Real
-
 import torch
 from torch import nn
 
 from .attention import calculate_attention
-from .validation import check_is_tensor
+from .masks import resolve_causal_bias
+from .validation import check_bool, check_int, check_is_tensor, check_probability
 
 
 def split_heads(x: torch.Tensor, num_heads: int) -> torch.Tensor:
@@ -44,13 +43,12 @@ def split_heads(x: torch.Tensor, num_heads: int) -> torch.Tensor:
                 [6., 7.]])
     """
     check_is_tensor(x, "x")
-    if isinstance(num_heads, bool) or not isinstance(num_heads, int):
-        raise TypeError(f"num_heads must be an int, but got {type(num_heads).__name__}.")
+    num_heads = check_int(num_heads, "num_heads", minimum=1, fix="pass the number of heads H, a divisor of E.")
     if x.dim() != 3:
         raise ValueError(f"split_heads expects x of shape (N, L, E), but x.shape={tuple(x.shape)}; for one "
                          f"sentence use x.unsqueeze(0).")
     N, L, E = x.shape
-    if num_heads <= 0 or E % num_heads != 0:
+    if E % num_heads != 0:
         raise ValueError(f"num_heads must divide the embedding size E, but E={E} and num_heads={num_heads}; "
                          f"pick num_heads among {[h for h in range(1, E + 1) if E % h == 0]}.")
     # (N, L, E) -> (N, L, H, Dh) -> (N, H, L, Dh)
@@ -123,21 +121,16 @@ class MultiHeadAttention(nn.Module):
         kdim = embed_dim if kdim is None else kdim
         vdim = embed_dim if vdim is None else vdim
         for name, size in (("embed_dim", embed_dim), ("num_heads", num_heads), ("kdim", kdim), ("vdim", vdim)):
-            if isinstance(size, bool) or not isinstance(size, int):
-                raise TypeError(f"{name} must be an int, but got {type(size).__name__}.")
-            if size <= 0:
-                raise ValueError(f"{name} must be positive, but {name}={size}.")
+            check_int(size, name, minimum=1)
         if embed_dim % num_heads != 0:
             divisors = [h for h in range(1, embed_dim + 1) if embed_dim % h == 0]
             raise ValueError(f"embed_dim must be divisible by num_heads (each head gets embed_dim // num_heads "
                              f"features), but embed_dim={embed_dim} and num_heads={num_heads}; pick num_heads "
                              f"among {divisors} or change embed_dim.")
-        if isinstance(dropout, bool) or not isinstance(dropout, Real):
-            raise TypeError(f"dropout must be a number in [0, 1), but got {type(dropout).__name__}.")
-        if not 0.0 <= dropout < 1.0:
-            raise ValueError(f"dropout must be in [0, 1), but dropout={dropout}; use 0.0 to switch it off.")
+        dropout = check_probability(dropout, "dropout")
+        check_bool(bias, "bias")
         self.embed_dim, self.num_heads, self.head_dim = embed_dim, num_heads, embed_dim // num_heads
-        self.kdim, self.vdim, self.dropout = kdim, vdim, float(dropout)
+        self.kdim, self.vdim, self.dropout = kdim, vdim, dropout
         self.q_proj = nn.Linear(embed_dim, embed_dim, bias=bias)
         self.k_proj = nn.Linear(kdim, embed_dim, bias=bias)
         self.v_proj = nn.Linear(vdim, embed_dim, bias=bias)
@@ -170,25 +163,23 @@ class MultiHeadAttention(nn.Module):
             ValueError: if an input is not 3-D, sizes do not match the module, ``N``/``S`` disagree, or the
                 mask has the wrong shape.
         """
-        self._check_inputs(query, key, value, attn_mask)
-        N, L, _ = query.shape
-        S = key.shape[1]
-        H, Dh = self.num_heads, self.head_dim
-        # Each detective's questions, offers and notes: (N, L, E) -> (N, L, H, Dh) -> (N, H, L, Dh)
-        q = self.q_proj(query).reshape(N, L, H, Dh).transpose(1, 2)
-        k = self.k_proj(key).reshape(N, S, H, Dh).transpose(1, 2)  # (N, S, E) -> (N, H, S, Dh)
-        v = self.v_proj(value).reshape(N, S, H, Dh).transpose(1, 2)  # (N, S, E) -> (N, H, S, Dh)
-        if attn_mask is not None and attn_mask.dim() == 2:
+        self._check_inputs(query, key, value, attn_mask, need_weights)
+        # The projections: each detective's questions, offers and notes, (N, L, E), (N, S, E), (N, S, E)
+        q, k, v = self.q_proj(query), self.k_proj(key), self.v_proj(value)
+        # One slice of features per head: (N, L, E) -> (N, H, L, Dh), (N, S, E) -> (N, H, S, Dh)
+        q, k, v = (split_heads(x, self.num_heads) for x in (q, k, v))
+        if not is_causal:  # SDPA's CausalBias objects: what they stand for (calculate_attention rejects both)
+            attn_mask, is_causal = resolve_causal_bias(attn_mask, query.size(1), key.size(1), query.device)
+        if isinstance(attn_mask, torch.Tensor) and attn_mask.dim() == 2:
             attn_mask = attn_mask[None, None]  # (L, S) -> (1, 1, L, S), shared by sentences and heads
         dropout_p = self.dropout if self.training else 0.0
         # Every head at once, heads as a batch dimension: (N, H, L, Dh), (N, H, L, S)
         heads, weights = calculate_attention(q, k, v, attn_mask=attn_mask, dropout_p=dropout_p,
                                              is_causal=is_causal, need_weights=need_weights)
-        # Pool the notes: (N, H, L, Dh) -> (N, L, H, Dh) -> (N, L, E)
-        merged = heads.transpose(1, 2).reshape(N, L, H * Dh)
-        return self.out_proj(merged), weights
+        # Pool the notes, then mix them: (N, H, L, Dh) -> (N, L, E) -> (N, L, E)
+        return self.out_proj(merge_heads(heads)), weights
 
-    def _check_inputs(self, query, key, value, attn_mask) -> None:
+    def _check_inputs(self, query, key, value, attn_mask, need_weights) -> None:
         expected = {"query": self.embed_dim, "key": self.kdim, "value": self.vdim}
         for name, x in (("query", query), ("key", key), ("value", value)):
             check_is_tensor(x, name)
@@ -199,13 +190,14 @@ class MultiHeadAttention(nn.Module):
                 raise ValueError(f"{name} must have {expected[name]} features (the module's "
                                  f"{'embed_dim' if name == 'query' else name[0] + 'dim'}), but "
                                  f"{name}.shape={tuple(x.shape)}; project it or build the module to match.")
-            if x.dtype != self.q_proj.weight.dtype:
+            if x.dtype != self.q_proj.weight.dtype:  # nn.Linear would say "mat1 and mat2 must have the same dtype"
                 raise TypeError(f"{name}.dtype={x.dtype} but the module's weights are "
                                 f"{self.q_proj.weight.dtype}; convert one of them, e.g. module.to({x.dtype}).")
         if key.shape[:2] != value.shape[:2] or query.shape[0] != key.shape[0]:
             raise ValueError(f"query, key and value must share N, and key and value S, but "
                              f"query.shape={tuple(query.shape)}, key.shape={tuple(key.shape)}, "
                              f"value.shape={tuple(value.shape)}; every key needs exactly one value.")
+        check_bool(need_weights, "need_weights")
         if isinstance(attn_mask, torch.Tensor) and attn_mask.dim() not in (2, 4):
             raise ValueError(f"attn_mask must be (L, S) or (N or 1, H or 1, L, S), but "
                              f"attn_mask.shape={tuple(attn_mask.shape)}; use mask.unsqueeze(1) for an (N, L, S) "
@@ -267,3 +259,4 @@ class MultiHeadAttention(nn.Module):
                     layer.bias.copy_(b)  # (3E,) -> three (E,)
                 ours.out_proj.bias.copy_(module.out_proj.bias)
         return ours.train(module.training)
+

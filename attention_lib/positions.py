@@ -9,19 +9,10 @@ Shape legend, as everywhere in the package: ``N, ...`` batch dimensions, ``L`` p
 
 from __future__ import annotations
 
-from numbers import Real
-
 import torch
 from torch import nn
 
-from .validation import check_is_tensor
-
-
-def _check_size(value, name: str, hint: str) -> None:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"{name} must be an int, but got {type(value).__name__}; {hint}")
-    if value <= 0:
-        raise ValueError(f"{name} must be positive, but {name}={value}; {hint}")
+from .validation import check_int, check_is_tensor, check_number
 
 
 def sinusoidal_encoding(length: int, dim: int, base: float = 10000.0, *, dtype: torch.dtype = torch.float32,
@@ -58,15 +49,12 @@ def sinusoidal_encoding(length: int, dim: int, base: float = 10000.0, *, dtype: 
                 [ 0.8415,  0.5403,  0.0100,  0.9999],
                 [ 0.9093, -0.4161,  0.0200,  0.9998]])
     """
-    _check_size(length, "length", "pass the number of positions, e.g. x.shape[-2].")
-    _check_size(dim, "dim", "pass the number of features, e.g. x.shape[-1].")
+    length = check_int(length, "length", minimum=1, fix="pass the number of positions, e.g. x.shape[-2].")
+    dim = check_int(dim, "dim", minimum=1, fix="pass the number of features, e.g. x.shape[-1].")
     if dim % 2 != 0:
         raise ValueError(f"dim must be even (each frequency fills a sine and a cosine column), but dim={dim}; "
                          f"use an even embedding size such as {dim + 1}.")
-    if isinstance(base, bool) or not isinstance(base, Real):
-        raise TypeError(f"base must be a number, but got {type(base).__name__}; the paper uses base=10000.0.")
-    if not base > 0:
-        raise ValueError(f"base must be positive, but base={base}; the paper uses base=10000.0.")
+    base = check_number(base, "base", positive=True, fix="the paper uses base=10000.0.")
     if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
         raise TypeError(f"dtype must be a floating-point torch.dtype, but got {dtype!r}; use e.g. torch.float32.")
     position = torch.arange(length, dtype=torch.float64)[:, None]  # (L, 1)
@@ -108,8 +96,9 @@ class LearnedPositions(nn.Module):
 
     def __init__(self, max_length: int, dim: int):
         super().__init__()
-        _check_size(max_length, "max_length", "pass the longest sequence length the model must accept.")
-        _check_size(dim, "dim", "pass the model's embedding size E.")
+        max_length = check_int(max_length, "max_length", minimum=1,
+                               fix="pass the longest sequence length the model must accept.")
+        dim = check_int(dim, "dim", minimum=1, fix="pass the model's embedding size E.")
         self.max_length, self.dim = max_length, dim
         self.weight = nn.Parameter(torch.randn(max_length, dim))
 

@@ -1,15 +1,37 @@
-"""Input checks shared by every attention function, with errors a learner can act on.
+"""Argument checks, in one place, with errors a learner can act on.
 
-Each message says what was expected, what was found (the shapes, dtypes or devices) and how to fix it.
-Shapes and values raise ``ValueError``; a wrong Python type or an unusable dtype raises ``TypeError``;
-tensors whose dtypes disagree raise :class:`DtypeMismatchError`, which is both a ``ValueError`` and a
-``TypeError`` so that either ``except`` clause catches it.
+Every public function of the attention core checks its arguments with these helpers, so the same mistake
+gives the same error everywhere. Each message says what was expected, what was found (the value, shape,
+dtype or device) and how to fix it. The rule:
+
+- a wrong Python type, or a tensor dtype that cannot work (an integer tensor where numbers are averaged),
+  raises ``TypeError``;
+- a wrong shape or value (a negative size, a mask that does not broadcast, a probability of 1.5) raises
+  ``ValueError``;
+- tensors whose dtypes disagree raise :class:`DtypeMismatchError`, both a ``ValueError`` and a ``TypeError``,
+  so that either ``except`` clause catches it.
+
+The helpers for plain arguments return the checked value, so a call reads ``L = check_int(L, "L")``:
+
+- :func:`check_int`: an integer (not a bool), at least ``minimum``;
+- :func:`check_number`: a real number (not a bool), finite, optionally positive;
+- :func:`check_probability`: a number in ``[0, 1)`` (dropout);
+- :func:`check_bool`: ``True`` or ``False``;
+- :func:`check_is_tensor`, :func:`check_tensor`: a tensor; a floating-point tensor with enough dimensions.
+
+Example:
+    >>> check_int(3, "num_heads", minimum=1)
+    3
+    >>> check_int(2.0, "num_heads")
+    Traceback (most recent call last):
+    ...
+    TypeError: num_heads must be an int, but got float (2.0).
 """
 
 from __future__ import annotations
 
 import math
-from numbers import Real
+from numbers import Integral, Real
 
 import torch
 
@@ -18,8 +40,72 @@ class DtypeMismatchError(ValueError, TypeError):
     """Two tensors that must share a dtype do not (catch it as ``ValueError`` or ``TypeError``)."""
 
 
+def _fix(fix: str) -> str:
+    return f"; {fix}" if fix else "."
+
+
+def check_int(value, name: str, *, minimum: int | None = None, fix: str = "") -> int:
+    """Check that ``value`` is an integer (Python or NumPy, not a bool) ``>= minimum``; return it as an ``int``.
+
+    Raises:
+        TypeError: if ``value`` is not an integer.
+        ValueError: if ``value < minimum``.
+    """
+    if isinstance(value, bool) or not isinstance(value, Integral):
+        raise TypeError(f"{name} must be an int, but got {type(value).__name__} ({value!r}){_fix(fix)}")
+    if minimum is not None and value < minimum:
+        wanted = {0: "non-negative", 1: "positive"}.get(minimum, f"at least {minimum}")
+        raise ValueError(f"{name} must be {wanted}, but {name}={value}{_fix(fix)}")
+    return int(value)
+
+
+def check_number(value, name: str, *, positive: bool = False, fix: str = "") -> float:
+    """Check that ``value`` is a finite real number (not a bool), positive if asked; return it as a ``float``.
+
+    Raises:
+        TypeError: if ``value`` is not a real number.
+        ValueError: if it is not finite, or not positive when ``positive``.
+    """
+    if isinstance(value, bool) or not isinstance(value, Real):
+        raise TypeError(f"{name} must be a number, but got {type(value).__name__} ({value!r}){_fix(fix)}")
+    if not math.isfinite(value):
+        raise ValueError(f"{name} must be a finite number, but {name}={value}{_fix(fix)}")
+    if positive and value <= 0:
+        raise ValueError(f"{name} must be positive, but {name}={value}{_fix(fix)}")
+    return float(value)
+
+
+def check_probability(value, name: str) -> float:
+    """Check that ``value`` is a number in ``[0, 1)`` (a dropout probability); return it as a ``float``.
+
+    Raises:
+        TypeError: if ``value`` is not a real number.
+        ValueError: if it is outside ``[0, 1)``.
+    """
+    if isinstance(value, bool) or not isinstance(value, Real):
+        raise TypeError(f"{name} must be a number in [0, 1), but got {type(value).__name__} ({value!r}).")
+    if not 0.0 <= value < 1.0:
+        raise ValueError(f"{name} must be in [0, 1), but {name}={value}; use 0.0 to switch dropout off.")
+    return float(value)
+
+
+def check_bool(value, name: str) -> bool:
+    """Check that ``value`` is ``True`` or ``False`` (not ``1``, ``"yes"`` or ``None``).
+
+    Raises:
+        TypeError: if ``value`` is not a bool.
+    """
+    if not isinstance(value, bool):
+        raise TypeError(f"{name} must be True or False, but got {type(value).__name__} ({value!r}).")
+    return value
+
+
 def check_is_tensor(x, name: str) -> None:
-    """Check that ``x`` is a ``torch.Tensor`` (of any dtype and shape)."""
+    """Check that ``x`` is a ``torch.Tensor`` (of any dtype and shape).
+
+    Raises:
+        TypeError: if it is not.
+    """
     if not isinstance(x, torch.Tensor):
         raise TypeError(
             f"{name} must be a torch.Tensor, but got {type(x).__name__}; "
@@ -28,7 +114,12 @@ def check_is_tensor(x, name: str) -> None:
 
 
 def check_tensor(x, name: str, min_dim: int = 2) -> None:
-    """Check that ``x`` is a floating-point tensor with at least ``min_dim`` dimensions."""
+    """Check that ``x`` is a floating-point tensor with at least ``min_dim`` dimensions.
+
+    Raises:
+        TypeError: if ``x`` is not a tensor, or not floating point.
+        ValueError: if it has fewer than ``min_dim`` dimensions.
+    """
     check_is_tensor(x, name)
     if not x.is_floating_point():
         raise TypeError(
@@ -43,7 +134,12 @@ def check_tensor(x, name: str, min_dim: int = 2) -> None:
 
 
 def check_same_device_and_dtype(**tensors: torch.Tensor) -> None:
-    """Check that all tensors live on one device and share one dtype."""
+    """Check that all tensors live on one device and share one dtype.
+
+    Raises:
+        ValueError: if the devices differ.
+        DtypeMismatchError: if the dtypes differ.
+    """
     names = list(tensors)
     first = tensors[names[0]]
     for name in names[1:]:
@@ -63,7 +159,13 @@ def check_same_device_and_dtype(**tensors: torch.Tensor) -> None:
 
 
 def check_qkv(query, key, value) -> None:
-    """Check query ``(N, ..., L, E)``, key ``(N, ..., S, E)`` and value ``(N, ..., S, Ev)`` together."""
+    """Check query ``(N, ..., L, E)``, key ``(N, ..., S, E)`` and value ``(N, ..., S, Ev)`` together.
+
+    Raises:
+        TypeError: if one is not a floating-point tensor (or the dtypes differ).
+        ValueError: if one has fewer than 2 dimensions, ``E`` or ``S`` disagree, the batch dimensions do
+            not broadcast, or the devices (or dtypes) differ.
+    """
     check_tensor(query, "query")
     check_tensor(key, "key")
     check_tensor(value, "value")
@@ -96,7 +198,12 @@ def scores_shape(query: torch.Tensor, key: torch.Tensor) -> tuple[int, ...]:
 
 
 def check_mask(attn_mask, scores: tuple[int, ...], like: torch.Tensor) -> None:
-    """Check that a mask is bool or ``like``'s float dtype and broadcasts to the scores' shape."""
+    """Check that a mask is bool or ``like``'s float dtype, on its device, and broadcasts to ``scores``.
+
+    Raises:
+        TypeError: if ``attn_mask`` is not a tensor or has an unusable dtype (or another float dtype).
+        ValueError: if it is on another device or does not broadcast to the scores' shape.
+    """
     if not isinstance(attn_mask, torch.Tensor):
         raise TypeError(
             f"attn_mask must be a torch.Tensor (bool: True = may attend, or float: added to the scores), "
@@ -130,20 +237,19 @@ def check_mask(attn_mask, scores: tuple[int, ...], like: torch.Tensor) -> None:
 
 
 def check_options(attn_mask, dropout_p, is_causal, scale) -> None:
-    """Check the keyword options shared with ``torch.nn.functional.scaled_dot_product_attention``."""
+    """Check the options shared with ``torch.nn.functional.scaled_dot_product_attention``.
+
+    Raises:
+        TypeError: if ``dropout_p`` or ``scale`` is not a number, or ``is_causal`` not a bool.
+        ValueError: if ``attn_mask`` is combined with ``is_causal``, ``dropout_p`` is outside ``[0, 1)`` or
+            ``scale`` is not finite.
+    """
+    check_bool(is_causal, "is_causal")
     if attn_mask is not None and is_causal:
         raise ValueError(
             "pass either attn_mask or is_causal=True, not both; to combine a causal mask with another mask, "
             "build it with attention_lib.causal_mask(L, S) and combine them with & (bool masks)."
         )
-    if isinstance(dropout_p, bool) or not isinstance(dropout_p, Real):
-        raise TypeError(f"dropout_p must be a number in [0, 1), but got {type(dropout_p).__name__}.")
-    if not 0.0 <= dropout_p < 1.0:
-        raise ValueError(
-            f"dropout_p must be in [0, 1), but dropout_p={dropout_p}; use 0.0 to switch dropout off."
-        )
+    check_probability(dropout_p, "dropout_p")
     if scale is not None:
-        if isinstance(scale, bool) or not isinstance(scale, Real):
-            raise TypeError(f"scale must be a number or None, but got {type(scale).__name__}.")
-        if not math.isfinite(scale):
-            raise ValueError(f"scale must be a finite number, but scale={scale}; leave it None for 1/sqrt(E).")
+        check_number(scale, "scale", fix="leave it None for 1/sqrt(E).")

@@ -1,5 +1,11 @@
 """Memory-efficient attention (``notebooks/10_memory_efficient.ipynb``): blocks of keys, an online softmax, and
-a backward pass that recomputes its blocks instead of keeping them."""
+a backward pass that recomputes its blocks instead of keeping them.
+
+- :mod:`~attention_lib.memory_efficient.forward`: :func:`memory_efficient_attention` and the online softmax
+  step :func:`online_softmax_update` that lesson 10 asks for;
+- :mod:`~attention_lib.memory_efficient.backward`: the gradients, block by block;
+- ``_blocks``: the blocks and their scores, shared by both passes (private).
+"""
 
 from .forward import memory_efficient_attention, online_softmax_update
 

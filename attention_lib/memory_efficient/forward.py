@@ -15,20 +15,18 @@ from __future__ import annotations
 import math
 
 import torch
+from torch.autograd.function import once_differentiable
 
-from ..masks import apply_mask, causal_mask, rows_with_keys
+from ..masks import resolve_causal_bias
 from ..validation import check_mask, check_options, check_qkv, scores_shape
+from ._blocks import DEFAULT_BLOCK_SIZE, block_scores, check_block_size, full_mask, key_blocks
+from .backward import blockwise_backward
 
-#: Queries and keys per block when ``block_size`` is not given: large enough to keep the matrix products
-#: fast, small enough that a block of scores stays a few MiB.
-DEFAULT_BLOCK_SIZE = 256
-
-_LOG2_E = math.log2(math.e)
+__all__ = ["DEFAULT_BLOCK_SIZE", "key_blocks", "memory_efficient_attention", "online_softmax_update"]
 
 
 def online_softmax_update(running_max: torch.Tensor, running_sum: torch.Tensor, running_output: torch.Tensor,
-                          scores: torch.Tensor, value: torch.Tensor, *, in_place: bool = False,
-                          base2: bool = False) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+                          scores: torch.Tensor, value: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """One step of the online softmax: fold a block of keys into the running max, sum and blend.
 
     Built step by step in ``notebooks/10_memory_efficient.ipynb``. After every block,
@@ -43,12 +41,6 @@ def online_softmax_update(running_max: torch.Tensor, running_sum: torch.Tensor, 
         running_output: ``(N, ..., L, Ev)``, the sum of ``exp(score - running_max) * value`` so far.
         scores: ``(N, ..., L, B)``, the scaled (and masked) scores of this block of ``B`` keys.
         value: ``(N, ..., B, Ev)``, the values of this block of keys.
-        in_place: if ``True``, turn ``scores`` itself into the block's weights and update ``running_sum``
-            and ``running_output`` in place instead of making new tensors: faster and one block lighter, for
-            tensors that nothing else uses (the forward pass of :func:`memory_efficient_attention`).
-        base2: if ``True``, the scores were multiplied by ``log2(e)`` and powers of 2 replace powers of e:
-            ``2 ** (s * log2(e)) = e ** s``, so the result is the same, but ``torch.exp2`` is several times
-            faster than ``torch.exp`` on many CPUs (FlashAttention uses the same trick).
 
     Returns:
         The new ``(running_max, running_sum, running_output)``, with the same shapes.
@@ -62,19 +54,12 @@ def online_softmax_update(running_max: torch.Tensor, running_sum: torch.Tensor, 
         >>> torch.allclose(running_output / running_sum, torch.softmax(scores, dim=-1) @ value)
         True
     """
-    # The maximum only keeps exp() from overflowing; the answer does not depend on it, so no gradient
-    # needs to flow through it.
-    new_max = torch.maximum(running_max, scores.detach().amax(dim=-1, keepdim=True))  # (N, ..., L, 1)
-    # Rows that have seen only masked keys still have max -inf, and -inf - (-inf) is NaN: shift them by the
-    # lowest finite number instead (one operation; a finite max is left as it is), so exp() gives 0, not NaN.
+    new_max = torch.maximum(running_max, scores.amax(dim=-1, keepdim=True))  # (N, ..., L, 1)
+    # A row that has seen only masked keys still has max -inf, and -inf - (-inf) is NaN: measure it from the
+    # lowest finite number instead, so that exp() gives 0 (a finite max is left as it is).
     shift = new_max.clamp(min=torch.finfo(new_max.dtype).min)
-    correction = (torch.exp2 if base2 else torch.exp)(running_max - shift)  # how much the old sum, blend shrink
-    weights = scores.sub_(shift) if in_place else scores - shift
-    weights = weights.exp2_() if base2 else weights.exp_()  # (N, ..., L, B): this block's weights, not normalised
-    if in_place:  # the running tensors too: no new memory for them
-        running_sum.mul_(correction).add_(weights.sum(dim=-1, keepdim=True))
-        running_output.mul_(correction).add_(weights @ value)  # (..., L, B) @ (..., B, Ev) -> (..., L, Ev)
-        return new_max, running_sum, running_output
+    correction = torch.exp(running_max - shift)  # how much the old sum and blend shrink: (N, ..., L, 1)
+    weights = torch.exp(scores - shift)  # (N, ..., L, B): this block's weights, not yet normalised
     running_sum = running_sum * correction + weights.sum(dim=-1, keepdim=True)
     running_output = running_output * correction + weights @ value  # (..., L, B) @ (..., B, Ev) -> (..., L, Ev)
     return new_max, running_sum, running_output
@@ -90,21 +75,21 @@ def memory_efficient_attention(query: torch.Tensor, key: torch.Tensor, value: to
     :func:`attention_lib.calculate_attention` (and ``torch.nn.functional.scaled_dot_product_attention``), but
     it returns only the output: the weights are exactly what it avoids storing. Queries are cut into blocks
     of ``block_size``; for each, the keys are visited ``block_size`` at a time (a pair sets the two sizes
-    apart) and merged with
-    :func:`online_softmax_update` (in base 2, which is faster and gives the same result). The forward pass
-    keeps one block of scores and a few ``(N, ..., B, Ev)`` tensors at a time, so its extra memory grows
-    linearly with the length. So does training: the forward pass keeps only the output and one
-    log-sum-exp per query, and the backward pass (:mod:`attention_lib.memory_efficient.backward`) recomputes every
-    block of weights from them, as FlashAttention does. It supports one backward pass (not double backward).
-    float16/bfloat16 inputs are computed in float32 and returned in their own dtype.
+    apart) and merged with the online softmax of :func:`online_softmax_update` (a faster in-place copy of
+    it). The forward pass keeps one block of scores and a few ``(N, ..., B, Ev)`` tensors at a time, so its
+    extra memory grows linearly with the length. So does training: the forward pass keeps only the output and
+    one log-sum-exp per query, and the backward pass (:mod:`attention_lib.memory_efficient.backward`)
+    recomputes every block of weights from them, as FlashAttention does. It supports one backward pass (not
+    double backward). float16/bfloat16 inputs are computed in float32 and returned in their own dtype.
 
     Args:
         query: ``(N, ..., L, E)``.
         key: ``(N, ..., S, E)``.
         value: ``(N, ..., S, Ev)``.
         attn_mask: optional, broadcastable to ``(N, ..., L, S)``. Bool: ``True`` = may attend. Float: added
-            to the scores (``-inf`` blocks); no gradient flows into it. Note that ``nn.MultiheadAttention``
-            uses ``True`` = blocked.
+            to the scores (``-inf`` blocks); no gradient flows into it. A
+            ``torch.nn.attention.bias.CausalBias`` works as in SDPA. Note that ``nn.MultiheadAttention`` uses
+            ``True`` = blocked.
         is_causal: if ``True``, query ``i`` may attend to keys ``0..i`` only (top-left aligned, like SDPA);
             blocks entirely in the future are skipped. Cannot be combined with ``attn_mask``.
         scale: multiplies the scores; defaults to ``1 / sqrt(E)``.
@@ -112,8 +97,8 @@ def memory_efficient_attention(query: torch.Tensor, key: torch.Tensor, value: to
             defaults to :data:`DEFAULT_BLOCK_SIZE`.
 
     Returns:
-        The output ``(N, ..., L, Ev)``. A query whose every key is masked gets exact zeros (and zero
-        gradients), never NaN.
+        The output ``(N, ..., L, Ev)``. A query whose every key is masked, or that has no key at all
+        (``S = 0``), gets exact zeros (and zero gradients), never NaN.
 
     Raises:
         TypeError: if an input is not a tensor, not floating point, a mask has an unusable dtype, or
@@ -130,13 +115,13 @@ def memory_efficient_attention(query: torch.Tensor, key: torch.Tensor, value: to
         >>> torch.allclose(out, calculate_attention(q, k, v)[0], atol=1e-6)
         True
     """
-    from .backward import MemoryEfficientAttentionFunction
-
     check_qkv(query, key, value)
     check_options(attn_mask, 0.0, is_causal, scale)
+    attn_mask, from_bias = resolve_causal_bias(attn_mask, query.size(-2), key.size(-2), query.device)
+    is_causal = is_causal or from_bias
     if attn_mask is not None:
         check_mask(attn_mask, scores_shape(query, key), query)
-    block = _check_block_size(block_size)
+    block = check_block_size(block_size)
     scale = 1.0 / math.sqrt(query.shape[-1]) if scale is None else float(scale)
     dtype = query.dtype
     if dtype in (torch.float16, torch.bfloat16):  # sums of many exponentials need more than 8-11 bits
@@ -144,98 +129,75 @@ def memory_efficient_attention(query: torch.Tensor, key: torch.Tensor, value: to
         attn_mask = attn_mask.float() if attn_mask is not None and attn_mask.is_floating_point() else attn_mask
     if attn_mask is not None and attn_mask.is_floating_point():
         attn_mask = attn_mask.detach()  # a float mask is a constant here: no gradient flows into it
-    output = MemoryEfficientAttentionFunction.apply(query, key, value, attn_mask, is_causal, scale, block)
+    output = _MemoryEfficientAttention.apply(query, key, value, attn_mask, is_causal, scale, block)
     return output.to(dtype)
 
 
-def blockwise_forward(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, attn_mask: torch.Tensor | None,
-                      is_causal: bool, scale: float, block: tuple[int, int]) -> tuple[torch.Tensor, torch.Tensor]:
-    """The forward pass, block by block: the output ``(N, ..., L, Ev)`` and the log-sum-exp ``(N, ..., L)``.
+class _MemoryEfficientAttention(torch.autograd.Function):
+    """The forward pass block by block, saving the output and one log-sum-exp per query for the backward pass.
 
-    Built step by step in ``notebooks/10_memory_efficient.ipynb``. The log-sum-exp of a query's scores,
-    ``lse = max + log2(sum)`` (in base 2, like the scores here), is the one number per row that the backward
-    pass needs: ``exp2(score - lse)`` is that query's weight for any key, so any block of weights can be
-    recomputed from its scores. A query without any key gets output 0 and ``lse = +inf`` (so every
-    recomputed weight is ``exp2(-inf) = 0``). ``block`` is ``(queries, keys)`` per block. Inputs are checked
-    by :func:`memory_efficient_attention`.
+    Nothing of size ``L x S`` is saved. The backward pass (:func:`.backward.blockwise_backward`) recomputes
+    the weights block by block without a graph, hence ``once_differentiable``: differentiating its gradients
+    again raises an error instead of giving wrong second derivatives.
+    """
+
+    @staticmethod
+    def forward(ctx, query, key, value, attn_mask, is_causal: bool, scale: float, block: tuple[int, int]):
+        output, lse = _blockwise_forward(query, key, value, attn_mask, is_causal, scale, block)
+        ctx.save_for_backward(query, key, value, attn_mask, output, lse)
+        ctx.options = is_causal, scale, block
+        return output
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, grad_output):
+        query, key, value, attn_mask, output, lse = ctx.saved_tensors
+        grads = blockwise_backward(grad_output, query, key, value, attn_mask, output, lse, *ctx.options,
+                                   needs=ctx.needs_input_grad[:3])
+        return (*grads, None, None, None, None)
+
+
+def _blockwise_forward(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, attn_mask: torch.Tensor | None,
+                       is_causal: bool, scale: float, block: tuple[int, int]) -> tuple[torch.Tensor, torch.Tensor]:
+    """The forward pass, block by block: the output ``(N, ..., L, Ev)`` and the log-sum-exp ``(N, ..., L, 1)``.
+
+    The log-sum-exp of a query's scores, ``lse = max + log(sum)``, is the one number per row that the
+    backward pass needs: ``exp(score - lse)`` is that query's weight for any key, so any block of weights can
+    be recomputed from its scores. A query without any key (its sum stays 0) gets output 0 and
+    ``lse = +inf`` (so every recomputed weight is ``exp(-inf) = 0``). The running max and sum have the
+    scores' batch shape (query's and key's), the output the batch shape of all three inputs.
     """
     q_block_size, k_block_size = block
     L, S, Ev = query.shape[-2], key.shape[-2], value.shape[-1]
-    batch = torch.broadcast_shapes(query.shape[:-2], key.shape[:-2], value.shape[:-2])
-    has_key = _rows_with_keys(attn_mask, L)  # (..., L, 1), or None when every query has a key
-    if attn_mask is not None:
-        attn_mask = attn_mask.expand(*batch, L, S)  # (N, ..., L, S), a view: no new memory
+    score_batch = torch.broadcast_shapes(query.shape[:-2], key.shape[:-2])
+    batch = torch.broadcast_shapes(score_batch, value.shape[:-2])
+    attn_mask = full_mask(attn_mask, L, S)
     output = query.new_empty(*batch, L, Ev)
-    lse = query.new_empty(*batch, L, 1)
+    lse = query.new_empty(*score_batch, L, 1)
     for q_start in range(0, L, q_block_size):
         q_stop = min(q_start + q_block_size, L)
-        # Scale the queries, not the scores, and count in powers of 2 (see online_softmax_update's base2).
-        q_block = query[..., q_start:q_stop, :] * (scale * _LOG2_E)  # (N, ..., Bq, E)
-        running_max = query.new_full((*batch, q_stop - q_start, 1), float("-inf"))
-        running_sum = query.new_zeros(*batch, q_stop - q_start, 1)
+        q_scaled = query[..., q_start:q_stop, :] * scale  # scale the queries, not the scores: (N, ..., Bq, E)
+        running_max = query.new_full((*score_batch, q_stop - q_start, 1), float("-inf"))
+        running_sum = query.new_zeros(*score_batch, q_stop - q_start, 1)
         running_output = query.new_zeros(*batch, q_stop - q_start, Ev)
         for k_start, k_stop in key_blocks(q_start, q_stop, S, k_block_size, is_causal):
-            scores = block_scores(q_block, key, attn_mask, is_causal, q_start, q_stop, k_start, k_stop)
-            running_max, running_sum, running_output = online_softmax_update(
-                running_max, running_sum, running_output, scores, value[..., k_start:k_stop, :], in_place=True,
-                base2=True)
-        output[..., q_start:q_stop, :] = running_output / running_sum  # (N, ..., Bq, Ev)
-        lse[..., q_start:q_stop, :] = running_max + running_sum.log2()  # (N, ..., Bq, 1)
-        if has_key is not None:  # 0 / 0 = NaN in rows without a key: they get 0, and weights 0 backward
-            rows = ~has_key[..., q_start:q_stop, :]  # (..., Bq, 1)
-            output[..., q_start:q_stop, :].masked_fill_(rows, 0.0)
-            lse[..., q_start:q_stop, :].masked_fill_(rows, float("inf"))
-    return output, lse.squeeze(-1)
+            scores = block_scores(q_scaled, key, attn_mask, is_causal, q_start, q_stop, k_start, k_stop)
+            running_max = _fold_block_(running_max, running_sum, running_output, scores,
+                                       value[..., k_start:k_stop, :])
+        no_key = running_sum == 0  # (N, ..., Bq, 1): every key masked, or none at all
+        output[..., q_start:q_stop, :] = (running_output / running_sum).masked_fill_(no_key, 0.0)
+        lse[..., q_start:q_stop, :] = (running_max + running_sum.log()).masked_fill_(no_key, float("inf"))
+    return output, lse
 
 
-def key_blocks(q_start: int, q_stop: int, S: int, block: int, is_causal: bool):
-    """The ``(k_start, k_stop)`` of every block of keys that queries ``q_start..q_stop-1`` may see.
-
-    With ``is_causal``, keys after the block's last query are in every query's future: those blocks are
-    skipped, not computed and masked.
-
-    Example:
-        >>> list(key_blocks(4, 8, S=12, block=4, is_causal=True))
-        [(0, 4), (4, 8)]
-    """
-    last_key = min(S, q_stop) if is_causal else S
-    return ((k, min(k + block, last_key)) for k in range(0, last_key, block))
-
-
-def block_scores(q_block: torch.Tensor, key: torch.Tensor, attn_mask: torch.Tensor | None, is_causal: bool,
-                 q_start: int, q_stop: int, k_start: int, k_stop: int) -> torch.Tensor:
-    """One block of masked scores ``(N, ..., Bq, Bk)``, from already scaled queries, in base 2.
-
-    Used by the forward and the backward pass alike, so both see exactly the same scores.
-    """
-    # A contiguous copy of the key block (small) makes the matrix product about twice as fast.
-    k_block = key[..., k_start:k_stop, :].contiguous()  # (N, ..., Bk, E)
-    scores = q_block @ k_block.transpose(-2, -1)  # (N, ..., Bq, E) @ (N, ..., E, Bk) -> (N, ..., Bq, Bk)
-    if is_causal and k_stop - 1 > q_start:  # some key of this block lies after some query of it
-        block_mask = causal_mask(q_stop - q_start, k_stop - k_start, scores.device, query_start=q_start,
-                                 key_start=k_start)  # (Bq, Bk)
-        apply_mask(scores, block_mask, inplace=True)
-    elif attn_mask is not None:
-        apply_mask(scores, attn_mask[..., q_start:q_stop, k_start:k_stop], inplace=True, float_scale=_LOG2_E)
-    return scores
-
-
-def _rows_with_keys(attn_mask: torch.Tensor | None, L: int) -> torch.Tensor | None:
-    """:func:`attention_lib.masks.rows_with_keys`, stretched to ``L`` rows (a mask may broadcast over them)."""
-    has_key = rows_with_keys(attn_mask)
-    return None if has_key is None else has_key.expand(*has_key.shape[:-2], L, 1)
-
-
-def _check_block_size(block_size) -> tuple[int, int]:
-    """``(queries, keys)`` per block, from ``None``, an int or a pair of ints."""
-    if block_size is None:
-        block_size = DEFAULT_BLOCK_SIZE
-    pair = tuple(block_size) if isinstance(block_size, tuple | list) and len(block_size) == 2 else (block_size,) * 2
-    for size in pair:
-        if isinstance(size, bool) or not isinstance(size, int):
-            raise TypeError(f"block_size must be an int (queries and keys per block), a pair of ints (queries, keys) "
-                            f"or None, but got {block_size!r} ({type(size).__name__}); try block_size=256.")
-        if size < 1:
-            raise ValueError(f"block_size must be at least 1, but block_size={block_size}; try block_size=256, "
-                             f"or None for the default ({DEFAULT_BLOCK_SIZE}).")
-    return pair
+def _fold_block_(running_max: torch.Tensor, running_sum: torch.Tensor, running_output: torch.Tensor,
+                 scores: torch.Tensor, value: torch.Tensor) -> torch.Tensor:
+    """:func:`online_softmax_update` in place: ``scores`` become the block's weights, and ``running_sum`` and
+    ``running_output`` are updated where they are (no new memory for them). Returns the new running max."""
+    new_max = torch.maximum(running_max, scores.amax(dim=-1, keepdim=True))  # (N, ..., Bq, 1)
+    shift = new_max.clamp(min=torch.finfo(new_max.dtype).min)  # see online_softmax_update
+    correction = torch.exp(running_max - shift)
+    weights = scores.sub_(shift).exp_()  # (N, ..., Bq, Bk)
+    running_sum.mul_(correction).add_(weights.sum(dim=-1, keepdim=True))
+    running_output.mul_(correction).add_(weights @ value)  # (..., Bq, Bk) @ (..., Bk, Ev) -> (..., Bq, Ev)
+    return new_max
