@@ -163,13 +163,17 @@ class MultiHeadAttention(nn.Module):
             ValueError: if an input is not 3-D, sizes do not match the module, ``N``/``S`` disagree, or the
                 mask has the wrong shape.
         """
-        self._check_inputs(query, key, value, attn_mask, need_weights)
+        self._check_inputs(query, key, value, need_weights)
+        if not is_causal:  # SDPA's CausalBias objects: what they stand for (calculate_attention rejects both)
+            attn_mask, is_causal = resolve_causal_bias(attn_mask, query.size(1), key.size(1), query.device)
+        if isinstance(attn_mask, torch.Tensor) and attn_mask.dim() not in (2, 4):
+            raise ValueError(f"attn_mask must be (L, S) or (N or 1, H or 1, L, S), but "
+                             f"attn_mask.shape={tuple(attn_mask.shape)}; use mask.unsqueeze(1) for an (N, L, S) "
+                             f"mask and mask[:, None, None, :] for an (N, S) padding mask (True = real word).")
         # The projections: each detective's questions, offers and notes, (N, L, E), (N, S, E), (N, S, E)
         q, k, v = self.q_proj(query), self.k_proj(key), self.v_proj(value)
         # One slice of features per head: (N, L, E) -> (N, H, L, Dh), (N, S, E) -> (N, H, S, Dh)
         q, k, v = (split_heads(x, self.num_heads) for x in (q, k, v))
-        if not is_causal:  # SDPA's CausalBias objects: what they stand for (calculate_attention rejects both)
-            attn_mask, is_causal = resolve_causal_bias(attn_mask, query.size(1), key.size(1), query.device)
         if isinstance(attn_mask, torch.Tensor) and attn_mask.dim() == 2:
             attn_mask = attn_mask[None, None]  # (L, S) -> (1, 1, L, S), shared by sentences and heads
         dropout_p = self.dropout if self.training else 0.0
@@ -179,7 +183,7 @@ class MultiHeadAttention(nn.Module):
         # Pool the notes, then mix them: (N, H, L, Dh) -> (N, L, E) -> (N, L, E)
         return self.out_proj(merge_heads(heads)), weights
 
-    def _check_inputs(self, query, key, value, attn_mask, need_weights) -> None:
+    def _check_inputs(self, query, key, value, need_weights) -> None:
         expected = {"query": self.embed_dim, "key": self.kdim, "value": self.vdim}
         for name, x in (("query", query), ("key", key), ("value", value)):
             check_is_tensor(x, name)
@@ -198,10 +202,6 @@ class MultiHeadAttention(nn.Module):
                              f"query.shape={tuple(query.shape)}, key.shape={tuple(key.shape)}, "
                              f"value.shape={tuple(value.shape)}; every key needs exactly one value.")
         check_bool(need_weights, "need_weights")
-        if isinstance(attn_mask, torch.Tensor) and attn_mask.dim() not in (2, 4):
-            raise ValueError(f"attn_mask must be (L, S) or (N or 1, H or 1, L, S), but "
-                             f"attn_mask.shape={tuple(attn_mask.shape)}; use mask.unsqueeze(1) for an (N, L, S) "
-                             f"mask and mask[:, None, None, :] for an (N, S) padding mask (True = real word).")
 
     @classmethod
     def from_torch(cls, module: nn.MultiheadAttention) -> MultiHeadAttention:

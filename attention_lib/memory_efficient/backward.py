@@ -2,8 +2,9 @@
 
 Autograd would keep every block of weights for the backward pass, ``L x S`` numbers per head: the very table
 that the forward pass avoided, so training would be quadratic in memory again. FlashAttention's second idea
-is to keep only **one number per query**, the log-sum-exp of its scores ``lse = log(sum_j exp(s_j))``, next
-to the output. Then any weight can be rebuilt from its score alone, ``p_j = exp(s_j - lse)``, so the backward
+is to keep only **a number or two per query** next to the output: here its largest score ``m`` and its sum
+``l = sum_j exp(s_j - m)``. Then any weight can be rebuilt from its score alone, ``p_j = exp(s_j - m) / l``,
+so the backward
 pass walks the same blocks as the forward pass, recomputes each block of weights and turns it into its
 share of the gradients:
 
@@ -13,7 +14,7 @@ share of the gradients:
 - ``dQ += dS K * scale`` and ``dK += dSᵀ Q * scale``.
 
 Built step by step in ``notebooks/10_memory_efficient.ipynb``; the forward pass that saves the output and
-the log-sum-exp is :mod:`attention_lib.memory_efficient.forward`.
+each row's max and sum is :mod:`attention_lib.memory_efficient.forward`.
 """
 
 from __future__ import annotations
@@ -24,14 +25,14 @@ from ._blocks import block_scores, full_mask, key_blocks
 
 
 def blockwise_backward(grad_output: torch.Tensor, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
-                       attn_mask: torch.Tensor | None, output: torch.Tensor, lse: torch.Tensor, is_causal: bool,
-                       scale: float, block: tuple[int, int],
+                       attn_mask: torch.Tensor | None, output: torch.Tensor, row_max: torch.Tensor,
+                       row_sum: torch.Tensor, is_causal: bool, scale: float, block: tuple[int, int],
                        needs: tuple[bool, bool, bool] = (True, True, True)) -> tuple[torch.Tensor | None, ...]:
-    """The gradients ``(dQ, dK, dV)`` of attention, block by block, from the output and the log-sum-exp.
+    """The gradients ``(dQ, dK, dV)`` of attention, block by block, from the output and each row's max and sum.
 
     Built step by step in ``notebooks/10_memory_efficient.ipynb``. Walks the blocks of the forward pass
     (skipping the same future blocks when ``is_causal``) and recomputes each block of weights as
-    ``exp(scores - lse)``. Each gradient is accumulated block by block straight into its own input's shape:
+    ``exp(scores - max) / sum``. Each gradient is accumulated block by block straight into its own input's shape:
     when an input is shared across a batch dimension (keys and values shared by every head, say), each block's
     share is summed over that dimension at once, so no gradient of the broadcast size is ever allocated.
     Only the gradients asked for in ``needs`` are computed; ``dV`` alone skips ``dP`` and ``dS``.
@@ -41,8 +42,8 @@ def blockwise_backward(grad_output: torch.Tensor, query: torch.Tensor, key: torc
         query, key, value: ``(N, ..., L, E)``, ``(N, ..., S, E)``, ``(N, ..., S, Ev)``, as in the forward pass.
         attn_mask: ``None`` or the forward pass's mask (``True`` = may attend; float: added).
         output: ``(N, ..., L, Ev)``, the forward pass's output.
-        lse: ``(N, ..., L, 1)``, its log-sum-exp (``+inf`` for a query without any key, so all its weights
-            are 0).
+        row_max, row_sum: ``(N, ..., L, 1)``, each query's largest score and its sum of ``exp(score - max)``
+            (``+inf`` and ``1`` for a query without any key, so all its weights are 0).
         is_causal, scale, block: as in the forward pass (``scale`` a float, ``block`` = ``(queries, keys)``).
         needs: which of ``(dQ, dK, dV)`` to compute (autograd's ``ctx.needs_input_grad``).
 
@@ -65,7 +66,8 @@ def blockwise_backward(grad_output: torch.Tensor, query: torch.Tensor, key: torc
         dout = grad_output[..., q_start:q_stop, :]  # (N, ..., Bq, Ev)
         for k_start, k_stop in key_blocks(q_start, q_stop, S, k_block_size, is_causal):
             scores = block_scores(q_scaled, key, attn_mask, is_causal, q_start, q_stop, k_start, k_stop)
-            weights = scores.sub_(lse[..., q_start:q_stop, :]).exp_()  # P = exp(s - lse): (N, ..., Bq, Bk)
+            # P = exp(s - max) / sum: (N, ..., Bq, Bk)
+            weights = scores.sub_(row_max[..., q_start:q_stop, :]).exp_().div_(row_sum[..., q_start:q_stop, :])
             if need_v:
                 # (N, ..., Bk, Bq) @ (N, ..., Bq, Ev) -> (N, ..., Bk, Ev), summed to value's batch shape
                 dv = grad_value[..., k_start:k_stop, :]

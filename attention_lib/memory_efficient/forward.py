@@ -78,7 +78,7 @@ def memory_efficient_attention(query: torch.Tensor, key: torch.Tensor, value: to
     apart) and merged with the online softmax of :func:`online_softmax_update` (a faster in-place copy of
     it). The forward pass keeps one block of scores and a few ``(N, ..., B, Ev)`` tensors at a time, so its
     extra memory grows linearly with the length. So does training: the forward pass keeps only the output and
-    one log-sum-exp per query, and the backward pass (:mod:`attention_lib.memory_efficient.backward`)
+    two numbers per query (its largest score and its sum), and the backward pass (:mod:`attention_lib.memory_efficient.backward`)
     recomputes every block of weights from them, as FlashAttention does. It supports one backward pass (not
     double backward). float16/bfloat16 inputs are computed in float32 and returned in their own dtype.
 
@@ -134,7 +134,7 @@ def memory_efficient_attention(query: torch.Tensor, key: torch.Tensor, value: to
 
 
 class _MemoryEfficientAttention(torch.autograd.Function):
-    """The forward pass block by block, saving the output and one log-sum-exp per query for the backward pass.
+    """The forward pass block by block, saving the output and two numbers per query for the backward pass.
 
     Nothing of size ``L x S`` is saved. The backward pass (:func:`.backward.blockwise_backward`) recomputes
     the weights block by block without a graph, hence ``once_differentiable``: differentiating its gradients
@@ -143,29 +143,32 @@ class _MemoryEfficientAttention(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, query, key, value, attn_mask, is_causal: bool, scale: float, block: tuple[int, int]):
-        output, lse = _blockwise_forward(query, key, value, attn_mask, is_causal, scale, block)
-        ctx.save_for_backward(query, key, value, attn_mask, output, lse)
+        output, row_max, row_sum = _blockwise_forward(query, key, value, attn_mask, is_causal, scale, block)
+        ctx.save_for_backward(query, key, value, attn_mask, output, row_max, row_sum)
         ctx.options = is_causal, scale, block
         return output
 
     @staticmethod
     @once_differentiable
     def backward(ctx, grad_output):
-        query, key, value, attn_mask, output, lse = ctx.saved_tensors
-        grads = blockwise_backward(grad_output, query, key, value, attn_mask, output, lse, *ctx.options,
-                                   needs=ctx.needs_input_grad[:3])
+        query, key, value, attn_mask, output, row_max, row_sum = ctx.saved_tensors
+        grads = blockwise_backward(grad_output, query, key, value, attn_mask, output, row_max, row_sum,
+                                   *ctx.options, needs=ctx.needs_input_grad[:3])
         return (*grads, None, None, None, None)
 
 
 def _blockwise_forward(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, attn_mask: torch.Tensor | None,
-                       is_causal: bool, scale: float, block: tuple[int, int]) -> tuple[torch.Tensor, torch.Tensor]:
-    """The forward pass, block by block: the output ``(N, ..., L, Ev)`` and the log-sum-exp ``(N, ..., L, 1)``.
+                       is_causal: bool, scale: float,
+                       block: tuple[int, int]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The forward pass, block by block: the output ``(N, ..., L, Ev)``, each row's max and sum ``(N, ..., L, 1)``.
 
-    The log-sum-exp of a query's scores, ``lse = max + log(sum)``, is the one number per row that the
-    backward pass needs: ``exp(score - lse)`` is that query's weight for any key, so any block of weights can
-    be recomputed from its scores. A query without any key (its sum stays 0) gets output 0 and
-    ``lse = +inf`` (so every recomputed weight is ``exp(-inf) = 0``). The running max and sum have the
-    scores' batch shape (query's and key's), the output the batch shape of all three inputs.
+    The largest score of a query and the sum of its ``exp(score - max)`` are what the backward pass needs:
+    ``exp(score - max) / sum`` is that query's weight for any key, so any block of weights can be recomputed
+    from its scores. (FlashAttention keeps one number, ``max + log(sum)``; two keep the weights exact when a
+    mask blocks with ``torch.finfo(dtype).min``, where ``max + log(sum)`` rounds back to ``max``.) A query
+    without any key (its sum stays 0) gets output 0, max ``+inf`` and sum 1 (so every recomputed weight is
+    ``exp(-inf) = 0``). The max and sum have the scores' batch shape (query's and key's), the output the batch
+    shape of all three inputs.
     """
     q_block_size, k_block_size = block
     L, S, Ev = query.shape[-2], key.shape[-2], value.shape[-1]
@@ -173,7 +176,8 @@ def _blockwise_forward(query: torch.Tensor, key: torch.Tensor, value: torch.Tens
     batch = torch.broadcast_shapes(score_batch, value.shape[:-2])
     attn_mask = full_mask(attn_mask, L, S)
     output = query.new_empty(*batch, L, Ev)
-    lse = query.new_empty(*score_batch, L, 1)
+    row_max = query.new_empty(*score_batch, L, 1)
+    row_sum = query.new_empty(*score_batch, L, 1)
     for q_start in range(0, L, q_block_size):
         q_stop = min(q_start + q_block_size, L)
         q_scaled = query[..., q_start:q_stop, :] * scale  # scale the queries, not the scores: (N, ..., Bq, E)
@@ -186,8 +190,9 @@ def _blockwise_forward(query: torch.Tensor, key: torch.Tensor, value: torch.Tens
                                        value[..., k_start:k_stop, :])
         no_key = running_sum == 0  # (N, ..., Bq, 1): every key masked, or none at all
         output[..., q_start:q_stop, :] = (running_output / running_sum).masked_fill_(no_key, 0.0)
-        lse[..., q_start:q_stop, :] = (running_max + running_sum.log()).masked_fill_(no_key, float("inf"))
-    return output, lse
+        row_max[..., q_start:q_stop, :] = running_max.masked_fill(no_key, float("inf"))
+        row_sum[..., q_start:q_stop, :] = running_sum.masked_fill_(no_key, 1.0)
+    return output, row_max, row_sum
 
 
 def _fold_block_(running_max: torch.Tensor, running_sum: torch.Tensor, running_output: torch.Tensor,
