@@ -16,6 +16,8 @@ Built step by step in ``notebooks/08_masking.ipynb``.
 
 from __future__ import annotations
 
+import sys
+
 import torch
 
 from .validation import check_int
@@ -105,17 +107,16 @@ def resolve_causal_bias(attn_mask, L: int, S: int, device=None) -> tuple[torch.T
         (tensor([[ True,  True, False],
                 [ True,  True,  True]]), False)
     """
-    try:
-        from torch.nn.attention.bias import CausalBias, CausalVariant
-    except ImportError:  # torch before 2.3 has no CausalBias
-        return attn_mask, False
-    if not isinstance(attn_mask, CausalBias):
+    # A CausalBias exists only once its module is imported (by whoever made it). Importing it here would cost
+    # seconds (it loads torch._dynamo), so look it up instead; torch before 2.3 has no such module at all.
+    bias = sys.modules.get("torch.nn.attention.bias")
+    if bias is None or not isinstance(attn_mask, bias.CausalBias):
         return attn_mask, False
     if (attn_mask.seq_len_q, attn_mask.seq_len_kv) != (L, S):
         raise ValueError(f"attn_mask is a CausalBias for {attn_mask.seq_len_q} queries and {attn_mask.seq_len_kv} "
                          f"keys, but the inputs have L={L} queries and S={S} keys; build it with "
                          f"causal_upper_left(L, S) or causal_lower_right(L, S) for these lengths.")
-    if attn_mask.variant == CausalVariant.UPPER_LEFT:
+    if attn_mask.variant == bias.CausalVariant.UPPER_LEFT:
         return None, True
     return torch.ones(L, S, dtype=torch.bool, device=device).tril(S - L), False  # (L, S), bottom-right aligned
 

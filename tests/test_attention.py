@@ -87,18 +87,7 @@ def test_default_scale_is_one_over_sqrt_e():
     assert not torch.allclose(out_default, out_other)
 
 
-# -- the five steps composed equal the whole --------------------------------------------------------------
-
-
-@pytest.mark.parametrize("batch", [(), (2,), (2, 3)])
-def test_steps_compose_to_the_whole(batch):
-    q, k, v = make_qkv(batch, 4, 6, 8, 3, torch.float64)
-    mask = random_mask((4, 6), torch.bool, 3)
-    weights = percentages(scaler(matchmaker(q, k), q.size(-1)), mask)
-    out = blend(weights, v)
-    expected_out, expected_weights = calculate_attention(q, k, v, attn_mask=mask)
-    torch.testing.assert_close(weights, expected_weights)
-    torch.testing.assert_close(out, expected_out)
+# -- the recipe against the seed chapter's five lines ----------------------------------------------------
 
 
 def test_seed_recipe_equals_library():
@@ -179,8 +168,9 @@ def test_fully_masked_everything():
 # -- gradients -------------------------------------------------------------------------------------------
 
 
+@pytest.mark.parametrize("need_weights", [True, False])
 @pytest.mark.parametrize("mask_kind", ["none", "bool", "float", "causal", "fully_masked_row"])
-def test_gradcheck(mask_kind):
+def test_gradcheck(mask_kind, need_weights):
     q, k, v = make_qkv((2,), 3, 4, 5, 2, torch.float64, requires_grad=True)
     kwargs = {}
     if mask_kind in ("bool", "float"):
@@ -191,7 +181,7 @@ def test_gradcheck(mask_kind):
         mask = torch.ones(3, 4, dtype=torch.bool)
         mask[2] = False
         kwargs["attn_mask"] = mask
-    fn = lambda q, k, v: calculate_attention(q, k, v, **kwargs)  # noqa: E731
+    fn = lambda q, k, v: calculate_attention(q, k, v, need_weights=need_weights, **kwargs)[0]  # noqa: E731
     assert torch.autograd.gradcheck(fn, (q, k, v))
 
 
@@ -269,7 +259,7 @@ def test_error_messages():
         calculate_attention(q, k, v, attn_mask=torch.ones(3, 5, dtype=torch.bool), is_causal=True)
     with pytest.raises(ValueError, match=r"dropout_p must be in \[0, 1\), but dropout_p=1.5"):
         calculate_attention(q, k, v, dropout_p=1.5)
-    with pytest.raises(TypeError, match=r"scale must be a number or None"):
+    with pytest.raises(TypeError, match=r"scale must be a number, but got str"):
         calculate_attention(q, k, v, scale="big")
 
 
@@ -286,8 +276,10 @@ def test_dtype_and_device_mismatch():
 
 
 def test_step_errors():
-    with pytest.raises(TypeError, match=r"d_k must be an int"):
+    with pytest.raises(TypeError, match=r"d_k must be an int, but got float \(4.0\); use query.size\(-1\)"):
         scaler(torch.ones(2, 2), 4.0)
+    with pytest.raises(TypeError, match=r"scale must be a number, but got str"):
+        scaler(torch.ones(2, 2), 4, scale="0.5")
     with pytest.raises(ValueError, match=r"d_k must be positive, but d_k=0"):
         scaler(torch.ones(2, 2), 0)
     with pytest.raises(ValueError, match=r"share the last dimension"):
@@ -298,10 +290,8 @@ def test_step_errors():
         percentages(torch.randn(3, 4), torch.ones(4, 3, dtype=torch.bool))
 
 
-def test_public_api():
+def test_every_exported_name_exists():
     assert set(al.__all__) <= set(dir(al))
-    for name in ("matchmaker", "scaler", "percentages", "blend", "calculate_attention", "get_device"):
-        assert name in al.__all__
 
 
 # -- inputs people pass every day: every implementation against SDPA, output and the three gradients --------
@@ -325,7 +315,7 @@ def _mha_as_attention(q, k, v, **kwargs):
 EVERY_IMPLEMENTATION = {
     "calculate_attention": lambda q, k, v, **o: calculate_attention(q, k, v, **o)[0],
     "need_weights=False": lambda q, k, v, **o: calculate_attention(q, k, v, need_weights=False, **o)[0],
-    "memory_efficient_attention": lambda q, k, v, **o: al.memory_efficient_attention(q, k, v, block_size=(3, 5),
+    "memory_efficient_attention": lambda q, k, v, **o: al.memory_efficient_attention(q, k, v, block_size=(16, 32),
                                                                                      **o),
     "MultiHeadAttention": _mha_as_attention,
 }
@@ -403,3 +393,68 @@ def test_negative_scale_with_is_causal(name, scale):
         expected = F.scaled_dot_product_attention(q.float(), k.float(), v.float(), is_causal=True, scale=scale)
     out = EVERY_IMPLEMENTATION[name](q.float(), k.float(), v.float(), is_causal=True, scale=scale)
     torch.testing.assert_close(out, expected, **TOL[torch.float32])
+
+
+# -- the grids of other attention libraries' tests: odd lengths and head sizes, L != S both ways -------------
+
+#: ``(L, S, E, Ev)``, after the sizes FlashAttention's, PyTorch's and xformers' tests use.
+GRID = [(113, 203, 59, 59), (203, 113, 40, 40), (1, 77, 16, 16), (77, 1, 8, 8), (128, 97, 64, 64)]
+
+
+@pytest.mark.parametrize("masking", ["none", "causal", "bool", "float"])
+@pytest.mark.parametrize(("L", "S", "E", "Ev"), GRID)
+@pytest.mark.parametrize("name", EVERY_IMPLEMENTATION)
+def test_grid_of_other_libraries_against_sdpa(name, L, S, E, Ev, masking):
+    q, k, v = make_qkv((1, 2) if name != "MultiHeadAttention" else (2,), L, S, E, Ev, seed=L + S)
+    options = {"is_causal": True} if masking == "causal" else {}
+    if masking in ("bool", "float"):
+        options["attn_mask"] = random_mask((L, S), torch.bool if masking == "bool" else torch.float64, L * S)
+    _assert_like_sdpa(name, q, k, v, **options)
+
+
+# -- the same mistake gives the same error everywhere ----------------------------------------------------------
+
+
+@pytest.mark.parametrize("call", [
+    lambda bad: scaler(torch.ones(2, 2), bad),
+    lambda bad: al.causal_mask(bad),
+    lambda bad: al.padding_mask([1], bad),
+    lambda bad: al.split_heads(torch.ones(1, 2, 4), bad),
+    lambda bad: al.MultiHeadAttention(8, bad),
+    lambda bad: al.sinusoidal_encoding(bad, 4),
+    lambda bad: al.LearnedPositions(bad, 4),
+    lambda bad: al.memory_efficient_attention(*make_qkv((), 2, 2, 2, 2), block_size=bad),
+], ids=["scaler", "causal_mask", "padding_mask", "split_heads", "MultiHeadAttention", "sinusoidal_encoding",
+        "LearnedPositions", "memory_efficient_attention"])
+def test_a_size_that_is_not_an_int_is_a_type_error_and_a_negative_one_a_value_error(call):
+    with pytest.raises(TypeError, match=r"must be an int, but got float \(4.0\)"):
+        call(4.0)
+    with pytest.raises(TypeError, match=r"must be an int, but got bool \(True\)"):
+        call(True)
+    with pytest.raises(ValueError, match=r"must be (positive|non-negative), but .*=-2"):
+        call(-2)
+
+
+@pytest.mark.parametrize("call", [
+    lambda bad: calculate_attention(*make_qkv((), 2, 2, 2, 2), scale=bad),
+    lambda bad: scaler(torch.ones(2, 2), 4, scale=bad),
+    lambda bad: al.loop_attention(*make_qkv((), 2, 2, 2, 2), scale=bad),
+    lambda bad: al.memory_efficient_attention(*make_qkv((), 2, 2, 2, 2), scale=bad),
+], ids=["calculate_attention", "scaler", "loop_attention", "memory_efficient_attention"])
+def test_a_scale_that_is_not_a_number_is_a_type_error_and_an_infinite_one_a_value_error(call):
+    with pytest.raises(TypeError, match=r"scale must be a number, but got str"):
+        call("0.5")
+    with pytest.raises(ValueError, match=r"scale must be a finite number, but scale=inf"):
+        call(math.inf)
+
+
+@pytest.mark.parametrize("call", [
+    lambda bad: calculate_attention(*make_qkv((), 2, 2, 2, 2), is_causal=bad),
+    lambda bad: calculate_attention(*make_qkv((), 2, 2, 2, 2), need_weights=bad),
+    lambda bad: al.memory_efficient_attention(*make_qkv((), 2, 2, 2, 2), is_causal=bad),
+], ids=["is_causal", "need_weights", "memory_efficient_attention"])
+def test_a_flag_that_is_not_a_bool_is_a_type_error(call):
+    with pytest.raises(TypeError, match=r"must be True or False, but got (int|str)"):
+        call(1)
+    with pytest.raises(TypeError, match=r"must be True or False"):
+        call("yes")

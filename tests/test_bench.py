@@ -40,17 +40,24 @@ def test_quick_command_prints_every_section():
 def test_main_returns_the_measurements(capsys):
     result = bench.main(["--device", "cpu", "--sizes", "16", "--memory-sizes", "16", "32", "--repeats", "2",
                          "--loop-max", "0"])
-    assert result["ratios"]["2x4", 16, "sdpa"] == 1.0
     assert ("1x1", 16, "loop") not in result["ratios"]
     assert ("causal", 16, "memory_efficient") in result["ratios"]
-    assert result["ratios"]["MHA causal", 16, "SDPA in the module"] == 1.0
     assert set(result["memory"]) == {(m, n) for m in ("sdpa", "calculate_attention", "need_weights=False",
                                                       "memory_efficient", "sdpa fwd+bwd",
                                                       "calculate_attention fwd+bwd", "memory_efficient fwd+bwd")
                                      for n in (16, 32)}
     out = capsys.readouterr().out
     assert "memory_efficient forward + backward: growth exponent n=16..32" in out  # the targets name the sizes
+    assert "== exp2 / exp on one block of scores" in out
     assert "issue" not in out.lower()
+    judged = {text: (value, limit) for text, value, limit in result["targets"]}
+    # n=512 and 1024 were not run: those targets say so instead of passing quietly
+    assert judged["calculate_attention (weights) at 2x4, n=512 <= 1.5x SDPA"][0] is None
+    assert "not measured calculate_attention (weights) at 2x4, n=512" in " ".join(out.split())
+    value, limit = judged["calculate_attention (weights) peak at n=32 <= two n x n buffers + output"]
+    memory = result["memory"]["calculate_attention", 32]
+    assert value == memory / (2 * 8 * 32 * 32 * 4 + 8 * 32 * 64 * 4)
+    assert f"{'met' if value <= limit else 'MISSED'}" in out
 
 
 def test_training_memory_is_linear_for_memory_efficient_attention():
@@ -75,14 +82,15 @@ def test_peak_memory_counts_the_result_and_the_largest_temporary():
     assert peak_memory(lambda: None) == 0
 
 
-def test_calculate_attention_without_gradients_keeps_one_square_buffer():
+def test_calculate_attention_without_gradients_keeps_at_most_two_square_buffers():
+    """Each step makes one new (L, S) tensor from the previous one, which is then freed: two at a time."""
     q = torch.randn(1, 2, 1024, 8)
     square, output, bool_mask = 2 * 1024 * 1024 * 4, 2 * 1024 * 8 * 4, 1024 * 1024
-    causal = peak_memory(lambda: calculate_attention(q, q, q, is_causal=True))
-    assert square <= causal <= square + output + 2 * bool_mask  # the (L, S) mask and its inverse
     with_weights = peak_memory(lambda: bench.METHODS["calculate_attention"](q, q, q))
+    assert 2 * square <= with_weights <= 2 * square + output + 4096
+    causal = peak_memory(lambda: calculate_attention(q, q, q, is_causal=True))
+    assert causal <= 3 * square + output + 2 * bool_mask  # with a mask: the masked scores are a third
     blocked = peak_memory(lambda: bench.METHODS["memory_efficient"](q, q, q))
-    assert square <= with_weights <= 1.1 * square + 2 * 1024 * 8 * 4
     assert blocked < with_weights / 4  # two 256 x 256 blocks of scores at a time
 
 

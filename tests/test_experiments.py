@@ -38,11 +38,17 @@ def test_scaler_weights_saturate_without_scaling():
     assert scaler_weights(1024, scaled=True).amax(-1).mean() < 0.5
 
 
-def test_batch_mask_is_causal_and_padding_combined():
-    lengths = torch.tensor([3, 2])
-    both = batch_mask("causal + padding", lengths, 3)
-    assert torch.equal(both, batch_mask("causal", lengths, 3) & batch_mask("padding", lengths, 3))
-    assert set(MASK_KINDS) == {"none", "causal", "padding", "causal + padding"}
+@pytest.mark.parametrize("kind", MASK_KINDS)
+def test_batch_mask_entry_by_entry(kind):
+    """[n, i, j]: word i of sentence n may attend to word j when j is not in its future and is a real word."""
+    lengths, S = torch.tensor([3, 1, 4]), 4
+    mask = batch_mask(kind, lengths, S)
+    assert mask.shape == (3, S, S)
+    for n, length in enumerate(lengths.tolist()):
+        for i in range(S):
+            for j in range(S):
+                allowed = (j <= i or "causal" not in kind) and (j < length or "padding" not in kind)
+                assert bool(mask[n, i, j]) == allowed, (kind, n, i, j)
 
 
 def test_detective_team_matches_the_lesson_by_hand():

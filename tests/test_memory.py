@@ -8,9 +8,10 @@ import torch.nn.functional as F
 from hypothesis import given
 from hypothesis import strategies as st
 
-import attention_lib as al
 from attention_lib import calculate_attention, memory_efficient_attention
-from attention_lib.memory_efficient.forward import DEFAULT_BLOCK_SIZE, online_softmax_update
+from attention_lib.bench.measure import peak_memory
+from attention_lib.memory_efficient import backward, forward
+from attention_lib.memory_efficient.forward import DEFAULT_BLOCK_SIZE, _fold_block_, online_softmax_update
 from conftest import TOL, attention_cases, case_kwargs, float_mask, make_qkv, random_mask
 
 #: Block sizes to try: the default, one size for queries and keys, or a (queries, keys) pair.
@@ -163,7 +164,7 @@ def test_half_precision_gradients(dtype):
         torch.testing.assert_close(got.float(), want, atol=3e-2, rtol=3e-2)
 
 
-def test_only_the_output_and_one_number_per_query_are_saved():
+def test_only_the_output_and_two_numbers_per_query_are_saved():
     q, k, v = make_qkv((2, 3), 64, 48, 8, 4, torch.float32, requires_grad=True)
     saved = []
 
@@ -174,24 +175,60 @@ def test_only_the_output_and_one_number_per_query_are_saved():
     with torch.autograd.graph.saved_tensors_hooks(pack, lambda tensor: tensor):
         out = memory_efficient_attention(q, k, v, attn_mask=random_mask((64, 48), torch.bool, 1), block_size=16)
     out.sum().backward()
-    assert sorted(saved) == sorted([q.shape, k.shape, v.shape, (64, 48), out.shape, (2, 3, 64)])  # no (.., L, S)
+    # the inputs, the mask, the output and each query's max and sum: nothing (N, ..., L, S)
+    assert sorted(saved) == sorted([q.shape, k.shape, v.shape, (64, 48), out.shape, (2, 3, 64, 1), (2, 3, 64, 1)])
 
 
-def test_double_backward_raises_a_clear_error():
+def test_double_backward_raises_instead_of_giving_wrong_second_derivatives():
     q, k, v = make_qkv((), 4, 4, 2, 2, requires_grad=True)
     out = memory_efficient_attention(q, k, v)
-    with pytest.raises(RuntimeError, match="supports one backward pass, not double backward"):
-        torch.autograd.grad(out.sum(), (q,), create_graph=True)
+    (grad_q,) = torch.autograd.grad(out.square().sum(), (q,), create_graph=True)
+    with pytest.raises(RuntimeError, match="marked with @once_differentiable"):
+        grad_q.sum().backward()
 
 
-def test_gradients_only_for_the_inputs_that_need_them():
+@pytest.mark.parametrize("needs", [(False, False, True), (True, False, False), (False, True, True)])
+def test_backward_computes_only_the_gradients_asked_for(monkeypatch, needs):
+    """autograd's needs_input_grad reaches the backward pass, which returns None (and skips the work) for the rest."""
     q, k, v = make_qkv((2,), 5, 6, 3, 2)
-    v.requires_grad_()
-    memory_efficient_attention(q, k, v, block_size=2).sum().backward()
-    expected = torch.autograd.grad(F.scaled_dot_product_attention(q, k, v).sum(), (v,))[0]
-    torch.testing.assert_close(v.grad, expected)
-    assert q.grad is None
-    assert k.grad is None
+    for t, need in zip((q, k, v), needs, strict=True):
+        t.requires_grad_(need)
+    asked, real = [], backward.blockwise_backward
+    monkeypatch.setattr(forward, "blockwise_backward", lambda *a, **kw: asked.append(kw["needs"]) or real(*a, **kw))
+    wanted = [t for t in (q, k, v) if t.requires_grad]
+    got = torch.autograd.grad(memory_efficient_attention(q, k, v, block_size=2).sum(), wanted)
+    assert asked == [needs]
+    expected = torch.autograd.grad(F.scaled_dot_product_attention(q, k, v).sum(), wanted)
+    for a, b in zip(got, expected, strict=True):
+        torch.testing.assert_close(a, b)
+    with torch.no_grad():
+        grads = real(torch.ones(2, 5, 2, dtype=torch.float64), q, k, v, None, F.scaled_dot_product_attention(q, k, v),
+                     *_row_max_and_sum(q, k), False, 1 / math.sqrt(3), (2, 2), needs=needs)
+    assert [g is not None for g in grads] == list(needs)
+
+
+def _row_max_and_sum(q, k):
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])  # (N, L, S)
+    row_max = scores.amax(-1, keepdim=True)
+    return row_max, (scores - row_max).exp().sum(-1, keepdim=True)
+
+
+def test_shared_keys_and_values_get_gradients_without_a_copy_per_head():
+    """Keys and values shared by 8 heads: their gradients are summed block by block, never allocated 8 times."""
+    q = torch.randn(1, 8, 64, 64)
+    k, v = (torch.randn(1, 1, 2048, 64).requires_grad_() for _ in range(2))
+    grad_output = torch.randn(1, 8, 64, 64)
+    one_gradient = 2048 * 64 * 4
+    grads = [None]
+
+    def backward_pass():
+        out = memory_efficient_attention(q, k, v, block_size=64)
+        grads[0] = torch.autograd.grad(out, (k, v), grad_output)
+
+    assert peak_memory(backward_pass) < 2 * one_gradient + 4 * 8 * 64 * 64 * 4 + 2 * 8 * 64 * 64 * 4
+    expected = torch.autograd.grad(F.scaled_dot_product_attention(q, k, v), (k, v), grad_output)
+    for got, want in zip(grads[0], expected, strict=True):
+        torch.testing.assert_close(got, want, **TOL[torch.float32])
 
 
 # -- the online softmax step ----------------------------------------------------------------------------
@@ -213,33 +250,17 @@ def test_online_update_equals_softmax_blend(splits):
     torch.testing.assert_close(running_output / running_sum, torch.softmax(scores, -1) @ value)
 
 
-def test_online_update_in_place_reuses_the_scores():
+@pytest.mark.parametrize("masked", [False, True])
+def test_the_fast_in_place_fold_is_the_online_softmax_update(masked):
     g = torch.Generator().manual_seed(5)
-    scores, value = torch.randn(3, 4, generator=g), torch.randn(4, 2, generator=g)
-    state = torch.full((3, 1), -math.inf), torch.zeros(3, 1), torch.zeros(3, 2)
-    kept = scores.clone()
+    scores, value = torch.randn(2, 3, 4, generator=g), torch.randn(2, 4, 2, generator=g)
+    if masked:
+        scores[:, 1] = -math.inf  # a row that has seen only masked keys so far
+    state = (torch.full((2, 3, 1), -math.inf), torch.zeros(2, 3, 1), torch.zeros(2, 3, 2))
     expected = online_softmax_update(*state, scores, value)
-    assert torch.equal(scores, kept)  # by default the scores are left alone
-    got = online_softmax_update(*state, scores, value, in_place=True)
-    for a, b in zip(got, expected, strict=True):
-        torch.testing.assert_close(a, b)
-    torch.testing.assert_close(scores, torch.exp(kept - kept.amax(-1, keepdim=True)))  # now the block's weights
-
-
-@pytest.mark.parametrize("in_place", [False, True])
-def test_online_update_in_base_2_gives_the_same_output(in_place):
-    g = torch.Generator().manual_seed(6)
-    scores, value = torch.randn(2, 3, 5, generator=g, dtype=torch.float64), torch.randn(2, 5, 4, generator=g,
-                                                                                      dtype=torch.float64)
-    state = (torch.full((2, 3, 1), -math.inf, dtype=torch.float64), torch.zeros(2, 3, 1, dtype=torch.float64),
-             torch.zeros(2, 3, 4, dtype=torch.float64))
-    natural = online_softmax_update(*state, scores[..., :2], value[:, :2])
-    natural = online_softmax_update(*natural, scores[..., 2:], value[:, 2:])
-    in_base_2 = scores * math.log2(math.e)
-    base2 = online_softmax_update(*state, in_base_2[..., :2].clone(), value[:, :2], base2=True, in_place=in_place)
-    base2 = online_softmax_update(*base2, in_base_2[..., 2:].clone(), value[:, 2:], base2=True, in_place=in_place)
-    torch.testing.assert_close(base2[2] / base2[1], natural[2] / natural[1])
-    torch.testing.assert_close(base2[2] / base2[1], torch.softmax(scores, -1) @ value)
+    running_max = _fold_block_(state[0], state[1], state[2], scores.clone(), value)  # sum and output in place
+    for got, want in zip((running_max, state[1], state[2]), expected, strict=True):
+        torch.testing.assert_close(got, want)
 
 
 def test_online_update_survives_huge_scores_and_masked_blocks():
@@ -258,12 +279,12 @@ def test_online_update_survives_huge_scores_and_masked_blocks():
 
 
 @pytest.mark.parametrize(("block_size", "error", "match"), [
-    (0, ValueError, r"block_size must be at least 1, but block_size=0"),
-    (-3, ValueError, r"block_size must be at least 1"),
-    (2.0, TypeError, r"block_size must be an int .* but got 2.0 \(float\)"),
-    (True, TypeError, r"block_size must be an int .* but got True \(bool\)"),
-    ((4, 0), ValueError, r"block_size must be at least 1, but block_size=\(4, 0\)"),
-    ((4, 2, 1), TypeError, r"a pair of ints \(queries, keys\) or None, but got \(4, 2, 1\)"),
+    (0, ValueError, r"block_size must be positive, but block_size=0"),
+    (-3, ValueError, r"block_size must be positive"),
+    (2.0, TypeError, r"block_size must be an int, but got float \(2.0\); block_size=2.0; pass an int, a pair"),
+    (True, TypeError, r"block_size must be an int, but got bool \(True\)"),
+    ((4, 0), ValueError, r"block_size must be positive, but block_size=0; block_size=\(4, 0\)"),
+    ((4, 2, 1), TypeError, r"block_size must be an int, but got tuple .* a pair of ints \(queries, keys\) or None"),
 ])
 def test_block_size_errors(block_size, error, match):
     q, k, v = make_qkv((), 3, 3, 2, 2)
@@ -283,12 +304,6 @@ def test_input_errors_are_the_shared_ones():
         memory_efficient_attention(q.long(), k, v)
     with pytest.raises(TypeError, match="scale must be a number"):
         memory_efficient_attention(q, k, v, scale="big")
-
-
-def test_public_api():
-    assert al.memory_efficient_attention is memory_efficient_attention
-    assert "memory_efficient_attention" in al.__all__
-    assert "notebooks/10_memory_efficient.ipynb" in memory_efficient_attention.__doc__
 
 
 def test_gpu_check_compares_the_backward_pass(monkeypatch, capsys):

@@ -48,7 +48,7 @@ def test_split_heads_is_not_a_plain_reshape():
 @pytest.mark.parametrize(("call", "error", "match"), [
     (lambda: split_heads(torch.zeros(4, 6), 2), ValueError, r"expects x of shape \(N, L, E\).*unsqueeze\(0\)"),
     (lambda: split_heads(torch.zeros(1, 4, 6), 4), ValueError, r"E=6 and num_heads=4.*\[1, 2, 3, 6\]"),
-    (lambda: split_heads(torch.zeros(1, 4, 6), 0), ValueError, "num_heads must divide"),
+    (lambda: split_heads(torch.zeros(1, 4, 6), 0), ValueError, "num_heads must be positive, but num_heads=0"),
     (lambda: split_heads(torch.zeros(1, 4, 6), 2.0), TypeError, "num_heads must be an int"),
     (lambda: split_heads([[1.0]], 1), TypeError, "must be a torch.Tensor"),
     (lambda: merge_heads(torch.zeros(1, 4, 6)), ValueError, r"expects x of shape \(N, H, L, Dh\)"),
@@ -123,6 +123,26 @@ def test_kdim_and_vdim_are_copied():
     theirs, ours = make_pair(E=8, H=2, kdim=5, vdim=3)
     q, k, v = inputs(E=8, kdim=5, vdim=3)
     torch.testing.assert_close(ours(q, k, v)[0], theirs(q, k, v)[0], atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("need_weights", [True, False])
+def test_composed_of_the_lessons_parts(monkeypatch, need_weights):
+    """Projections, split_heads, calculate_attention, merge_heads, output projection: each called, in that order."""
+    from attention_lib import multihead
+
+    torch.manual_seed(0)
+    mha = MultiHeadAttention(8, 2).eval()
+    calls = []
+    for part in ("split_heads", "calculate_attention", "merge_heads"):
+        real = getattr(multihead, part)
+        monkeypatch.setattr(multihead, part, lambda *a, _real=real, _part=part, **kw: calls.append(_part)
+                            or _real(*a, **kw))
+    for name in ("q_proj", "k_proj", "v_proj", "out_proj"):
+        getattr(mha, name).register_forward_hook(lambda *_, _name=name: calls.append(_name))
+    q, k, v = inputs()
+    mha(q, k, v, is_causal=False, need_weights=need_weights)
+    assert calls == ["q_proj", "k_proj", "v_proj", "split_heads", "split_heads", "split_heads",
+                     "calculate_attention", "merge_heads", "out_proj"]
 
 
 def test_built_from_calculate_attention_head_by_head():

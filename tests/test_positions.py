@@ -66,7 +66,7 @@ def test_sinusoidal_shift_is_a_rotation(offset):
     ({"length": 3, "dim": 0}, ValueError, "dim must be positive"),
     ({"length": 3, "dim": torch.tensor(4)}, TypeError, "dim must be an int"),
     ({"length": 3, "dim": 4, "base": 0.0}, ValueError, "base must be positive"),
-    ({"length": 3, "dim": 4, "base": float("nan")}, ValueError, "base must be positive"),
+    ({"length": 3, "dim": 4, "base": float("nan")}, ValueError, "base must be a finite number"),
     ({"length": 3, "dim": 4, "base": "10000"}, TypeError, "base must be a number"),
     ({"length": 3, "dim": 4, "dtype": torch.int64}, TypeError, "floating-point torch.dtype"),
 ])

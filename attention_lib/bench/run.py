@@ -39,9 +39,10 @@ from ..device import get_device
 from ..loops import loop_attention
 from ..memory_efficient.forward import memory_efficient_attention
 from ..multihead import MultiHeadAttention
-from .measure import MiB, growth_exponent, quiet_profiler, synchronize, time_paired
+from .measure import quiet_profiler, synchronize, time_paired
 from .memory_tables import inputs as _inputs
 from .memory_tables import memory_tables, with_gradients
+from .targets import exp2_over_exp, print_targets
 
 #: The methods compared, each called as ``fn(query, key, value, **options)`` (options: a mask or ``is_causal``).
 METHODS: dict[str, Callable[..., object]] = {
@@ -54,6 +55,22 @@ METHODS: dict[str, Callable[..., object]] = {
 #: Timed with masks and with gradients (the loop is too slow, the weights-returning version is in the main table).
 FAST = ("sdpa", "need_weights=False", "memory_efficient")
 TRAINED = ("sdpa", "calculate_attention", "memory_efficient")
+
+
+def triton_method(device: torch.device) -> Callable[..., object] | None:
+    """The Triton kernel as a benchmark method, on CUDA when ``triton`` imports; ``None`` elsewhere.
+
+    Example:
+        >>> triton_method(torch.device("cpu")) is None
+        True
+    """
+    if device.type != "cuda":
+        return None
+    try:
+        from ..memory_efficient.triton_kernel import triton_attention
+    except ImportError:
+        return None
+    return lambda q, k, v, **o: triton_attention(q, k, v, **o)
 
 
 def attention_flops(batch: int, L: int, S: int, E: int, Ev: int) -> int:
@@ -164,8 +181,9 @@ def _mha_pair(n: int, d: int, device, dtype):
     return methods, (x,)
 
 
-def _groups(n: int, d: int, device, dtype):
-    """The timed groups at size ``n`` (2x4 heads): ``(name, reference, methods, arguments)``."""
+def _groups(n: int, d: int, device, dtype, extra: dict):
+    """The timed groups at size ``n`` (2x4 heads): ``(name, reference, methods, arguments)``; ``extra`` methods
+    (the Triton kernel) join the causal group."""
     q, k, v = _inputs((2, 4), n, d, device, dtype)
     lengths = torch.tensor([n, (3 * n) // 4], device=device)
     padding = (torch.arange(n, device=device) < lengths[:, None])[:, None, None, :]  # (N, 1, 1, S): True = real
@@ -173,8 +191,9 @@ def _groups(n: int, d: int, device, dtype):
     trained = tuple(t.detach().requires_grad_() for t in (q, k, v))
     with torch.no_grad():
         mha, x = _mha_pair(n, d, device, dtype)
-    return [("causal", "sdpa", {m: (lambda q, k, v, m=m: METHODS[m](q, k, v, is_causal=True)) for m in FAST},
-             (q, k, v)),
+    causal = {m: (lambda q, k, v, fn=fn: fn(q, k, v, is_causal=True))
+              for m, fn in {**{m: METHODS[m] for m in FAST}, **extra}.items()}
+    return [("causal", "sdpa", causal, (q, k, v)),
             ("padding", "sdpa", {m: (lambda q, k, v, m=m: METHODS[m](q, k, v, attn_mask=padding)) for m in FAST},
              (q, k, v)),
             ("MHA causal", "SDPA in the module", mha, x),
@@ -189,6 +208,8 @@ def main(argv: list[str] | None = None) -> dict:
     device = torch.device(args.device) if args.device else get_device()
     dtype = getattr(torch, args.dtype)
     d = args.head_dim
+    extra = {"triton": fn} if (fn := triton_method(device)) is not None else {}
+    methods = {**METHODS, **extra}
     print("== environment", *_environment(device, dtype), sep="\n  ")
     q, k, v = _inputs((2, 4), max(args.sizes), d, device, dtype)
     print(f"  SDPA kernel at 2x4 heads, n={max(args.sizes)}: {sdpa_kernel(q, k, v)} (found with torch.profiler)")
@@ -200,7 +221,7 @@ def main(argv: list[str] | None = None) -> dict:
     for bh in ((1, 1), (2, 4)):
         for n in args.sizes:
             inputs = _inputs(bh, n, d, device, dtype)
-            runs = [time_paired({m: fn for m, fn in METHODS.items() if m != "loop"}, inputs, _repeats(args.repeats, n))]
+            runs = [time_paired({m: fn for m, fn in methods.items() if m != "loop"}, inputs, _repeats(args.repeats, n))]
             if n <= args.loop_max:  # the slow loop gets its own, fewer, paired runs
                 runs.append(time_paired({m: METHODS[m] for m in ("sdpa", "loop")}, inputs, min(args.repeats, 3)))
             for times in runs:
@@ -226,54 +247,19 @@ def main(argv: list[str] | None = None) -> dict:
           f"(gradients of query, key, value); x ref = paired ratio to the group's first method")
     print(f"  {'group':<11} {'n':>5}  {'method':<20} {'ms':>9} {'x ref':>7}")
     for n in [n for n in args.sizes if n >= 256] or [max(args.sizes)]:  # short runs tell little here
-        for group, reference, methods, inputs in _groups(n, d, device, dtype):
-            times = time_paired(methods, inputs, _repeats(args.repeats, n))
+        for group, reference, group_methods, inputs in _groups(n, d, device, dtype, extra):
+            times = time_paired(group_methods, inputs, _repeats(args.repeats, n))
             for m, ratio in _ratios(times, reference).items():
                 ratios[group, n, m] = ratio
                 print(f"  {group:<11} {n:>5}  {m:<20} {statistics.median(times[m]) * 1e3:>9.2f} {ratio:>7.2f}")
     memory = memory_tables({m: METHODS[m] for m in METHODS if m != "loop"}, TRAINED, args.memory_sizes, d, device,
                            dtype)
-    _targets(ratios, memory, args.memory_sizes, d, torch.empty((), dtype=dtype).element_size())
-    return {"ceiling": ceiling, "ratios": ratios, "memory": memory}
-
-
-def _targets(ratios, memory, sizes, d: int, nbytes: int) -> None:
-    checks = []
-
-    def ratio(text, key, limit):
-        if key in ratios:
-            checks.append((text, ratios[key], limit))
-
-    for n, limit in ((512, 1.5), (1024, 2.5)):
-        ratio(f"calculate_attention (weights) at 2x4, n={n} <= {limit}x SDPA", ("2x4", n, "calculate_attention"),
-              limit)
-    for n in (512, 1024, 2048):
-        ratio(f"need_weights=False at 2x4, n={n} <= 1.1x SDPA", ("2x4", n, "need_weights=False"), 1.1)
-    for n in (1024, 2048):
-        ratio(f"causal need_weights=False at n={n} <= 1.1x SDPA(is_causal=True)",
-              ("causal", n, "need_weights=False"), 1.1)
-    for n in (1024, 2048):
-        ratio(f"MultiHeadAttention causal at n={n} <= 1.2x the module with SDPA(is_causal=True)",
-              ("MHA causal", n, "MultiHeadAttention"), 1.2)
-    for n in (1024, 2048):
-        ratio(f"memory_efficient at 2x4, n={n} <= 1.5x SDPA", ("2x4", n, "memory_efficient"), 1.5)
-    ratio("memory_efficient forward + backward at n=1024 <= 3x SDPA's", ("fwd + bwd", 1024, "memory_efficient"), 3.0)
-    if memory:
-        n1, n2 = sizes
-        out, square = 8 * n2 * d * nbytes, 8 * n2 * n2 * nbytes
-        checks.append((f"calculate_attention peak at n={n2} <= 1.1 x (n x n buffer + output)",
-                       memory["calculate_attention", n2] / (square + out), 1.1))
-        for key, text in (("memory_efficient", "forward"), ("memory_efficient fwd+bwd", "forward + backward")):
-            checks.append((f"memory_efficient {text}: growth exponent n={n1}..{n2} <= 1.3",
-                           growth_exponent(n1, memory[key, n1], n2, memory[key, n2]), 1.3))
-        checks.append((f"memory_efficient forward: peak at n={n2} - output <= 32 MiB",
-                       (memory["memory_efficient", n2] - out) / MiB, 32))
-        checks.append((f"memory_efficient forward + backward: peak at n={n2} - input gradients <= 64 MiB",
-                       (memory["memory_efficient fwd+bwd", n2] - 3 * out) / MiB, 64))
-    if checks:
-        print("\n== targets")
-        for text, value, limit in checks:
-            print(f"  {'met   ' if value <= limit else 'MISSED'} {text}: {value:.2f}")
+    exp_ratio = exp2_over_exp(device, dtype, _repeats(args.repeats, 512))
+    print(f"\n== exp2 / exp on one block of scores (2x4 heads, 256 x 256), paired median: {exp_ratio:.2f} "
+          f"(memory_efficient_attention uses exp)")
+    targets = print_targets(ratios, memory, tuple(args.memory_sizes), d, torch.empty((), dtype=dtype).element_size(),
+                            exp_ratio)
+    return {"ceiling": ceiling, "ratios": ratios, "memory": memory, "exp2_over_exp": exp_ratio, "targets": targets}
 
 
 if __name__ == "__main__":

@@ -78,9 +78,9 @@ def memory_efficient_attention(query: torch.Tensor, key: torch.Tensor, value: to
     apart) and merged with the online softmax of :func:`online_softmax_update` (a faster in-place copy of
     it). The forward pass keeps one block of scores and a few ``(N, ..., B, Ev)`` tensors at a time, so its
     extra memory grows linearly with the length. So does training: the forward pass keeps only the output and
-    two numbers per query (its largest score and its sum), and the backward pass (:mod:`attention_lib.memory_efficient.backward`)
-    recomputes every block of weights from them, as FlashAttention does. It supports one backward pass (not
-    double backward). float16/bfloat16 inputs are computed in float32 and returned in their own dtype.
+    two numbers per query (its largest score and its sum), and the backward pass
+    (:mod:`attention_lib.memory_efficient.backward`) recomputes every block of weights from them, as
+    FlashAttention does. It supports one backward pass (not double backward). float16/bfloat16 inputs are computed in float32 and returned in their own dtype.
 
     Args:
         query: ``(N, ..., L, E)``.
