@@ -251,16 +251,18 @@ def test_online_update_equals_softmax_blend(splits):
 
 
 @pytest.mark.parametrize("masked", [False, True])
-def test_the_fast_in_place_fold_is_the_online_softmax_update(masked):
+def test_the_fast_in_place_fold_is_the_online_softmax_update_in_base_2(masked):
     g = torch.Generator().manual_seed(5)
     scores, value = torch.randn(2, 3, 4, generator=g), torch.randn(2, 4, 2, generator=g)
     if masked:
         scores[:, 1] = -math.inf  # a row that has seen only masked keys so far
     state = (torch.full((2, 3, 1), -math.inf), torch.zeros(2, 3, 1), torch.zeros(2, 3, 2))
-    expected = online_softmax_update(*state, scores, value)
-    running_max = _fold_block_(state[0], state[1], state[2], scores.clone(), value)  # sum and output in place
-    for got, want in zip((running_max, state[1], state[2]), expected, strict=True):
-        torch.testing.assert_close(got, want)
+    expected_max, expected_sum, expected_output = online_softmax_update(*state, scores, value)
+    in_base_2 = scores * math.log2(math.e)  # the fold counts in powers of 2: 2 ** (s log2(e)) = e ** s
+    running_max = _fold_block_(state[0], state[1], state[2], in_base_2, value)  # sum and output in place
+    torch.testing.assert_close(running_max, expected_max * math.log2(math.e))
+    torch.testing.assert_close(state[1], expected_sum)
+    torch.testing.assert_close(state[2], expected_output)
 
 
 def test_online_update_survives_huge_scores_and_masked_blocks():

@@ -256,7 +256,7 @@ def main(argv: list[str] | None = None) -> dict:
                            dtype)
     exp_ratio = exp2_over_exp(device, dtype, _repeats(args.repeats, 512))
     print(f"\n== exp2 / exp on one block of scores (2x4 heads, 256 x 256), paired median: {exp_ratio:.2f} "
-          f"(memory_efficient_attention uses exp)")
+          f"(memory_efficient_attention's blocks use exp2)")
     targets = print_targets(ratios, memory, tuple(args.memory_sizes), d, torch.empty((), dtype=dtype).element_size(),
                             exp_ratio)
     return {"ceiling": ceiling, "ratios": ratios, "memory": memory, "exp2_over_exp": exp_ratio, "targets": targets}

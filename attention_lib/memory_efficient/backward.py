@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import torch
 
-from ._blocks import block_scores, full_mask, key_blocks
+from ._blocks import LOG2_E, block_scores, full_mask, key_blocks
 
 
 def blockwise_backward(grad_output: torch.Tensor, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
@@ -32,9 +32,10 @@ def blockwise_backward(grad_output: torch.Tensor, query: torch.Tensor, key: torc
 
     Built step by step in ``notebooks/10_memory_efficient.ipynb``. Walks the blocks of the forward pass
     (skipping the same future blocks when ``is_causal``) and recomputes each block of weights as
-    ``exp(scores - max) / sum``. Each gradient is accumulated block by block straight into its own input's shape:
-    when an input is shared across a batch dimension (keys and values shared by every head, say), each block's
-    share is summed over that dimension at once, so no gradient of the broadcast size is ever allocated.
+    ``2 ** (scores - max) / sum`` (the scores in base 2, as in the forward pass). Each gradient is accumulated
+    block by block straight into its own input's shape: when an input is shared across a batch dimension (keys
+    and values shared by every head, say), each block's share is summed over that dimension at once, so no
+    gradient of the broadcast size is ever allocated.
     Only the gradients asked for in ``needs`` are computed; ``dV`` alone skips ``dP`` and ``dS``.
 
     Args:
@@ -62,12 +63,12 @@ def blockwise_backward(grad_output: torch.Tensor, query: torch.Tensor, key: torc
         row_term = (grad_output * output).sum(dim=-1, keepdim=True)  # D = rowsum(dO * O): (N, ..., L, 1)
     for q_start in range(0, L, q_block_size):
         q_stop = min(q_start + q_block_size, L)
-        q_scaled = query[..., q_start:q_stop, :] * scale  # the same scores as the forward pass: (N, ..., Bq, E)
+        q_scaled = query[..., q_start:q_stop, :] * (scale * LOG2_E)  # the forward pass's base-2 scores
         dout = grad_output[..., q_start:q_stop, :]  # (N, ..., Bq, Ev)
         for k_start, k_stop in key_blocks(q_start, q_stop, S, k_block_size, is_causal):
             scores = block_scores(q_scaled, key, attn_mask, is_causal, q_start, q_stop, k_start, k_stop)
-            # P = exp(s - max) / sum: (N, ..., Bq, Bk)
-            weights = scores.sub_(row_max[..., q_start:q_stop, :]).exp_().div_(row_sum[..., q_start:q_stop, :])
+            # P = 2 ** (s - max) / sum, in base 2 like the forward pass: (N, ..., Bq, Bk)
+            weights = scores.sub_(row_max[..., q_start:q_stop, :]).exp2_().div_(row_sum[..., q_start:q_stop, :])
             if need_v:
                 # (N, ..., Bk, Bq) @ (N, ..., Bq, Ev) -> (N, ..., Bk, Ev), summed to value's batch shape
                 dv = grad_value[..., k_start:k_stop, :]
@@ -82,9 +83,11 @@ def blockwise_backward(grad_output: torch.Tensor, query: torch.Tensor, key: torc
                 dq = grad_query[..., q_start:q_stop, :]
                 dq += (grad_scores @ key[..., k_start:k_stop, :]).sum_to_size(dq.shape)
             if need_k:
-                # dSᵀ (scale Q): (N, ..., Bk, Bq) @ (N, ..., Bq, E) -> (N, ..., Bk, E)
+                # dSᵀ (scale Q) = dSᵀ q_scaled / log2(e): (N, ..., Bk, Bq) @ (N, ..., Bq, E) -> (N, ..., Bk, E)
                 dk = grad_key[..., k_start:k_stop, :]
                 dk += (grad_scores.transpose(-2, -1) @ q_scaled).sum_to_size(dk.shape)
     if need_q:
         grad_query.mul_(scale)
+    if need_k:
+        grad_key.div_(LOG2_E)
     return grad_query, grad_key, grad_value

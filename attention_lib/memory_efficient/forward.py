@@ -19,7 +19,7 @@ from torch.autograd.function import once_differentiable
 
 from ..masks import resolve_causal_bias
 from ..validation import check_mask, check_options, check_qkv, scores_shape
-from ._blocks import DEFAULT_BLOCK_SIZE, block_scores, check_block_size, full_mask, key_blocks
+from ._blocks import DEFAULT_BLOCK_SIZE, LOG2_E, block_scores, check_block_size, full_mask, key_blocks
 from .backward import blockwise_backward
 
 __all__ = ["DEFAULT_BLOCK_SIZE", "key_blocks", "memory_efficient_attention", "online_softmax_update"]
@@ -80,7 +80,8 @@ def memory_efficient_attention(query: torch.Tensor, key: torch.Tensor, value: to
     extra memory grows linearly with the length. So does training: the forward pass keeps only the output and
     two numbers per query (its largest score and its sum), and the backward pass
     (:mod:`attention_lib.memory_efficient.backward`) recomputes every block of weights from them, as
-    FlashAttention does. It supports one backward pass (not double backward). float16/bfloat16 inputs are computed in float32 and returned in their own dtype.
+    FlashAttention does. It supports one backward pass (not double backward). float16/bfloat16 inputs are
+    computed in float32 and returned in their own dtype.
 
     Args:
         query: ``(N, ..., L, E)``.
@@ -162,12 +163,12 @@ def _blockwise_forward(query: torch.Tensor, key: torch.Tensor, value: torch.Tens
                        block: tuple[int, int]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """The forward pass, block by block: the output ``(N, ..., L, Ev)``, each row's max and sum ``(N, ..., L, 1)``.
 
-    The largest score of a query and the sum of its ``exp(score - max)`` are what the backward pass needs:
-    ``exp(score - max) / sum`` is that query's weight for any key, so any block of weights can be recomputed
-    from its scores. (FlashAttention keeps one number, ``max + log(sum)``; two keep the weights exact when a
-    mask blocks with ``torch.finfo(dtype).min``, where ``max + log(sum)`` rounds back to ``max``.) A query
-    without any key (its sum stays 0) gets output 0, max ``+inf`` and sum 1 (so every recomputed weight is
-    ``exp(-inf) = 0``). The max and sum have the scores' batch shape (query's and key's), the output the batch
+    The largest score of a query and the sum of its ``2 ** (score - max)`` (scores in base 2) are what the
+    backward pass needs: ``2 ** (score - max) / sum`` is that query's weight for any key, so any block of
+    weights can be recomputed from its scores. (FlashAttention keeps one number, ``max + log(sum)``; two keep
+    the weights exact when a mask blocks with ``torch.finfo(dtype).min``, where ``max + log(sum)`` rounds back
+    to ``max``.) A query without any key (its sum stays 0) gets output 0, max ``+inf`` and sum 1 (so every
+    recomputed weight is ``2 ** -inf = 0``). The max and sum have the scores' batch shape (query's and key's), the output the batch
     shape of all three inputs.
     """
     q_block_size, k_block_size = block
@@ -180,7 +181,8 @@ def _blockwise_forward(query: torch.Tensor, key: torch.Tensor, value: torch.Tens
     row_sum = query.new_empty(*score_batch, L, 1)
     for q_start in range(0, L, q_block_size):
         q_stop = min(q_start + q_block_size, L)
-        q_scaled = query[..., q_start:q_stop, :] * scale  # scale the queries, not the scores: (N, ..., Bq, E)
+        # Scale the queries, not the scores, and count in powers of 2 (see _blocks.LOG2_E): (N, ..., Bq, E)
+        q_scaled = query[..., q_start:q_stop, :] * (scale * LOG2_E)
         running_max = query.new_full((*score_batch, q_stop - q_start, 1), float("-inf"))
         running_sum = query.new_zeros(*score_batch, q_stop - q_start, 1)
         running_output = query.new_zeros(*batch, q_stop - q_start, Ev)
@@ -197,12 +199,13 @@ def _blockwise_forward(query: torch.Tensor, key: torch.Tensor, value: torch.Tens
 
 def _fold_block_(running_max: torch.Tensor, running_sum: torch.Tensor, running_output: torch.Tensor,
                  scores: torch.Tensor, value: torch.Tensor) -> torch.Tensor:
-    """:func:`online_softmax_update` in place: ``scores`` become the block's weights, and ``running_sum`` and
-    ``running_output`` are updated where they are (no new memory for them). Returns the new running max."""
+    """:func:`online_softmax_update` in place and in base 2 (scores in powers of 2, ``exp2`` for ``exp``):
+    ``scores`` become the block's weights, and ``running_sum`` and ``running_output`` are updated where they
+    are (no new memory for them). Returns the new running max."""
     new_max = torch.maximum(running_max, scores.amax(dim=-1, keepdim=True))  # (N, ..., Bq, 1)
     shift = new_max.clamp(min=torch.finfo(new_max.dtype).min)  # see online_softmax_update
-    correction = torch.exp(running_max - shift)
-    weights = scores.sub_(shift).exp_()  # (N, ..., Bq, Bk)
+    correction = torch.exp2(running_max - shift)
+    weights = scores.sub_(shift).exp2_()  # (N, ..., Bq, Bk)
     running_sum.mul_(correction).add_(weights.sum(dim=-1, keepdim=True))
     running_output.mul_(correction).add_(weights @ value)  # (..., Bq, Bk) @ (..., Bk, Ev) -> (..., Bq, Ev)
     return new_max
