@@ -168,8 +168,8 @@ def _blockwise_forward(query: torch.Tensor, key: torch.Tensor, value: torch.Tens
     weights can be recomputed from its scores. (FlashAttention keeps one number, ``max + log(sum)``; two keep
     the weights exact when a mask blocks with ``torch.finfo(dtype).min``, where ``max + log(sum)`` rounds back
     to ``max``.) A query without any key (its sum stays 0) gets output 0, max ``+inf`` and sum 1 (so every
-    recomputed weight is ``2 ** -inf = 0``). The max and sum have the scores' batch shape (query's and key's), the output the batch
-    shape of all three inputs.
+    recomputed weight is ``2 ** -inf = 0``). The max and sum have the scores' batch shape (query's and key's),
+    the output the batch shape of all three inputs.
     """
     q_block_size, k_block_size = block
     L, S, Ev = query.shape[-2], key.shape[-2], value.shape[-1]
