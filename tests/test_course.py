@@ -155,12 +155,14 @@ def test_no_browser_work_when_chromium_is_there_skipped_or_not_selected(clone, t
     present = dry_run(clone, tmp_path / "a", "test", path_names=("apt-get", "chromium"))
     skipped = dry_run(clone, tmp_path / "b", "test", COURSE_SKIP_BROWSER="1")
     other = dry_run(clone, tmp_path / "c", "test", "tests/test_masks.py")
-    for out in (present, skipped, other):
+    quick = dry_run(clone, tmp_path / "e", "test", "-m", "not slow")  # the browser tests are slow
+    for out in (present, skipped, other, quick):
         assert "Chromium" not in out
         assert "apt-get" not in out
         assert "playwright" not in out
-    selected = dry_run(clone, tmp_path / "d", "test", "tests/test_browser.py")
-    assert "none was found: installing it" in selected
+    for number, args in enumerate([["tests/test_browser.py"], ["tests/test_book.py"], ["-m", "slow"]]):
+        selected = dry_run(clone, tmp_path / f"d{number}", "test", *args)
+        assert "none was found: installing it" in selected
 
 
 @pytest.mark.parametrize(("root", "sudo", "first"), [

@@ -61,11 +61,24 @@ def browser_plan(python: Path) -> list[list[Step]]:
     return plans
 
 
+def marker_expression(args: list[str]) -> str:
+    """The ``-m`` expression among pytest's arguments (the last one wins, as in pytest), or ``""``."""
+    expression = ""
+    for i, arg in enumerate(args):
+        if arg == "-m" and i + 1 < len(args):
+            expression = args[i + 1]
+        elif arg.startswith("-m"):
+            expression = arg[2:].lstrip("=")
+    return expression
+
+
 def browser_needed(args: list[str]) -> bool:
-    """Whether this test run collects a browser test (all tests, or a path that holds one)."""
-    if os.environ.get("COURSE_SKIP_BROWSER") == "1":
+    """Whether this test run collects a browser test (all tests, or a path that holds one, unless ``-m "not slow"``
+    leaves the slow tests out: the browser tests are slow)."""
+    if os.environ.get("COURSE_SKIP_BROWSER") == "1" or "not slow" in marker_expression(args):
         return False
-    paths = [Path(arg.split("::")[0]) for arg in args if not arg.startswith("-")]
+    values = {args[i + 1] for i, arg in enumerate(args[:-1]) if arg in ("-m", "-k")}  # not paths
+    paths = [Path(arg.split("::")[0]) for arg in args if not arg.startswith("-") and arg not in values]
     paths = [path.resolve() for path in paths if (ROOT / path).exists() or path.exists()]
     return not paths or any(path == test or path in test.parents for path in paths for test in BROWSER_TESTS)
 
