@@ -243,3 +243,16 @@ def test_an_unreachable_cpu_index_stops_at_once_with_one_message(parts, tmp_path
     err = capsys.readouterr().err
     assert f"PyTorch's CPU index ({CPU_INDEX}) cannot be reached: [Errno -2] Name or service not known" in err
     assert "leave out --cpu" in err
+
+
+def test_every_slow_entry_names_a_test_that_exists():
+    """conftest.py's SLOW names files and tests by hand: a renamed test must not silently become quick again."""
+    spec = importlib.util.spec_from_file_location("root_conftest", ROOT / "conftest.py")
+    conftest = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(conftest)
+    for entry in conftest.SLOW:
+        file, _, test = entry.partition("::")
+        assert (ROOT / file).is_file(), f"SLOW names {file}, which does not exist"
+        if test:
+            assert re.search(rf"^def {re.escape(test)}\(", (ROOT / file).read_text(), re.M), \
+                f"SLOW names {entry}, but {file} defines no {test}"
