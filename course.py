@@ -3,6 +3,7 @@
 
     python course.py lab        open the course in JupyterLab (creates .venv on first use)
     python course.py test       run the whole test suite: package tests, doctests, ruff, strict nbval, browser
+                                (`python course.py test -m "not slow"`: the quick part, without notebooks and browser)
     python course.py execute    regenerate every notebook's stored outputs (the only way outputs are made)
     python course.py colab      rewrite every notebook's Colab badge and setup cell from pyproject.toml
     python course.py gpu-check  on a CUDA machine: device tests, strict nbval and timings on the GPU
