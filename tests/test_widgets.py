@@ -23,31 +23,12 @@ from figures import bar_heights
 from matplotlib.colors import to_hex
 
 from attention_lib import calculate_attention
+from attention_lib import widgets as w
 from attention_lib.lessons.data import TOKENS, sentence_batch, toy_sentence
 from attention_lib.lessons.experiments import batch_mask, detective_team, scaler_weights, temperature_weights
 from attention_lib.plotting import online_softmax_steps
 from attention_lib.plotting.masks import ALLOWED_STYLE
 from attention_lib.training import load_trained
-from attention_lib.widgets import (
-    blend_explorer,
-    cocktail_party_explorer,
-    detective_team_explorer,
-    library_search_explorer,
-    masking_explorer,
-    online_softmax_explorer,
-    percentages_explorer,
-    render_blend,
-    render_cocktail_party,
-    render_detective_team,
-    render_library_search,
-    render_masking,
-    render_online_softmax,
-    render_percentages,
-    render_scaler,
-    render_trained,
-    scaler_explorer,
-    trained_explorer,
-)
 from attention_lib.widgets.online_softmax import EXAMPLE_SCORES, EXAMPLE_VALUES
 
 SENTENCE = "the cat near the dogs purr(s)"  # an input of the shipped agreement model
@@ -131,7 +112,7 @@ class Row:
 
 ROWS = {
     "cocktail_party": Row(
-        render_cocktail_party, cocktail_party_explorer, bars(0, 1),
+        w.render_cocktail_party, w.cocktail_party_explorer, bars(0, 1),
         draws=({"word": "purred", "focus": 2.0}, lambda: cocktail_party_numbers("purred", 2.0)),
         differ=({"word": "cat", "focus": 0.0}, {"word": "cat", "focus": 10.0}),
         bad=[({"word": "dog"}, ValueError, "one of the sentence's tokens"),
@@ -140,7 +121,7 @@ ROWS = {
              ({"focus": "high"}, TypeError, "focus must be a number")],
         moves={"word": "softly", "focus": 5.0}, explorer_takes_arguments=True),
     "library_search": Row(
-        render_library_search, library_search_explorer, bars(0, 1),
+        w.render_library_search, w.library_search_explorer, bars(0, 1),
         draws=({"animal": 0.0, "action": 1.0, "gentle": 1.0, "grammar": 0.0, "sharpness": 2.0},
                lambda: library_search_numbers([0.0, 1.0, 1.0, 0.0], 2.0, best="purred")),
         differ=({"animal": 1.0}, {"animal": 0.0, "grammar": 1.0}),
@@ -150,13 +131,13 @@ ROWS = {
              ({"grammar": True}, TypeError, "grammar must be a number")],
         moves={"grammar": 2.0, "sharpness": 0.0}, explorer_takes_arguments=True),
     "scaler": Row(
-        render_scaler, scaler_explorer, bars(0),
+        w.render_scaler, w.scaler_explorer, bars(0),
         draws=({"d_k": 16, "scaled": True}, lambda: scaler_weights(16, True)[0].double()),
         differ=({"d_k": 16}, {"d_k": 512}),
         bad=[({"d_k": d_k}, ValueError, "d_k must be a positive integer") for d_k in (0, -4, 2.5, True)],
         moves={"scaled": False, "d_k": 8}),
     "percentages": Row(
-        render_percentages, percentages_explorer, bars(1),
+        w.render_percentages, w.percentages_explorer, bars(1),
         draws=({"temperature": 0.5, "word": "purred"}, lambda: temperature_weights(0.5)[2].double()),
         differ=({"temperature": 1.0, "word": "purred"}, {"temperature": 0.2, "word": "purred"}),
         bad=[({"temperature": t}, ValueError, "temperature must be a positive number")
@@ -164,21 +145,22 @@ ROWS = {
             + [({"word": "dog"}, ValueError, "word must be one of the sentence's tokens")],
         moves={"temperature": 0.3, "word": "cat"}),
     "blend": Row(
-        render_blend, blend_explorer, bars(0, 1),
+        w.render_blend, w.blend_explorer, bars(0, 1),
         draws=({"word": "softly", "focus": 2.0}, lambda: blend_numbers("softly", 2.0)),
         differ=({"word": "purred", "focus": 1.0}, {"word": "softly", "focus": 1.0}),
         bad=[({"word": "dog"}, ValueError, "word must be one of"),
              ({"focus": -1.0}, ValueError, "focus must be non-negative")],
         moves={"word": "cat", "focus": 0.0}),
     "masking": Row(
-        render_masking, masking_explorer, lambda fig: torch.cat([mask_cells(fig).double(), heatmaps(fig)]),
+        w.render_masking, w.masking_explorer, lambda fig: torch.cat([mask_cells(fig).double(), heatmaps(fig)]),
         draws=({"sentence": 1, "kind": "causal + padding"}, lambda: masking_numbers(1, "causal + padding")),
         differ=({"sentence": 1, "kind": "none"}, {"sentence": 1, "kind": "padding"}),
         bad=[({"sentence": 3, "kind": "causal"}, ValueError, "sentence must be an index in 0..2, but sentence=3"),
              ({"kind": "future"}, ValueError, r"kind must be one of .* but kind='future'")],
         moves={"kind": "none", "sentence": 1}),
     "detective_team": Row(
-        render_detective_team, detective_team_explorer, lambda fig: torch.cat([heatmaps(fig), chosen_word_bars(fig)]),
+        w.render_detective_team, w.detective_team_explorer,
+        lambda fig: torch.cat([heatmaps(fig), chosen_word_bars(fig)]),
         draws=({"word": "softly", "clue_0": "animal", "clue_1": "action", "loudness": 5.0, "num_heads": 2},
                lambda: detective_numbers("softly")),
         differ=({"word": "purred", "clue_0": "animal"}, {"word": "purred", "clue_0": "gentle"}),
@@ -188,7 +170,7 @@ ROWS = {
              ({"num_heads": 3}, ValueError, "embed_dim must be divisible by num_heads")],
         moves={"clue_1": "grammar", "num_heads": 1}),
     "online_softmax": Row(
-        render_online_softmax, online_softmax_explorer, running_max,
+        w.render_online_softmax, w.online_softmax_explorer, running_max,
         draws=({"block": 3, "block_size": 2}, lambda: torch.tensor([online_softmax_steps(
             torch.tensor(EXAMPLE_SCORES, dtype=torch.float64), torch.tensor(EXAMPLE_VALUES, dtype=torch.float64),
             2)[2].running_max], dtype=torch.float64)),
@@ -197,7 +179,7 @@ ROWS = {
               r"block must be between 1 and 4 \(the number of blocks of 2 keys\)")],
         moves={"block": 2, "block_size": 1}),
     "trained": Row(
-        partial(render_trained, "agreement"), trained_explorer, heatmaps,
+        partial(w.render_trained, "agreement"), w.trained_explorer, heatmaps,
         draws=({"text": SENTENCE, "head": 1}, lambda: load_trained("agreement").run(SENTENCE)[2][0][1].double()
                .flatten()),
         differ=({"text": SENTENCE, "head": 0}, {"text": SENTENCE, "head": 1}),
@@ -253,29 +235,29 @@ def test_the_explorer_redraws_what_render_draws_for_its_controls(name):
 
 # -- what only one explorer does ---------------------------------------------------------------------------------
 def test_cocktail_party_more_focus_sharpens_the_weights_towards_the_word_itself():
-    blurred = bar_heights(render_cocktail_party("cat", focus=0.0).axes[0])
-    sharp = bar_heights(render_cocktail_party("cat", focus=10.0).axes[0])
+    blurred = bar_heights(w.render_cocktail_party("cat", focus=0.0).axes[0])
+    sharp = bar_heights(w.render_cocktail_party("cat", focus=10.0).axes[0])
     torch.testing.assert_close(blurred, torch.full((4,), 0.25, dtype=torch.float64))
     assert sharp.max() > 0.99
     assert TOKENS[int(sharp.argmax())] == "cat"
 
 
 def test_library_search_an_animal_query_finds_the_cat():
-    fig = render_library_search(animal=1.0, sharpness=10.0)
+    fig = w.render_library_search(animal=1.0, sharpness=10.0)
     assert int(bar_heights(fig.axes[0]).argmax()) == TOKENS.index("cat")
     assert "'cat'" in fig.axes[0].get_title()
 
 
 def test_blend_purred_looks_at_cat_and_softly_at_purred():
-    sharp = bar_heights(render_blend("purred", focus=3.0).axes[0])
+    sharp = bar_heights(w.render_blend("purred", focus=3.0).axes[0])
     assert TOKENS[int(sharp.argmax())] == "cat"
     assert sharp.max() > 0.99
-    assert TOKENS[int(bar_heights(render_blend("softly", focus=1.0).axes[0]).argmax())] == "purred"
+    assert TOKENS[int(bar_heights(w.render_blend("softly", focus=1.0).axes[0]).argmax())] == "purred"
 
 
 @pytest.mark.parametrize("kind", ["none", "causal", "padding", "causal + padding"])
 def test_masking_draws_every_kind_and_leaves_blocked_cells_out_of_the_colour_scale(kind):
-    fig = render_masking(2, kind)
+    fig = w.render_masking(2, kind)
     torch.testing.assert_close(ROWS["masking"].read(fig), masking_numbers(2, kind))
     weights_ax = fig.axes[1]
     hidden = torch.from_numpy(np.ma.getmaskarray(weights_ax.images[0].get_array())).flatten()
@@ -288,7 +270,7 @@ def test_masking_draws_every_kind_and_leaves_blocked_cells_out_of_the_colour_sca
 
 def test_detective_team_clues_and_loudness_steer_the_heads():
     def weights(**kwargs):
-        fig = render_detective_team(**kwargs)
+        fig = w.render_detective_team(**kwargs)
         return [torch.from_numpy(np.ma.filled(ax.images[0].get_array(), 0.0)) for ax in fig.axes if ax.images]
 
     assert int(weights(word="purred", clue_0="animal")[0][2].argmax()) == TOKENS.index("cat")
@@ -301,20 +283,20 @@ def test_detective_team_clues_and_loudness_steer_the_heads():
 
 
 def test_online_softmax_writes_out_the_step_and_hatches_the_current_block():
-    fig = render_online_softmax(3, 2)
+    fig = w.render_online_softmax(3, 2)
     text = fig.axes[1].texts[0].get_text()
     assert "new running max m    = max(1.500, 3.000) = 3.000" in text
     assert "correction = exp(1.500 - 3.000) = 0.223" in text
     hatches = [bar.get_hatch() or "" for bar in fig.axes[0].patches]
     assert hatches[:4] == ["", "", "", ""]  # folded in already
     assert len(set(hatches[4:6])) == 1 != len(set(hatches[4:]))
-    last = render_online_softmax(4, 2).axes[1].texts[0].get_text()
+    last = w.render_online_softmax(4, 2).axes[1].texts[0].get_text()
     assert "(m did not move)" in last
     assert "(equal: all keys seen)" in last
 
 
 def test_online_softmax_explorer_keeps_the_block_slider_inside_the_blocks():
-    box = online_softmax_explorer()
+    box = w.online_softmax_explorer()
     box.controls["block"].value = 4
     box.controls["block_size"].value = 4  # two blocks now: the slider follows
     assert box.controls["block"].max == 2
@@ -322,17 +304,17 @@ def test_online_softmax_explorer_keeps_the_block_slider_inside_the_blocks():
 
 
 def test_trained_shows_the_answer_with_tokens_on_both_axes():
-    ax = render_trained("agreement", SENTENCE, head=1).axes[0]
+    ax = w.render_trained("agreement", SENTENCE, head=1).axes[0]
     assert [t.get_text() for t in ax.get_xticklabels()] == SENTENCE.split()
     assert [t.get_text() for t in ax.get_yticklabels()][-1] == "purr(s) → purrs"
     assert ax.get_title() == "layer 0, head 1 · answer: the cat near the dogs purrs"
-    reversal = render_trained("reversal", "3 1 4 1 5 9 2 6").axes[0]
+    reversal = w.render_trained("reversal", "3 1 4 1 5 9 2 6").axes[0]
     assert reversal.get_title().endswith("answer: 6 2 9 5 1 4 1 3")
     assert [t.get_text() for t in reversal.get_yticklabels()][0] == "3 → 6"
 
 
 def test_trained_explorer_explains_an_input_it_cannot_read_and_offers_examples():
-    box = trained_explorer(load_trained("reversal"), examples=["0 1 2 3 4 5 6 7"])
+    box = w.trained_explorer(load_trained("reversal"), examples=["0 1 2 3 4 5 6 7"])
     assert list(box.controls["text"].options) == ["0 1 2 3 4 5 6 7"]
     box.controls["text"].value = "1 2 3"
     (message,) = [t.get_text() for t in box.figure.axes[0].texts]
