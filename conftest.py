@@ -1,4 +1,8 @@
-"""Root conftest: tests and doctests draw figures headless (and close them), and doctests see `torch`."""
+"""Root conftest: tests and doctests draw figures headless (and close them), doctests see `torch`, and the slow
+tests carry the ``slow`` marker (``pytest -m "not slow"`` leaves them out; ``python course.py test`` runs them all).
+"""
+
+from pathlib import Path
 
 import matplotlib
 import matplotlib.pyplot as plt
@@ -6,6 +10,36 @@ import pytest
 import torch
 
 matplotlib.use("Agg")
+
+ROOT = Path(__file__).resolve().parent
+
+#: What is slow, in one place: whole test files, or single tests (``file::name``, every parametrization of it), each
+#: with why. Notebooks under nbval (``--nbval``) are slow too, and so are the tests marked ``@pytest.mark.slow``.
+#: The single tests took 35-95 s each on a busy 2-core machine (load average 12-17), where the others took under 30 s.
+SLOW = {
+    "tests/test_browser.py": "every lesson run in JupyterLab in Chromium",
+    "tests/test_book.py": "builds the website and opens every page in Chromium",
+    "tests/test_bench.py::test_quick_command_prints_every_section": "runs the benchmark",
+    "tests/test_bench.py::test_main_returns_the_measurements": "runs the benchmark",
+    "tests/test_memory.py::test_gpu_check_compares_the_backward_pass": "runs the GPU check's comparison",
+    "tests/test_devices.py::test_gpu_check_without_cuda_says_so_and_succeeds": "runs tools/gpu_check.py",
+    "tests/test_training.py::test_recipe_reproduces_the_agreement_model": "trains a model",
+    "tests/test_training.py::test_recipe_reproduces_the_reversal_model": "trains a model",
+    "tests/test_training.py::test_without_positions_reversal_fails": "trains a model",
+}
+
+
+def slow_key(item) -> tuple[str, str]:
+    """``(file, file::test)`` of a collected item, relative to the repository, as :data:`SLOW` names them."""
+    path = Path(str(item.path)).resolve()
+    name = path.relative_to(ROOT).as_posix() if path.is_relative_to(ROOT) else path.name
+    return name, f"{name}::{getattr(item, 'originalname', item.name)}"
+
+
+def pytest_collection_modifyitems(items):
+    for item in items:
+        if Path(str(item.path)).suffix == ".ipynb" or any(key in SLOW for key in slow_key(item)):
+            item.add_marker(pytest.mark.slow)
 
 
 @pytest.fixture(autouse=True)

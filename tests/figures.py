@@ -1,4 +1,5 @@
-"""Reading numbers back from the figures the explorers draw (shared by the tests/test_widgets_*.py files)."""
+"""Reading numbers back from the figures the explorers draw (shared by tests/test_widgets.py and
+tests/test_explorer_figures.py)."""
 
 import torch
 

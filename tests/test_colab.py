@@ -50,6 +50,7 @@ def test_badge_and_setup_cell_appear_once(path):
     assert setups == [1], f"the Colab setup cell must appear once, as the second cell; found it in cells {setups}"
 
 
+@pytest.mark.slow  # reads every notebook in a new process (35-50 s on a busy 2-core machine)
 def test_every_notebook_is_in_sync():
     result = subprocess.run([sys.executable, str(ROOT / "tools" / "colab_sync.py"), "--check"],
                             capture_output=True, text=True)
@@ -105,6 +106,7 @@ def colab_python():
     return colab_like_env.create(venv)
 
 
+@pytest.mark.slow  # builds the Colab-like environment (installs torch) on first use
 def test_install_into_colab_like_env_replaces_nothing(colab_python, tmp_path):
     report = tmp_path / "report.json"
     subprocess.run([str(colab_python), "-m", "pip", "install", "--dry-run", "--quiet", "--no-build-isolation",
@@ -114,6 +116,7 @@ def test_install_into_colab_like_env_replaces_nothing(colab_python, tmp_path):
     assert not installs & {"torch", "matplotlib", "ipywidgets", "ipython"}, installs
 
 
+@pytest.mark.slow  # the explorer tests again, in the Colab-like environment
 def test_explorers_build_under_ipywidgets_7(colab_python):
     """The explorer tests pass under ipywidgets 7.7.1 too (with the package on the path, not installed)."""
     version = subprocess.run([str(colab_python), "-c", "import ipywidgets; print(ipywidgets.__version__)"],

@@ -2,17 +2,21 @@
 
 Each test works on a fresh copy of the repository (the files git tracks, no ``.venv``). Nothing is downloaded:
 ``COURSE_DRY_RUN=1`` makes course.py print its plan (every step, then the command it would start) and run nothing,
-and the in-process tests replace the probes (root, sudo, an installed torch, a browser) and the install steps.
+and the in-process tests replace the probes (root, sudo, an installed torch, a browser) and the install steps in
+course.py's parts: ``tools/environment.py`` (the environment) and ``tools/chromium.py`` (the browser).
 """
 
 from __future__ import annotations
 
+import importlib
 import importlib.util
 import os
+import re
 import shutil
 import stat
 import subprocess
 import sys
+import types
 from pathlib import Path
 
 import pytest
@@ -46,25 +50,39 @@ def stub_bin(folder: Path, *names: str) -> Path:
     return folder
 
 
-def dry_run(clone: Path, tmp_path: Path, *argv: str, path_names=("apt-get",), **env: str) -> str:
-    """``python course.py ARGV`` in the clone with COURSE_DRY_RUN=1 and PATH holding only stubs; its output."""
+def dry_run(clone: Path, tmp_path: Path, *argv: str, path_names=("apt-get",), cwd: Path | None = None,
+            **env: str) -> str:
+    """``python -S course.py ARGV`` (the standard library only: no site-packages) in the clone, with
+    COURSE_DRY_RUN=1 and PATH holding only stubs; its output."""
     environment = {key: value for key, value in os.environ.items()
-                   if not key.startswith(("COURSE_", "PLAYWRIGHT_", "VIRTUAL_ENV"))}
+                   if not key.startswith(("COURSE_", "PLAYWRIGHT_", "VIRTUAL_ENV", "PYTHON"))}
     environment.update(COURSE_DRY_RUN="1", PATH=str(stub_bin(tmp_path / "bin", *path_names)),
                        PLAYWRIGHT_BROWSERS_PATH=str(tmp_path / "no-browsers"), HOME=str(tmp_path), **env)
-    done = subprocess.run([sys.executable, str(clone / "course.py"), *argv], cwd=clone, env=environment,
-                          capture_output=True, text=True, timeout=60)
+    done = subprocess.run([sys.executable, "-S", str(clone / "course.py"), *argv], cwd=cwd or clone,
+                          env=environment, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stdout + done.stderr
     assert not (clone / ".venv").exists(), "a dry run must not create anything"
     return done.stdout
 
 
-def load_course(clone: Path):
-    """course.py of the clone, imported as a module (its ROOT is the clone), the way tests/browser/lab.py loads it."""
+@pytest.fixture
+def parts(clone, monkeypatch):
+    """The clone's course.py and its parts (``course``, ``environment``, ``chromium``), imported from the clone,
+    the way tests/browser/lab.py loads course.py; this session's own ``tools`` package is put back afterwards."""
+    saved = {name: module for name, module in sys.modules.items() if name == "tools" or name.startswith("tools.")}
+    for name in saved:
+        del sys.modules[name]
+    monkeypatch.syspath_prepend(str(clone))
     spec = importlib.util.spec_from_file_location("course_under_test", clone / "course.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)  # not in sys.modules: course.py must load without it
-    return module
+    course = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(course)  # not in sys.modules: course.py must load without it
+    loaded = types.SimpleNamespace(course=course, environment=importlib.import_module("tools.environment"),
+                                   chromium=importlib.import_module("tools.chromium"))
+    assert Path(loaded.environment.__file__).is_relative_to(clone)
+    yield loaded
+    for name in [name for name in sys.modules if name == "tools" or name.startswith("tools.")]:
+        del sys.modules[name]
+    sys.modules.update(saved)
 
 
 def test_fresh_clone_test_installs_everything_then_runs_pytest(clone, tmp_path):
@@ -90,20 +108,61 @@ def test_the_cpu_option_installs_torch_from_the_cpu_index_first(clone, tmp_path,
     assert "--timeout 15 --retries 0" in out, "an unreachable index must fail within seconds"
     assert cpu < out.index(f"-m pip install -e '{clone}[dev]'"), "torch comes first, so the project keeps it"
     assert "CPU-only build (about 190 MB" in out
+    if sys.platform == "linux":  # the CPU-only build brings no Triton: lesson 14's comes from PyPI, pinned
+        triton = out.index("-m pip install triton==3.8.0\n")
+        assert cpu < triton < out.index(f"-m pip install -e '{clone}[dev]'")
+    else:
+        assert "triton" not in out
+        assert "lesson 14 (the Triton kernel) runs on Colab" in out
     assert "-m jupyter lab" in out
     assert "--cpu" not in out.split("-m jupyter lab")[1]
+
+
+def test_course_py_runs_from_any_directory_with_the_standard_library_only(clone, tmp_path):
+    """``python -S`` (no site-packages) from a folder outside the clone: course.py finds its parts in tools/."""
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    out = dry_run(clone, tmp_path, "lab", cwd=elsewhere)
+    assert f"--notebook-dir={clone / 'notebooks'}" in out
+    assert not (elsewhere / ".venv").exists()
+
+
+LOADED_FILES = """\
+import sys
+import course
+print("\\n".join(sorted(getattr(module, "__file__", None) or "" for module in list(sys.modules.values()))))
+"""
+
+
+def test_course_parts_use_the_standard_library_only(clone):
+    """course.py and its parts import nothing from site-packages: they run before anything is installed."""
+    done = subprocess.run([sys.executable, "-S", "-c", LOADED_FILES], cwd=clone, capture_output=True, text=True,
+                          timeout=60, env={"PATH": os.environ.get("PATH", "")})
+    assert done.returncode == 0, done.stderr
+    loaded = done.stdout.splitlines()
+    assert [f for f in loaded if "site-packages" in f] == []
+    assert {str(clone / "tools" / name) for name in ("environment.py", "chromium.py", "steps.py")} <= set(loaded)
+
+
+def test_ci_pins_the_triton_that_the_cpu_option_installs(parts):
+    """.ci/run installs the torch and Triton pair that course.py's ``--cpu`` path installs on a fresh machine."""
+    ci = (ROOT / ".ci" / "run").read_text()
+    assert re.search(r"pip install [^\n]*torch==2\.13\.0 [^\n]*" + re.escape(parts.environment.TRITON), ci)
+    assert parts.environment.TORCH == "torch>=2.1"
 
 
 def test_no_browser_work_when_chromium_is_there_skipped_or_not_selected(clone, tmp_path):
     present = dry_run(clone, tmp_path / "a", "test", path_names=("apt-get", "chromium"))
     skipped = dry_run(clone, tmp_path / "b", "test", COURSE_SKIP_BROWSER="1")
     other = dry_run(clone, tmp_path / "c", "test", "tests/test_masks.py")
-    for out in (present, skipped, other):
+    quick = dry_run(clone, tmp_path / "e", "test", "-m", "not slow")  # the browser tests are slow
+    for out in (present, skipped, other, quick):
         assert "Chromium" not in out
         assert "apt-get" not in out
         assert "playwright" not in out
-    selected = dry_run(clone, tmp_path / "d", "test", "tests/test_browser.py")
-    assert "none was found: installing it" in selected
+    for number, args in enumerate([["tests/test_browser.py"], ["tests/test_book.py"], ["-m", "slow"]]):
+        selected = dry_run(clone, tmp_path / f"d{number}", "test", *args)
+        assert "none was found: installing it" in selected
 
 
 @pytest.mark.parametrize(("root", "sudo", "first"), [
@@ -111,13 +170,13 @@ def test_no_browser_work_when_chromium_is_there_skipped_or_not_selected(clone, t
     (False, True, ["sudo", "-n", "apt-get"]),
     (False, False, None),
 ], ids=["root", "sudo", "neither"])
-def test_browser_plan_by_privileges(clone, monkeypatch, root, sudo, first):
+def test_browser_plan_by_privileges(parts, monkeypatch, root, sudo, first):
     """apt (directly as root, through sudo without a password), else Playwright's download; both in that order."""
-    course = load_course(clone)
-    monkeypatch.setattr(course, "is_root", lambda: root)
-    monkeypatch.setattr(course, "has_sudo", lambda: sudo)
-    monkeypatch.setattr(course.shutil, "which", lambda name: f"/usr/bin/{name}")
-    plans = [[step.argv for step in plan] for plan in course.browser_plan(Path("/venv/bin/python"))]
+    chromium = parts.chromium
+    monkeypatch.setattr(chromium, "is_root", lambda: root)
+    monkeypatch.setattr(chromium, "has_sudo", lambda: sudo)
+    monkeypatch.setattr(chromium.shutil, "which", lambda name: f"/usr/bin/{name}")
+    plans = [[step.argv for step in plan] for plan in chromium.browser_plan(Path("/venv/bin/python"))]
     assert plans[-1] == [["/venv/bin/python", "-m", "playwright", "install", "chromium"]]
     if first is None:
         assert len(plans) == 1
@@ -131,15 +190,16 @@ def test_browser_plan_by_privileges(clone, monkeypatch, root, sudo, first):
         assert install[-4:] == ["-y", "--no-install-recommends", "chromium", "fonts-dejavu-core"]
 
 
-def test_without_any_way_to_a_browser_one_message_names_the_choices(clone, monkeypatch, capsys):
-    course = load_course(clone)
+def test_without_any_way_to_a_browser_one_message_names_the_choices(parts, monkeypatch, capsys):
+    chromium = parts.chromium
     monkeypatch.delenv("COURSE_DRY_RUN", raising=False)
-    monkeypatch.setattr(course, "find_chromium", lambda: None)
-    monkeypatch.setattr(course, "is_root", lambda: False)
-    monkeypatch.setattr(course, "has_sudo", lambda: False)
-    failing = course.Step("download Playwright's Chromium", [sys.executable, "-c", "raise SystemExit(1)"])
-    monkeypatch.setattr(course, "browser_plan", lambda python: [[failing]])
-    assert course.ensure_browser(Path(sys.executable)) is False
+    monkeypatch.delenv("COURSE_CHROMIUM", raising=False)
+    monkeypatch.setattr(chromium, "find_chromium", lambda: None)
+    monkeypatch.setattr(chromium, "is_root", lambda: False)
+    monkeypatch.setattr(chromium, "has_sudo", lambda: False)
+    failing = chromium.Step("download Playwright's Chromium", [sys.executable, "-c", "raise SystemExit(1)"])
+    monkeypatch.setattr(chromium, "browser_plan", lambda python: [[failing]])
+    assert chromium.ensure_browser(Path(sys.executable)) is False
     out = capsys.readouterr().out
     assert out.count("Choose one:") == 1
     assert "apt: not run (needs root or passwordless sudo)" in out
@@ -147,32 +207,52 @@ def test_without_any_way_to_a_browser_one_message_names_the_choices(clone, monke
     assert "COURSE_CHROMIUM=/path/to/chrome python course.py test" in out
 
 
-def test_a_torch_already_installed_is_kept_even_with_the_cpu_option(clone, tmp_path, monkeypatch):
-    course = load_course(clone)
+@pytest.mark.parametrize(("installed", "pins", "said"), [
+    ({"torch": "2.13.0+cpu"}, "torch==2.13.0+cpu\n", "torch 2.13.0+cpu is already installed: it is kept"),
+    ({"torch": "2.13.0", "triton": "3.8.0"}, "torch==2.13.0\ntriton==3.8.0\n",
+     "torch 2.13.0 and triton 3.8.0 are already installed: they are kept"),
+], ids=["torch", "torch-and-triton"])
+def test_a_torch_already_installed_is_kept_even_with_the_cpu_option(parts, tmp_path, monkeypatch, installed, pins,
+                                                                    said):
+    environment = parts.environment
     venv = tmp_path / "venv"
     stub_bin(venv / "bin", "python")
-    monkeypatch.setattr(course, "installed_version", lambda python, name: "2.13.0+cpu" if name == "torch" else None)
-    steps, notes = course.install_plan(venv, "cpu")
+    monkeypatch.setattr(environment, "installed_version", lambda python, name: installed.get(name))
+    steps, notes = environment.install_plan(venv, "cpu")
     assert [step.title for step in steps] == ["install the course and its tools"]
-    assert all(CPU_INDEX not in step.argv for step in steps)
+    assert all(CPU_INDEX not in step.argv and environment.TRITON not in step.argv for step in steps)
     pin = venv / ".course-constraints.txt"
     assert steps[0].argv[-2:] == ["--constraint", str(pin)]
-    assert steps[0].files == {pin: "torch==2.13.0+cpu\n"}
-    assert any("torch 2.13.0+cpu is already installed: it is kept" in note for note in notes)
-    (venv / ".course-installed").write_text(course.pyproject_digest())
-    assert course.install_plan(venv, "cpu") == ([], []), "an environment that is up to date needs nothing"
+    assert steps[0].files == {pin: pins}
+    assert any(said in note for note in notes)
+    (venv / ".course-installed").write_text(environment.pyproject_digest())
+    assert environment.install_plan(venv, "cpu") == ([], []), "an environment that is up to date needs nothing"
 
 
-def test_an_unreachable_cpu_index_stops_at_once_with_one_message(clone, tmp_path, monkeypatch, capsys):
-    course = load_course(clone)
+def test_an_unreachable_cpu_index_stops_at_once_with_one_message(parts, tmp_path, monkeypatch, capsys):
+    course, environment = parts.course, parts.environment
     monkeypatch.delenv("COURSE_DRY_RUN", raising=False)
+    monkeypatch.delenv("COURSE_NO_VENV", raising=False)
     monkeypatch.setenv("COURSE_VENV", str(tmp_path / "venv"))
     monkeypatch.setenv("COURSE_TORCH", "default")
-    monkeypatch.setattr(course, "cpu_index_problem", lambda: "[Errno -2] Name or service not known")
+    monkeypatch.setattr(environment, "cpu_index_problem", lambda: "[Errno -2] Name or service not known")
     ran = []
-    monkeypatch.setattr(course, "run_steps", ran.append)
+    monkeypatch.setattr(environment, "run_steps", ran.append)
     assert course.main(["lab", "--cpu"]) == 1
     assert ran == [], "nothing is installed when the CPU index cannot be reached"
     err = capsys.readouterr().err
     assert f"PyTorch's CPU index ({CPU_INDEX}) cannot be reached: [Errno -2] Name or service not known" in err
     assert "leave out --cpu" in err
+
+
+def test_every_slow_entry_names_a_test_that_exists():
+    """conftest.py's SLOW names files and tests by hand: a renamed test must not silently become quick again."""
+    spec = importlib.util.spec_from_file_location("root_conftest", ROOT / "conftest.py")
+    conftest = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(conftest)
+    for entry in conftest.SLOW:
+        file, _, test = entry.partition("::")
+        assert (ROOT / file).is_file(), f"SLOW names {file}, which does not exist"
+        if test:
+            assert re.search(rf"^def {re.escape(test)}\(", (ROOT / file).read_text(), re.M), \
+                f"SLOW names {entry}, but {file} defines no {test}"

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Install the browser test's Chromium now, the way ``python course.py test`` does when it finds none.
+"""Install the browser tests' Chromium now, the way ``python course.py test`` does when it finds none.
 
     python tools/install_browser.py
 
@@ -13,10 +13,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import course  # noqa: E402  (course.py lives in the repository root)
+from tools.chromium import ensure_browser, find_chromium  # noqa: E402
+from tools.environment import venv_python  # noqa: E402
 
 if __name__ == "__main__":
-    python = course.venv_python()
-    if not course.ensure_browser(python):
+    if not ensure_browser(venv_python()):
         sys.exit(1)
-    print(f"Chromium: {course.find_chromium()}\nRun the browser test with: python course.py test tests/test_browser.py")
+    print(f"Chromium: {find_chromium()}\nRun the browser test with: python course.py test tests/test_browser.py")

@@ -1,0 +1,113 @@
+"""The browser tests' Chromium: find one, or install one (apt as root or with passwordless sudo, else Playwright's).
+
+Standard library only: ``python course.py test`` uses it before the tests start; ``tools/install_browser.py`` runs it
+on its own. The browser tests (tests/test_browser.py, tests/test_book.py) find the browser the same way
+(``tests/browser/lab.py``).
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+from .project import ROOT
+from .steps import Step, StepFailed, dry_run, run_steps, say
+
+#: Where the browser test looks for Chromium (first match wins; COURSE_CHROMIUM overrides); as tests/browser/lab.py.
+CHROMIUM_NAMES = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
+SKIP_HINT = "COURSE_SKIP_BROWSER=1 python course.py test"
+#: The test files that drive the browser: ``python course.py test`` provides Chromium when it runs one of them.
+BROWSER_TESTS = (ROOT / "tests" / "test_browser.py", ROOT / "tests" / "test_book.py")
+
+
+def find_chromium() -> str | None:
+    """Chromium as tests/browser/lab.py finds it: COURSE_CHROMIUM, then PATH, then Playwright's own download."""
+    explicit = os.environ.get("COURSE_CHROMIUM")
+    if explicit:
+        return explicit if Path(explicit).is_file() else None
+    for name in CHROMIUM_NAMES:
+        if shutil.which(name):
+            return shutil.which(name)
+    cache = os.environ.get("PLAYWRIGHT_BROWSERS_PATH") or Path.home() / ".cache" / "ms-playwright"
+    found = sorted(glob.glob(str(Path(cache) / "chromium-*" / "chrome-linux*" / "chrome")))
+    return found[-1] if found else None
+
+
+def is_root() -> bool:
+    return hasattr(os, "geteuid") and os.geteuid() == 0
+
+
+def has_sudo() -> bool:
+    """Passwordless sudo works (``sudo -n true`` never asks for a password)."""
+    if not shutil.which("sudo"):
+        return False
+    return subprocess.run(["sudo", "-n", "true"], capture_output=True).returncode == 0
+
+
+def browser_plan(python: Path) -> list[list[Step]]:
+    """The ways to get Chromium here, in order of preference; the first that works is enough."""
+    apt = ["-o", "DPkg::Lock::Timeout=300", "-q"]
+    plans = []
+    if shutil.which("apt-get") and (is_root() or has_sudo()):
+        sudo = [] if is_root() else ["sudo", "-n"]
+        plans.append([Step("update apt's package lists", [*sudo, "apt-get", *apt, "update"]),
+                      Step("install Debian's Chromium with apt",
+                           [*sudo, "env", "DEBIAN_FRONTEND=noninteractive", "apt-get", *apt, "install", "-y",
+                            "--no-install-recommends", "chromium", "fonts-dejavu-core"])])
+    plans.append([Step("download Playwright's Chromium", [str(python), "-m", "playwright", "install", "chromium"])])
+    return plans
+
+
+def marker_expression(args: list[str]) -> str:
+    """The ``-m`` expression among pytest's arguments (the last one wins, as in pytest), or ``""``."""
+    expression = ""
+    for i, arg in enumerate(args):
+        if arg == "-m" and i + 1 < len(args):
+            expression = args[i + 1]
+        elif arg.startswith("-m"):
+            expression = arg[2:].lstrip("=")
+    return expression
+
+
+def browser_needed(args: list[str]) -> bool:
+    """Whether this test run collects a browser test (all tests, or a path that holds one, unless ``-m "not slow"``
+    leaves the slow tests out: the browser tests are slow)."""
+    if os.environ.get("COURSE_SKIP_BROWSER") == "1" or "not slow" in marker_expression(args):
+        return False
+    values = {args[i + 1] for i, arg in enumerate(args[:-1]) if arg in ("-m", "-k")}  # not paths
+    paths = [Path(arg.split("::")[0]) for arg in args if not arg.startswith("-") and arg not in values]
+    paths = [path.resolve() for path in paths if (ROOT / path).exists() or path.exists()]
+    return not paths or any(path == test or path in test.parents for path in paths for test in BROWSER_TESTS)
+
+
+def ensure_browser(python: Path) -> bool:
+    """Find or install Chromium for the browser tests; False (after one message) when none can be had."""
+    if find_chromium():
+        return True
+    if os.environ.get("COURSE_CHROMIUM"):
+        print(f"COURSE_CHROMIUM={os.environ['COURSE_CHROMIUM']} is not a file: point it at a Chrome or Chromium, "
+              f"or leave it unset to have one found or installed, or skip the browser test: `{SKIP_HINT}`.")
+        return False
+    say("The browser test needs Chromium and none was found: installing it.")
+    tried = []
+    for plan in browser_plan(python):
+        try:
+            run_steps(plan)
+        except StepFailed as error:
+            tried.append(f"{plan[-1].title}: {error}")
+            continue
+        if dry_run() or find_chromium():
+            return True
+        tried.append(f"{plan[-1].title}: done, but no Chromium was found afterwards")
+    if not (is_root() or has_sudo()):
+        tried.insert(0, "apt: not run (needs root or passwordless sudo)")
+    print("\nThe browser test (tests/test_browser.py) needs Chromium: none was found, and none could be "
+          "installed:\n" + "".join(f"  - {line}\n" for line in tried) + "Choose one:\n"
+          "  - install it as root (Debian/Ubuntu: `sudo apt-get install chromium`), then `python course.py test`;\n"
+          "  - with internet access, `python course.py test` downloads Playwright's Chromium;\n"
+          "  - use a Chrome or Chromium you have: `COURSE_CHROMIUM=/path/to/chrome python course.py test`;\n"
+          f"  - skip the browser test: `{SKIP_HINT}`.", flush=True)
+    return False

@@ -1,0 +1,158 @@
+"""The project's environment (``.venv``): what the first run installs, and installing it, step by step.
+
+Standard library only: ``course.py`` uses it to create the environment it then runs everything in. The plan is
+the project with its ``dev`` extras; ``--cpu`` (``COURSE_TORCH=cpu``) installs PyTorch's CPU-only build first, and on
+Linux the Triton that lesson 14's kernels need (the default Linux torch brings its own). A torch or Triton already in
+the environment is never replaced. The environment is reinstalled when ``pyproject.toml`` changes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+from .project import ROOT
+from .steps import Step, StepFailed, dry_run, run_steps, say
+
+#: PyTorch's own index of CPU-only wheels (``--cpu``); pip gives up on it within seconds when it is unreachable.
+CPU_INDEX = "https://download.pytorch.org/whl/cpu"
+TORCH = "torch>=2.1"  # the bound in pyproject.toml
+#: The Triton release that torch 2.13's default Linux wheel requires (the torch CI pins in .ci/run): ``--cpu`` installs
+#: it, as the CPU-only build brings none. Triton has wheels for Linux only.
+TRITON = "triton==3.8.0"
+FAIL_FAST = ["--timeout", "15", "--retries", "0"]
+
+
+def python_in(venv: Path) -> Path:
+    return venv / ("Scripts/python.exe" if os.name == "nt" else "bin/python")
+
+
+def installed_version(python: Path, package: str) -> str | None:
+    """The version of ``package`` in the environment of ``python``, or None (without importing it)."""
+    if not python.exists():
+        return None
+    code = f"import importlib.metadata as m\ntry: print(m.version({package!r}))\nexcept m.PackageNotFoundError: pass"
+    found = subprocess.run([str(python), "-c", code], capture_output=True, text=True).stdout.strip()
+    return found or None
+
+
+def torch_choice() -> str:
+    """``cpu`` (``--cpu`` or ``COURSE_TORCH=cpu``) or ``default`` (whatever pip picks from PyPI)."""
+    choice = os.environ.get("COURSE_TORCH", "default").lower()
+    if choice not in ("cpu", "default"):
+        raise SystemExit(f"COURSE_TORCH={choice!r} is not known: use COURSE_TORCH=cpu (or leave it unset)")
+    return choice
+
+
+def has_nvidia_gpu() -> bool:
+    return Path("/proc/driver/nvidia/version").exists() or shutil.which("nvidia-smi") is not None
+
+
+def triton_has_wheels() -> bool:
+    """Triton publishes wheels for Linux only; elsewhere lesson 14 runs on Colab."""
+    return platform.system() == "Linux"
+
+
+def download_notice(choice: str) -> str:
+    """What the first install downloads, said before it starts."""
+    common = "JupyterLab, pytest, nbval, Playwright's Python package and their dependencies (about 200 MB)"
+    if choice == "cpu":
+        if not triton_has_wheels():
+            return (f"Downloading PyTorch's CPU-only build (about 190 MB, from {CPU_INDEX}), then {common}. Triton "
+                    "has no wheel for this system: lesson 14 (the Triton kernel) runs on Colab instead.")
+        return (f"Downloading PyTorch's CPU-only build (about 190 MB, from {CPU_INDEX}), Triton for lesson 14 "
+                f"(about 250 MB), then {common}; the environment takes about 2.5 GB on disk.")
+    if platform.system() == "Linux" and platform.machine() in ("x86_64", "AMD64"):
+        advice = ("No NVIDIA GPU was found here: to skip the CUDA libraries, press Ctrl+C now and run "
+                  "`python course.py lab --cpu` (or `python course.py test --cpu`) instead."
+                  if not has_nvidia_gpu() else "An NVIDIA GPU was found: the lessons will use it.")
+        return (f"Downloading PyTorch from PyPI: on Linux this is the CUDA build, about 3 GB of downloads "
+                f"(torch, NVIDIA's libraries and Triton), then {common}; the environment takes about 6 GB on disk. "
+                f"{advice}")
+    return (f"Downloading PyTorch from PyPI (a few hundred MB), then {common}. Triton has no wheel for this system: "
+            "lesson 14 (the Triton kernel) runs on Colab instead.")
+
+
+def cpu_index_problem() -> str | None:
+    """Why PyTorch's CPU index cannot be reached (one quick try), or None when it answers."""
+    try:
+        with urllib.request.urlopen(f"{CPU_INDEX}/torch/", timeout=10):
+            return None
+    except OSError as error:
+        return str(getattr(error, "reason", error))
+
+
+def pyproject_digest() -> str:
+    return hashlib.sha256((ROOT / "pyproject.toml").read_bytes()).hexdigest()
+
+
+def install_plan(venv: Path, choice: str) -> tuple[list[Step], list[str]]:
+    """The steps that make ``venv`` hold the project with its ``dev`` extras, and notes for the learner.
+
+    No steps when the environment is ready (installed from the current ``pyproject.toml``).
+    """
+    python = python_in(venv)
+    pip = [str(python), "-m", "pip", "install", *(["--quiet"] if os.environ.get("COURSE_QUIET") == "1" else [])]
+    steps, notes = [], []
+    if not python.exists():
+        steps.append(Step(f"create the environment in {venv}", [sys.executable, "-m", "venv", str(venv)]))
+        steps.append(Step("update pip", [*pip, "--upgrade", "pip"]))
+    stamp = venv / ".course-installed"
+    if stamp.exists() and stamp.read_text() == pyproject_digest():
+        return steps, notes
+    torch = installed_version(python, "torch")
+    project = [*pip, "-e", f"{ROOT}[dev]"]
+    if torch:
+        kept = {"torch": torch, "triton": installed_version(python, "triton")}
+        kept = {name: version for name, version in kept.items() if version}
+        names = " and ".join(f"{name} {version}" for name, version in kept.items())
+        notes.append(f"{names} {'is' if len(kept) == 1 else 'are'} already installed: "
+                     f"{'it is' if len(kept) == 1 else 'they are'} kept (the project is installed around them).")
+        if choice == "cpu":
+            notes.append("The CPU option only applies to a new environment: to switch, delete the environment "
+                         "folder and run the command again.")
+        pin = venv / ".course-constraints.txt"
+        steps.append(Step("install the course and its tools", [*project, "--constraint", str(pin)],
+                          files={pin: "".join(f"{name}=={version}\n" for name, version in kept.items())}))
+        return steps, notes
+    notes.append(download_notice(choice))
+    if choice == "cpu":
+        steps.append(Step("install PyTorch's CPU-only build", [*pip, *FAIL_FAST, "--index-url", CPU_INDEX, TORCH]))
+        if triton_has_wheels():
+            steps.append(Step("install Triton (lesson 14's kernels; on the CPU, its interpreter runs them)",
+                              [*pip, TRITON]))
+    steps.append(Step("install the course and its tools", project))
+    return steps, notes
+
+
+def venv_python() -> Path:
+    """The Python of the project's environment, creating and installing it when needed.
+
+    ``COURSE_NO_VENV=1``: the Python that runs this, as it is. ``COURSE_VENV``: another environment folder.
+    """
+    if os.environ.get("COURSE_NO_VENV"):
+        return Path(sys.executable)
+    venv = Path(os.environ.get("COURSE_VENV", ROOT / ".venv"))
+    steps, notes = install_plan(venv, torch_choice())
+    if not steps:
+        return python_in(venv)
+    if any(CPU_INDEX in step.argv for step in steps) and not dry_run():
+        problem = cpu_index_problem()  # one quick try, before anything is created
+        if problem:
+            raise StepFailed(f"PyTorch's CPU index ({CPU_INDEX}) cannot be reached: {problem}. Check the "
+                             "connection, or leave out --cpu (and COURSE_TORCH) to install PyTorch from PyPI.")
+    for note in notes:
+        say(note)
+    start = time.monotonic()
+    run_steps(steps)
+    if not dry_run():
+        (venv / ".course-installed").write_text(pyproject_digest())
+        say(f"environment ready in {time.monotonic() - start:.0f} s")
+    return python_in(venv)

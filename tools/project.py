@@ -1,0 +1,42 @@
+"""Where the project's files are, the one list of notebooks, and the settings under which notebooks run.
+
+Standard library only: ``course.py`` imports it before anything is installed.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+NOTEBOOKS = ROOT / "notebooks"
+
+
+def all_notebooks(folder: Path = NOTEBOOKS) -> list[Path]:
+    """Every notebook of the course under ``folder``, lessons and solutions, in file-name order: the one list of
+    them, used by ``execute``, ``colab``, ``book`` and the tests."""
+    return sorted(p for p in folder.rglob("*.ipynb") if ".ipynb_checkpoints" not in p.parts)
+
+
+#: The environment shared by `execute` and `test`: the stored outputs are made and checked under it.
+RUN_ENV = {
+    "OMP_NUM_THREADS": "2",
+    "MKL_NUM_THREADS": "2",
+    "PYTHONHASHSEED": "0",
+    "PYDEVD_DISABLE_FILE_VALIDATION": "1",
+    "JUPYTER_PLATFORM_DIRS": "1",
+}
+
+#: strict nbval: outputs are compared (not --nbval-lax), in this environment's kernel; a cell that runs longer than
+#: the timeout fails with nbval's message instead of waiting for ever.
+NBVAL_ARGS = [
+    "--nbval",
+    "--nbval-current-env",
+    "--nbval-sanitize-with", str(ROOT / "tests" / "nbval_sanitize.cfg"),
+    "--nbval-cell-timeout", "600",
+]
+
+
+def run_env() -> dict[str, str]:
+    """This process's environment with :data:`RUN_ENV` on top."""
+    return {**os.environ, **RUN_ENV}
