@@ -10,6 +10,7 @@ answers it catches (with a fragment of the hint each must get), the crashes it e
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import pytest
 import torch
@@ -578,6 +579,27 @@ def test_the_stable_softmax_inputs_break_each_shortcut():
 @pytest.mark.parametrize("seed", [0, 1, 2, 3])
 def test_the_shuffle_answers_are_measured_not_stored(seed):
     assert measure_shuffles(seed) == SHUFFLES_RIGHT
+
+
+PREDICTING_LESSONS = ["01_cocktail_party", "04_scaler", "05_percentages", "08_masking", "09_detective_team"]
+
+
+@pytest.mark.parametrize("lesson", PREDICTING_LESSONS)
+def test_a_stored_lesson_shows_no_answer_before_its_prediction_is_checked(lesson):
+    """The prediction cell is followed directly by its check, whose stored output reveals nothing yet."""
+    import nbformat
+
+    path = Path(__file__).parents[1] / "notebooks" / f"{lesson}.ipynb"
+    code = [c for c in nbformat.read(path, as_version=4).cells if c.cell_type == "code"]
+    asks = [i for i, c in enumerate(code) if c.source.startswith("my_prediction = None")]
+    assert len(asks) == 1, "one predict-then-check task per lesson"
+    ask, check = code[asks[0]], code[asks[0] + 1]
+    assert not ask.outputs
+    assert "check_prediction(my_prediction," in check.source
+    shown = "".join(o.get("text", "") + str(o.get("data", {}).get("text/plain", "")) for o in check.outputs)
+    assert "no prediction yet" in shown
+    assert "measurement says" not in shown
+    assert "Why:" not in shown
 
 
 def test_a_prediction_always_shows_both_numbers_and_the_reason():

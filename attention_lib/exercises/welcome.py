@@ -43,7 +43,7 @@ MISTAKES = [
 #: The exercise asks for the shape without computing the product: a matrix product (on any tensors, even
 #: empty ones) fails the check.
 FORBIDDEN = {op: HINTS["shape_computed"] for op in ("matmul", "__matmul__", "__rmatmul__", "mm", "bmm", "einsum",
-                                                      "tensordot", "broadcast_shapes")}
+                                                      "tensordot")}
 
 
 def check_scores_shape(scores_shape: Callable[[tuple, tuple], tuple]) -> CheckResult:
