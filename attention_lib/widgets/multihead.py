@@ -96,4 +96,5 @@ def detective_team_explorer():
         "num_heads": widgets.Dropdown(options=[("2 (a team)", 2), ("1 (lone detective)", 1)], value=2,
                                       description="heads"),
     }
-    return make_explorer(render_detective_team, controls, title="Hire the detectives: which feature do their keys advertise?")
+    return make_explorer(render_detective_team, controls,
+                         title="Hire the detectives: which feature do their keys advertise?")
