@@ -18,7 +18,8 @@ def loop_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, 
     """Scaled dot-product attention with a Python loop over queries and keys (slow on purpose).
 
     Built in ``notebooks/07_no_loops.ipynb``. Batch dimensions are handled by tensor operations; the loops
-    run over the ``L`` queries and ``S`` keys, so the work takes ``L * S`` Python steps.
+    run over the ``L`` queries and, twice for each query, over the ``S`` keys (one score, then one blend step per
+    pair), so the work takes ``2 * L * S`` Python steps.
 
     Args:
         query: ``(N, ..., L, E)``.

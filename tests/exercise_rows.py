@@ -53,7 +53,11 @@ class Exercise:
 SCORES_SHAPE = Exercise(
     check_scores_shape,
     correct=[lambda q, k: (*q[:-1], k[-2]), lambda q, k: [*q[:-1], k[-2]]],
-    wrong=welcome.MISTAKES,
+    wrong=[*welcome.MISTAKES,
+           (lambda q, k: tuple((torch.empty(q) @ torch.empty(k).transpose(-2, -1)).shape),
+            "without computing the product: your function called `matmul`"),
+           (lambda q, k: tuple(torch.matmul(torch.empty(q, device="meta"), torch.empty(k, device="meta").mT).shape),
+            "work out the shape from the two tuples alone")],
     crashes=[(lambda q, k: q[5], "IndexError")],
     mistakes=welcome.MISTAKES,
 )
@@ -66,8 +70,10 @@ def predict_a_weight(guess):
 
 PREDICTION = Exercise(
     predict_a_weight,
-    correct=[0.25, 0.27, torch.tensor(0.25)],
-    wrong=[(0.5, "a weight"), (0.5, "you predicted 0.5, the measurement says 0.25"), ("a quarter", "a weight"),
+    correct=[0.25, 0.26, 1 / 4, torch.tensor(0.25)],
+    wrong=[(0.5, "a weight"), (0.5, "you predicted 0.5, the measurement says 0.25"),
+           (0.2, "you predicted 0.2, the measurement says 0.25"), (1 / 3, "you predicted 0.3333"),
+           ("a quarter", "a weight"),
            ("a quarter", "a prediction is one finite number"), (float("nan"), "a weight"),
            (float("nan"), "one finite number"), (True, "a weight"), (True, "(bool)")],
     stubs=(None, ...),

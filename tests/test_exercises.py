@@ -10,6 +10,7 @@ answers it catches (with a fragment of the hint each must get), the crashes it e
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import pytest
 import torch
@@ -78,11 +79,14 @@ TUNE_IN = Exercise(
         (lambda x, f: sm(x @ x.T / f, dim=-1) @ x, "don't divide"),
         (lambda x, f: f * (sm(x @ x.T, dim=-1) @ x), "inside the softmax"),
         (lambda x, f: sm(x @ x.T / math.sqrt(x.size(-1)), dim=-1) @ x, "the focus replaces the 1/√E"),
+        (lambda x, f: sm(f * x @ x.T / math.sqrt(x.size(-1)), dim=-1) @ x, "and also divided by √E"),
         (lambda x, f: sm(f * x @ x.T, dim=-1), "expected shape (4, 3), but got (4, 4)"),
         (lambda x, f: tune_in(x, f) + 0.5, "largest difference 0.5"),
     ],
     crashes=[(lambda x, f: sm(f * x @ x, dim=-1) @ x, "(4, 3) and (4, 3)"),
-             (lambda x, f: sm(f * x @ x, dim=-1) @ x, "flip the second with .transpose(-2, -1)")],
+             (lambda x, f: sm(f * x @ x, dim=-1) @ x, "flip the second with .transpose(-2, -1)"),
+             (lambda x, f: sm(f * x @ x.T, dim=-1) @ x.T, "`x` needs no flip here"),
+             (lambda x, f: sm(f * x @ x.T, dim=-1) @ x.T, "Drop the .T")],
     mistakes=cocktail_party.MISTAKES,
 )
 
@@ -168,10 +172,12 @@ SCALED_SCORES = Exercise(
         (scaled_by(lambda q, k: math.sqrt(q.size(0))), "divide by √E, not √N"),
         (lambda q, k: q @ k / math.sqrt(q.size(-1)), "flip the key sideways"),
         (lambda q, k: k @ T(q) / math.sqrt(q.size(-1)), "is (..., S, L), the scores flipped"),
+        (lambda q, k: sm(q @ T(k) / math.sqrt(q.size(-1)), dim=-1), "stop before the softmax"),
     ],
     crashes=[(lambda q, k: q @ k.transpose(0, 1) / math.sqrt(q.size(-1)), "with dimensions 0 and 1 swapped"),
              (lambda q, k: torch.mm(q, k.T), "torch.mm and torch.mv take plain matrices"),
-             (lambda q, k: q @ k.T / math.sqrt(q.size(-1)), "is `key` (2, 5, 5) with every dimension reversed")],
+             (lambda q, k: q @ k.T / math.sqrt(q.size(-1)), "is `k` (2, 5, 5) with every dimension reversed"),
+             (lambda query, key: query @ key.T, "key.transpose(-2, -1)")],
     mistakes=scaler.MISTAKES,
 )
 
@@ -204,6 +210,7 @@ STABLE_SOFTMAX = Exercise(
         (by_hand(lambda s: s.amax(dim=-1)), "is (..., L, 1)"),
         (by_hand(normalise=False), "divide by each row's sum"),
         (by_hand(keepdim=False), "keep the reduced dimension when you sum"),
+        (by_hand(dim=-2), "A sum over dim=-2 adds up each column"),
         (by_hand(lambda s: s.amax(dim=-2, keepdim=True), dim=-2), "not each column (dim=-2)"),
         (by_hand(lambda s: s.amax(dim=0, keepdim=True), dim=0), "dim=0 runs over the first dimension"),
         (by_hand(lambda s: s - s.clamp(max=80.0)), "clamping the scores changes them"),
@@ -241,8 +248,14 @@ def attention(scores=lambda q, k: q @ T(k), divisor=lambda q, k, v: math.sqrt(q.
 
 CALCULATE_ATTENTION = Exercise(
     check_calculate_attention,
-    correct=[al.calculate_attention, from_steps, attention(), lambda q, k, v: list(al.calculate_attention(q, k, v))],
+    correct=[attention(), lambda q, k, v: list(attention()(q, k, v)),
+             lambda q, k, v: (lambda w: (w @ v, w))(sm(q @ k.mT * q.size(-1) ** -0.5, dim=-1))],
     wrong=[
+        (al.calculate_attention, "your function called `calculate_attention`"),
+        (lambda q, k, v: list(al.calculate_attention(q, k, v)), "write the five steps with plain PyTorch"),
+        (from_steps, "your function called `matchmaker`"),
+        (lambda q, k, v: (F.scaled_dot_product_attention(q, k, v), attention()(q, k, v)[1]),
+         "your function called `scaled_dot_product_attention`"),
         (attention(scores=lambda q, k: q @ k), "flip the key sideways"),
         (attention(scores=lambda q, k: k @ T(q)), "is (..., S, L), the scores flipped"),
         (attention(divisor=lambda q, k, v: 1.0), "divide the scores by √d_k"),
@@ -263,15 +276,16 @@ CALCULATE_ATTENTION = Exercise(
         (attention(blend=lambda w, s, k, v: w @ k), "you mixed the keys"),
         (lambda q, k, v: (lambda w: (w @ v, w))(sm(q @ T(k), dim=-1) / math.sqrt(q.size(-1))),
          "scale the scores before the softmax"),
-        (lambda q, k, v: al.calculate_attention(q, k, v)[::-1], "in the order (output, weights)"),
-        (lambda q, k, v: al.calculate_attention(q, k, v)[0], "a single Tensor"),
-        (lambda q, k, v: (*al.calculate_attention(q, k, v), 0), "a tuple of 3 items"),
-        (lambda q, k, v: al.calculate_attention(q[0], k[0], v[0]), "weights are (N, L, S)"),
+        (lambda q, k, v: attention()(q, k, v)[::-1], "in the order (output, weights)"),
+        (lambda q, k, v: attention()(q, k, v)[0], "a single Tensor"),
+        (lambda q, k, v: (*attention()(q, k, v), 0), "a tuple of 3 items"),
+        (lambda q, k, v: attention()(q[0], k[0], v[0]), "weights are (N, L, S)"),
         (lambda q, k, v: (torch.zeros(*q.shape[:-1], v.shape[-1]), torch.zeros(*q.shape[:-1], k.shape[-2])),
          "values differ"),
     ],
-    crashes=[(attention(blend=lambda w, s, k, v: w @ v.T), "is `value` (2, 4, 4) with every dimension reversed"),
-             (attention(scores=lambda q, k: q @ k.T), "is `key` (2, 4, 4) with every dimension reversed"),
+    crashes=[(attention(blend=lambda w, s, k, v: w @ v.T), "`v.T` in your line flips `v` (2, 4, 4) into (4, 4, 2)"),
+             (attention(blend=lambda w, s, k, v: w @ v.T), "`v` needs no flip here"),
+             (attention(scores=lambda q, k: q @ k.T), "is `k` (2, 4, 4) with every dimension reversed"),
              (lambda q, k, v: (q.view(-1) @ k, None), "A @ B needs the last size of A")],
     mistakes=blend.MISTAKES,
 )
@@ -353,6 +367,7 @@ MASKED_SOFTMAX = Exercise(
         (lambda s, m: sm(s, dim=-1).masked_fill(~m, 0.0), "mask *before* the softmax"),
         (lambda s, m: sm(s, dim=-1) * m, "mask *before* the softmax"),
         (lambda s, m: sm(s * m, dim=-1), "e^0 = 1 still gets weight"),
+        (lambda s, m: sm(s.masked_fill(~m, 0.0), dim=-1), "a blocked score set to 0 (by masked_fill(~mask, 0.0)"),
         (lambda s, m: masked(s, m, dim=-2), "not each column (dim=-2)"),
         (masked, "its softmax is 0 / 0 = NaN"),
         (lambda s, m: masked(s, m, fill=-1e9), "a uniform average over keys it must not see"),
@@ -376,6 +391,9 @@ SPLIT_HEADS = Exercise(
         (lambda x, h: x.reshape(x.shape[0], h, x.shape[1], -1), "reads the numbers in memory order"),
         (lambda x, h: x.reshape(x.shape[0], x.shape[1], -1, h).permute(0, 3, 1, 2), "not every H-th feature"),
         (lambda x, h: x.reshape(x.shape[0], x.shape[1], h, -1), "the last step is missing: .transpose(1, 2)"),
+        (lambda x, h: x.transpose(1, 2).reshape(x.shape[0], h, x.shape[1], -1), "reshape first, then transpose"),
+        (lambda x, h: x.reshape(x.shape[0], x.shape[1], h, -1).transpose(2, 3),
+         "the transpose swapped the last two dimensions (H and Dh)"),
         (lambda x, h: x.reshape(x.shape[0], x.shape[1], h, -1).transpose(1, 2) * 2, "the values differ"),
         (lambda x, h: x.tolist(), "expected a torch.Tensor"),
         (al.split_heads, "your function called the library's `split_heads`"),
@@ -394,6 +412,10 @@ MERGE_HEADS = Exercise(
         (lambda x: x.permute(0, 2, 3, 1).flatten(2), "not interleaved"),
         (lambda x: x.transpose(1, 2), "finish with .reshape(N, L, H * Dh)"),
         (lambda x: x.transpose(1, 2).flatten(2) + 1, "the values differ"),
+        (lambda x: x.flip(1).transpose(1, 2).flatten(2), "the heads are in reversed order"),
+        (lambda x: torch.cat(x.unbind(dim=1)[::-1], dim=-1), "the heads are in reversed order"),
+        (lambda x: x.sum(dim=1), "the heads were added up"),
+        (lambda x: x.mean(dim=1), "the heads were added up (or averaged)"),
         (al.merge_heads, "your function called the library's `merge_heads`"),
     ],
     crashes=[(lambda x: x.transpose(1, 2).view(x.shape[0], x.shape[2], -1), "use .reshape(...)")],
@@ -461,7 +483,7 @@ def qk(seed):
 
 @pytest.mark.parametrize(("crash", "fragment"), [
     (lambda q, k: q @ k, "The shapes that met in `matmul (@)`: (2, 3, 4) and (2, 5, 4)."),
-    (lambda q, k: q @ k.T, "is `key` (2, 5, 4) with every dimension reversed"),
+    (lambda q, k: q @ k.T, "is `k` (2, 5, 4) with every dimension reversed"),
     (lambda q, k: torch.exp(q.max(dim=-1)), "returns two things"),
     (lambda q, k: q - q.min(dim=-1).values, "without keepdim=True drops the dimension"),
     (lambda q, k: q + k, "(2, 3, 4) and (2, 5, 4) are not"),
@@ -476,6 +498,34 @@ def test_crash_causes_are_recognised(crash, fragment):
     assert result.status == "error"
     assert "\nHint: " in result.message
     assert fragment in result.message
+
+
+def test_a_flipped_tensor_is_named_as_the_learners_line_names_it():
+    """Query and key share a shape here: the hint names the tensor flipped in the line, not the first match."""
+    same = lambda seed: (torch.randn(2, 4, 3), torch.randn(2, 4, 3))  # noqa: E731
+
+    def scores(query, key):
+        return query @ key.T
+
+    def scores_the_other_way(query, key):
+        return key @ query.T
+
+    assert "`key` (2, 4, 3) with every dimension reversed" in check_function(scores, al.matchmaker, same,
+                                                                               name="scores").message
+    message = check_function(scores_the_other_way, al.matchmaker, same, name="scores").message
+    assert "`query` (2, 4, 3) with every dimension reversed" in message
+    assert "`key` (2, 4, 3)" not in message
+
+
+def test_a_needless_flip_of_the_values_says_drop_it():
+    def blend(weights, value):
+        return weights @ value.transpose(-2, -1)
+
+    inputs = lambda seed: (torch.softmax(torch.randn(2, 3, 5), dim=-1), torch.randn(2, 5, 4))  # noqa: E731
+    message = check_function(blend, lambda w, v: w @ v, inputs, name="blend").message
+    assert "`value` needs no flip here" in message
+    assert "Drop the .transpose" in message
+    assert "flip the second" not in message
 
 
 def test_the_learners_line_is_quoted():
@@ -529,6 +579,27 @@ def test_the_stable_softmax_inputs_break_each_shortcut():
 @pytest.mark.parametrize("seed", [0, 1, 2, 3])
 def test_the_shuffle_answers_are_measured_not_stored(seed):
     assert measure_shuffles(seed) == SHUFFLES_RIGHT
+
+
+PREDICTING_LESSONS = ["01_cocktail_party", "04_scaler", "05_percentages", "08_masking", "09_detective_team"]
+
+
+@pytest.mark.parametrize("lesson", PREDICTING_LESSONS)
+def test_a_stored_lesson_shows_no_answer_before_its_prediction_is_checked(lesson):
+    """The prediction cell is followed directly by its check, whose stored output reveals nothing yet."""
+    import nbformat
+
+    path = Path(__file__).parents[1] / "notebooks" / f"{lesson}.ipynb"
+    code = [c for c in nbformat.read(path, as_version=4).cells if c.cell_type == "code"]
+    asks = [i for i, c in enumerate(code) if c.source.startswith("my_prediction = None")]
+    assert len(asks) == 1, "one predict-then-check task per lesson"
+    ask, check = code[asks[0]], code[asks[0] + 1]
+    assert not ask.outputs
+    assert "check_prediction(my_prediction," in check.source
+    shown = "".join(o.get("text", "") + str(o.get("data", {}).get("text/plain", "")) for o in check.outputs)
+    assert "no prediction yet" in shown
+    assert "measurement says" not in shown
+    assert "Why:" not in shown
 
 
 def test_a_prediction_always_shows_both_numbers_and_the_reason():

@@ -11,7 +11,8 @@ from collections.abc import Callable
 
 import torch
 
-from ..attention import calculate_attention
+from ..attention import blend, calculate_attention, matchmaker, percentages, scaler
+from ..loops import loop_attention
 from .checker import CheckResult, check_function
 from .hints import HINTS, recipe_mistakes
 
@@ -43,6 +44,13 @@ MISTAKES = [
                      result=lambda r: (r.output, r.weights)),
     (lambda q, k, v: calculate_attention(q, k, v)[::-1], HINTS["swap_pair"]),
 ]
+
+
+#: The exercise asks for the five steps in plain PyTorch: the library's steps, its whole recipe and PyTorch's fused
+#: attention all fail the check (caught also when called through a helper), like the stable softmax's rule.
+FORBIDDEN = {**dict.fromkeys((calculate_attention, matchmaker, scaler, percentages, blend, loop_attention),
+                             HINTS["recipe_call"]),
+             "scaled_dot_product_attention": HINTS["recipe_call"]}
 
 
 def _pick(fn: Callable, index: int) -> Callable:
@@ -77,7 +85,8 @@ def check_calculate_attention(fn: Callable) -> CheckResult:
     (one of them square, ``L = S = E = Ev``) and compared with :func:`attention_lib.calculate_attention`:
     first the weights (steps 1 to 4), then the output (step 5). Typical slips (a missing transpose, no
     scaler, √S or √Ev in place of √E, softmax over the wrong dimension, blending the keys, ...) get their own
-    hint.
+    hint. The steps are written with plain PyTorch operations: a call to the library's steps or recipe, or to
+    ``torch.nn.functional.scaled_dot_product_attention``, fails the check.
 
     Args:
         fn: ``(query (N, L, E), key (N, S, E), value (N, S, Ev)) -> (output (N, L, Ev), weights (N, L, S))``.
@@ -87,8 +96,14 @@ def check_calculate_attention(fn: Callable) -> CheckResult:
 
     Example:
         >>> import attention_lib as al
-        >>> check_calculate_attention(al.calculate_attention).status
+        >>> import math
+        >>> def by_hand(query, key, value):
+        ...     weights = torch.softmax(query @ key.transpose(-2, -1) / math.sqrt(query.size(-1)), dim=-1)
+        ...     return weights @ value, weights
+        >>> check_calculate_attention(by_hand).status
         'passed'
+        >>> check_calculate_attention(al.calculate_attention).status
+        'failed'
         >>> def stub(query, key, value):
         ...     raise NotImplementedError
         >>> check_calculate_attention(stub).status
@@ -107,6 +122,7 @@ def check_calculate_attention(fn: Callable) -> CheckResult:
         result = check_function(
             _pick(fn, index), _pick(_reference, index), _inputs, name=f"calculate_attention ({part})",
             mistakes=[(_pick(wrong, index), hint) for wrong, hint in MISTAKES], shape_hint=shape_hint,
+            forbidden=FORBIDDEN,
         )
         if not result.passed:
             return result

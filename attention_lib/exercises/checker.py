@@ -24,6 +24,9 @@ from .running import Forbidden, Run, run_learner
 #: A typical mistake: a function that computes the wrong answer the way learners often do, and its hint.
 Mistake = tuple[Callable[..., object], str]
 
+#: A hint for a result of the wrong shape: ``(the inputs, the shape the learner got) -> hint``.
+ShapeHint = Callable[[tuple, tuple | None], str]
+
 
 @dataclass(frozen=True)
 class CheckResult:
@@ -78,7 +81,7 @@ def _params(fn: Callable, count: int) -> list[str]:
 
 
 def check_function(learner_fn: Callable, reference_fn: Callable, make_inputs: Callable[[int], tuple], *,
-                   name: str, mistakes: Sequence[Mistake] = (), shape_hint: str = "",
+                   name: str, mistakes: Sequence[Mistake] = (), shape_hint: str | ShapeHint = "",
                    trials: int = 3, atol: float = 1e-5, rtol: float = 1e-4,
                    forbidden: Forbidden | None = None, no_loops: bool = False,
                    clues: Mapping[str, str] | None = None) -> CheckResult:
@@ -90,7 +93,8 @@ def check_function(learner_fn: Callable, reference_fn: Callable, make_inputs: Ca
         make_inputs: ``seed -> tuple of arguments``; fresh random inputs for each trial.
         name: what the exercise asks for, used in the messages.
         mistakes: typical wrong implementations with the hint each one deserves.
-        shape_hint: the hint to give when the result has the wrong shape.
+        shape_hint: the hint to give when the result has the wrong shape; or a function ``(inputs, shape) ->
+            hint`` that names the mistake the learner's shape reveals (falling back to a general hint).
         trials: how many random inputs to try.
         atol, rtol: the tolerance of the comparison.
         forbidden: shortcuts the exercise forbids, ``PyTorch operation name or Python function -> hint``
@@ -137,7 +141,8 @@ def check_function(learner_fn: Callable, reference_fn: Callable, make_inputs: Ca
         if isinstance(expected, torch.Tensor) and not isinstance(got, torch.Tensor):
             return CheckResult("failed", f"❌ {name}: expected a torch.Tensor, but got {type(got).__name__}.")
         if _shape(expected) is not None and _shape(got) != _shape(expected):
-            hint = f" Hint: {shape_hint}" if shape_hint else ""
+            said = shape_hint(args, _shape(got)) if callable(shape_hint) else shape_hint
+            hint = f" Hint: {said}" if said else ""
             return CheckResult("failed", f"❌ {name}: expected shape {_shape(expected)}, but got "
                                f"{_shape(got)}.{hint}")
         for wrong_fn, hint in mistakes:

@@ -43,6 +43,8 @@ MISTAKES = [
     (lambda x, focus: torch.softmax(_scores(x) / focus, dim=-1) @ x, HINTS["focus_divided"]),
     (lambda x, focus: focus * (torch.softmax(_scores(x), dim=-1) @ x), HINTS["focus_outside"]),
     (lambda x, focus: torch.softmax(_scores(x) / math.sqrt(x.size(-1)), dim=-1) @ x, HINTS["focus_and_scale"]),
+    (lambda x, focus: torch.softmax(focus * _scores(x) / math.sqrt(x.size(-1)), dim=-1) @ x,
+     HINTS["focus_extra_scale"]),
 ]
 
 

@@ -32,6 +32,57 @@ def _learner_frames(error: BaseException) -> list[traceback.FrameSummary]:
     return [f for f in traceback.extract_tb(error.__traceback__) if not f.filename.startswith(_LIBRARY_DIRS)]
 
 
+def _learner_locals(error: BaseException) -> dict[str, object]:
+    """The local variables of the learner's frame that raised ``error`` (its tensors have the shapes we name)."""
+    tb, found = error.__traceback__, {}
+    while tb is not None:
+        if not tb.tb_frame.f_code.co_filename.startswith(_LIBRARY_DIRS):
+            found = tb.tb_frame.f_locals
+        tb = tb.tb_next
+    return dict(found)
+
+
+#: A tensor flipped in the learner's line: ``k.T``, ``k.mT``, ``k.t()`` or ``k.transpose(...)``.
+_FLIPPED = re.compile(r"(?<![\w.])([A-Za-z_]\w*)\s*\.\s*(T|mT|t\(\s*\)|transpose\([^)]*\))(?!\w)")
+
+
+def _looks_like_weights(x) -> bool:
+    """Is ``x`` a tensor of attention weights: non-negative rows that each add up to 1?"""
+    if not isinstance(x, torch.Tensor) or not x.is_floating_point() or x.dim() < 2 or x.numel() == 0:
+        return False
+    x = x.detach()
+    return bool((x >= 0).all()) and bool(torch.allclose(x.sum(dim=-1), torch.ones((), dtype=x.dtype), atol=1e-4))
+
+
+def _flip_in_line(line: str | None, local: dict, op: str | None, op_args: list) -> str | None:
+    """A hint for a matmul that failed on a tensor the learner flipped in ``line``, named as the line names it.
+
+    Two inputs can share a shape, so the tensor is found by its name in the line (and its shape in the learner's
+    frame), never by its shape alone: ``k.T`` on a batched ``k`` reverses every dimension (flip only the last
+    two); ``weights @ v.T`` flips values that need no flip at all.
+    """
+    tensors = [a for a in op_args if isinstance(a, torch.Tensor)]
+    if not line or op not in _MATMULS or len(tensors) < 2:
+        return None
+    left, right = tuple(tensors[0].shape), tuple(tensors[1].shape)
+    for match in _FLIPPED.finditer(line):
+        name, how = match.group(1), match.group(2)
+        original = _shape(local.get(name))
+        if original is None or len(original) < 2:
+            continue
+        flipped = original[::-1] if how == "T" else (*original[:-2], original[-1], original[-2])
+        if flipped != right:
+            continue
+        fits = left[-1] == original[-2] and (len(left) == 2 or len(original) == 2 or left[:-2] == original[:-2])
+        if fits and _looks_like_weights(tensors[0]):  # weights @ values: the values were the right way round
+            return HINTS["crash_flip_not_needed"].format(
+                expr=match.group(0).replace(" ", ""), name=name, original=_fmt(original), shape=_fmt(right),
+                left=_fmt(left), a=left[-1], how=".T" if how == "T" else f".{how.split('(')[0]}")
+        if how == "T" and len(original) > 2:
+            return HINTS["crash_reversed"].format(arg="B", shape=_fmt(right), name=name, original=_fmt(original))
+    return None
+
+
 def _swapped(shape: tuple, original: tuple) -> tuple[int, int] | None:
     """The two dimensions ``(i, j)`` whose swap turns ``original`` into ``shape``, or ``None``."""
     if len(shape) != len(original) or shape == original:
@@ -42,7 +93,8 @@ def _swapped(shape: tuple, original: tuple) -> tuple[int, int] | None:
     return None
 
 
-def _cause(error: BaseException, op: str | None, shapes: list[tuple], inputs: dict[str, tuple]) -> str:
+def _cause(error: BaseException, op: str | None, shapes: list[tuple], inputs: dict[str, tuple],
+           line: str | None = None, op_args: list | None = None) -> str:
     """The likely cause of ``error``, raised by operation ``op`` on tensors of ``shapes``, as a hint."""
     text = str(error)
     pair = re.search(r"return_types\.(\w+)", text)
@@ -61,6 +113,9 @@ def _cause(error: BaseException, op: str | None, shapes: list[tuple], inputs: di
     for applies, key in rules:
         if applies:
             return HINTS[key]
+    flip = _flip_in_line(line, _learner_locals(error), op, op_args or [])
+    if flip:
+        return flip
     for arg, shape in zip(("A", "B"), shapes, strict=False):  # an input reversed or swapped by hand
         for name, original in inputs.items():
             if original is None:
@@ -95,7 +150,8 @@ def explain_crash(name: str, error: BaseException, args: tuple, *, params: Seque
     """Turn an error raised inside the learner's function into a message with a hint, never a bare traceback.
 
     The message names the learner's line that raised, the operation and the shapes that met there, the
-    likely cause (a missing or hard-coded transpose, ``.T`` or ``torch.bmm`` on batched inputs, ``x.max(dim)``
+    likely cause, naming the tensors as the learner's line names them (a missing, needless or hard-coded
+    transpose, ``.T`` or ``torch.bmm`` on batched inputs, ``x.max(dim)``
     returning values *and* indices, ``.view`` after ``transpose``, a missing ``keepdim``, ...), and PyTorch's
     own words last.
 
@@ -132,4 +188,4 @@ def explain_crash(name: str, error: BaseException, args: tuple, *, params: Seque
         message += f"\nThe shapes that met in `{shown}`: " + " and ".join(map(_fmt, shapes)) + "."
     said = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
     source = "PyTorch said" if op else "The error says"
-    return f"{message}\nHint: {_cause(error, op, shapes, inputs)}\n{source}: {said[:200]}"
+    return f"{message}\nHint: {_cause(error, op, shapes, inputs, line, op_args)}\n{source}: {said[:200]}"

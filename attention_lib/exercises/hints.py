@@ -25,6 +25,9 @@ HINTS: dict[str, str] = {
     "focus_outside": "the focus goes inside the softmax (on the scores), not on the result.",
     "focus_and_scale": "here the focus replaces the 1/√E of the full recipe: multiply the scores by `focus` and "
                        "nothing else.",
+    "focus_extra_scale": "you multiplied by `focus` and also divided by √E. Here the focus replaces the 1/√E of "
+                         "the full recipe (lesson 04 brings it back): multiply the scores by `focus` and nothing "
+                         "else.",
     "hard_lookup": "that is the hard lookup: it takes the single best value. The soft lookup mixes all the "
                    "values, each weighted by the softmax of its score.",
     # The matchmaker: scores = query @ keyᵀ.
@@ -48,6 +51,8 @@ HINTS: dict[str, str] = {
     "scale_by_N": "divide by √E, not √N: d_k is the last dimension, query.size(-1); size(0) is the batch size.",
     "scale_after_softmax": "scale the scores before the softmax, not the weights after it: scaled weights no "
                            "longer add up to 1.",
+    "scaled_then_softmax": "stop before the softmax: this exercise returns the scaled scores, query @ "
+                           "key.transpose(-2, -1) / √d_k. Turning them into weights is the next step (lesson 05).",
     # The percentages: a softmax over the keys (dim=-1).
     "no_softmax": "turn the scores into weights with torch.softmax(scores, dim=-1): raw scores can be negative "
                   "and do not add up to 1.",
@@ -70,6 +75,8 @@ HINTS: dict[str, str] = {
     "max_no_keepdim": "keep the reduced dimension: scores.amax(dim=-1, keepdim=True) is (..., L, 1) and lines up "
                       "with each row.",
     "sum_no_keepdim": "keep the reduced dimension when you sum: e.sum(dim=-1, keepdim=True).",
+    "sum_dim_-2": f"divide by each row's sum, e.sum(dim=-1, keepdim=True): {_ROW}. A sum over dim=-2 adds up "
+                  f"each column instead.",
     "no_normalise": f"divide by each row's sum, e.sum(dim=-1, keepdim=True): {_ROW}.",
     "softmax_call": "this exercise builds the softmax by hand from amax, exp and sum, but your function called "
                     "{call} (directly or through a helper such as al.percentages).",
@@ -85,17 +92,31 @@ HINTS: dict[str, str] = {
                    "dimension).",
     "library_call": "build it from reshape and transpose; your function called the library's {call}, which is "
                     "the answer itself.",
+    "recipe_call": "write the five steps with plain PyTorch operations (@, transpose, math.sqrt, torch.softmax); "
+                   "your function called {call}, which does them for you.",
+    "shape_computed": "work out the shape from the two tuples alone, without computing the product: your "
+                      "function called {call}. The batch dimensions in front stay, and (L, E) @ (E, S) -> (L, S).",
     # Multi-head attention: split and merge the heads.
     "split_reshape_only": "reshaping straight to (N, H, L, Dh) reads the numbers in memory order, so a head gets "
                           "pieces of several words. Reshape to (N, L, H, Dh) first (each word's features cut into "
                           "H slices), then swap L and H with .transpose(1, 2).",
     "split_interleaved": "each head should get a contiguous slice of Dh features (head 0: the first Dh), not every "
                          "H-th feature: reshape to (N, L, H, Dh), not (N, L, Dh, H).",
+    "split_transpose_first": "reshape first, then transpose. x.transpose(1, 2) is (N, E, L), and reshaping that "
+                             "to (N, H, L, Dh) cuts across the features of different words. Reshape to "
+                             "(N, L, H, Dh), then .transpose(1, 2).",
+    "split_wrong_swap": "you got (N, L, Dh, H) = {got}: the transpose swapped the last two dimensions (H and Dh). "
+                        "Swap the words and the heads instead: x.reshape(N, L, H, Dh).transpose(1, 2) is "
+                        "(N, H, L, Dh).",
     "merge_reshape_only": "reshaping (N, H, L, Dh) straight to (N, L, E) mixes words and heads. First bring each "
                           "word's heads together with .transpose(1, 2) -> (N, L, H, Dh), then "
                           ".reshape(N, L, H * Dh).",
     "merge_interleaved": "the heads should sit side by side (head 0's Dh features, then head 1's, ...), not "
                          "interleaved: transpose to (N, L, H, Dh), not (N, L, Dh, H), before the reshape.",
+    "merge_reversed": "the heads are in reversed order: head 0's Dh features come first, then head 1's, and so "
+                      "on. x.transpose(1, 2).reshape(N, L, H * Dh) keeps their order.",
+    "merge_summed": "you got (N, L, Dh) = {got}: the heads were added up (or averaged). Merging puts them side by "
+                    "side, so that each word gets H * Dh = E features: x.transpose(1, 2).reshape(N, L, H * Dh).",
     # Masks: True = may attend, as in SDPA.
     "mask_additive": "that is the additive form (0 / -inf). This exercise asks for the bool form: True where a "
                      "query may attend, False where it may not.",
@@ -112,8 +133,9 @@ HINTS: dict[str, str] = {
                          "places where the mask is False: scores.masked_fill(~mask, float('-inf')).",
     "mask_after_softmax": "mask *before* the softmax. Zeroing weights afterwards leaves rows that no longer add "
                           "up to 1.",
-    "mask_multiplied": "multiplying by the mask makes a blocked score 0, not -inf, and e^0 = 1 still gets "
-                       "weight. Fill blocked scores with float('-inf').",
+    "mask_multiplied": "a blocked score set to 0 (by masked_fill(~mask, 0.0) or by multiplying by the mask) is "
+                       "still an ordinary score, and e^0 = 1 still gets weight. Fill blocked scores with "
+                       "float('-inf'): scores.masked_fill(~mask, float('-inf')).",
     "fully_masked_nan": "a query whose keys are all blocked has -inf everywhere, and its softmax is 0 / 0 = NaN. "
                         "Such a query has nothing to look at: give it exact zeros, e.g. "
                         "weights.masked_fill(~mask.any(dim=-1, keepdim=True), 0.0).",
@@ -139,6 +161,9 @@ HINTS: dict[str, str] = {
                             "{name}.transpose(-2, -1).",
     "crash_reversed": "{arg} {shape} is `{name}` {original} with every dimension reversed, which is what .T does "
                       "to a batched tensor. Flip only the last two: {name}.transpose(-2, -1) (or {name}.mT).",
+    "crash_flip_not_needed": "`{expr}` in your line flips `{name}` {original} into {shape}, but `{name}` needs no "
+                             "flip here: in {left} @ {original} the weights' {a} columns (one per key) already meet "
+                             "`{name}`'s {a} rows. Drop the {how}: weights @ {name}.",
     "crash_dim_range": "{dim} counts from the front and assumes a fixed number of dimensions; count from the end "
                        "(dim=-1 is the last).",
     "crash_no_transpose": "A @ B pairs the last size of A with the second-to-last of B ({a} with {b} here). Both "

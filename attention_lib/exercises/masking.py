@@ -94,6 +94,7 @@ def _reference(scores: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
 MASKED_SOFTMAX_MISTAKES = [
     (lambda scores, mask: _masked(scores, ~mask), HINTS["mask_fill_allowed"]),
     (lambda scores, mask: torch.softmax(scores, dim=-1).masked_fill(~mask, 0.0), HINTS["mask_after_softmax"]),
+    (lambda scores, mask: torch.softmax(scores.masked_fill(~mask, 0.0), dim=-1), HINTS["mask_multiplied"]),
     (lambda scores, mask: torch.softmax(scores * mask, dim=-1), HINTS["mask_multiplied"]),
     (lambda scores, mask: torch.softmax(scores.masked_fill(~mask, float("-inf")), dim=-2), HINTS["softmax_dim_-2"]),
     (_masked, HINTS["fully_masked_nan"]),
@@ -113,8 +114,8 @@ def check_masked_softmax(fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor
 
     Returns:
         A :class:`~attention_lib.exercises.CheckResult` with a hint for typical mistakes (swapped convention,
-        masking after the softmax, multiplying by the mask, the wrong softmax dimension, NaN or a uniform
-        spread on a fully masked row).
+        masking after the softmax, filling with 0 or multiplying by the mask, the wrong softmax dimension, NaN
+        or a uniform spread on a fully masked row).
 
     Example:
         >>> def solution(scores, mask):

@@ -43,6 +43,11 @@ def _split_heads_interleaved(x, h):
     return x.reshape(N, L, E // h, h).permute(0, 3, 1, 2)
 
 
+def _split_transpose_first(x, h):
+    N, L, E = x.shape
+    return x.transpose(1, 2).reshape(N, h, L, E // h)  # (N, E, L) cut into (N, H, L, Dh): across words
+
+
 # Typical wrong answers for merge_heads(x): x is (N, H, L, Dh).
 def _merge_reshape_only(x):
     N, H, L, Dh = x.shape
@@ -54,10 +59,45 @@ def _merge_interleaved(x):
     return x.permute(0, 2, 3, 1).reshape(N, L, H * Dh)
 
 
+def _merge_reversed(x):
+    N, H, L, Dh = x.shape
+    return x.flip(1).transpose(1, 2).reshape(N, L, H * Dh)  # head H-1 first
+
+
 #: Typical wrong answers for split_heads and merge_heads, with their hints.
 SPLIT_MISTAKES = [(_split_reshape_only, HINTS["split_reshape_only"]),
-                  (_split_heads_interleaved, HINTS["split_interleaved"])]
-MERGE_MISTAKES = [(_merge_reshape_only, HINTS["merge_reshape_only"]), (_merge_interleaved, HINTS["merge_interleaved"])]
+                  (_split_heads_interleaved, HINTS["split_interleaved"]),
+                  (_split_transpose_first, HINTS["split_transpose_first"])]
+MERGE_MISTAKES = [(_merge_reshape_only, HINTS["merge_reshape_only"]), (_merge_interleaved, HINTS["merge_interleaved"]),
+                  (_merge_reversed, HINTS["merge_reversed"])]
+
+
+def _fmt(shape: tuple) -> str:
+    return "(" + ", ".join(map(str, shape)) + ")"
+
+
+def _split_shape_hint(args: tuple, got: tuple | None) -> str:
+    """The hint for a split of the wrong shape: named after the shape the learner actually got."""
+    x, h = args
+    N, L, E = x.shape
+    if got == (N, L, E // h, h):
+        return HINTS["split_wrong_swap"].format(got=_fmt(got))
+    hint = "the result is (N, H, L, Dh) with Dh = E // num_heads."
+    if got == (N, L, h, E // h):
+        hint += " You got (N, L, H, Dh), so the last step is missing: .transpose(1, 2) puts the heads before the words."
+    return hint
+
+
+def _merge_shape_hint(args: tuple, got: tuple | None) -> str:
+    """The hint for a merge of the wrong shape: named after the shape the learner actually got."""
+    (x,) = args
+    N, H, L, Dh = x.shape
+    if got == (N, L, Dh):
+        return HINTS["merge_summed"].format(got=_fmt(got))
+    hint = "the result is (N, L, H * Dh)."
+    if got == (N, L, H, Dh):
+        hint += " You got (N, L, H, Dh), so finish with .reshape(N, L, H * Dh) to glue the heads together."
+    return hint
 
 #: The exercise asks for reshape and transpose: calling the library's answer (even through a helper) fails.
 FORBIDDEN = {split_heads: HINTS["library_call"], merge_heads: HINTS["library_call"]}
@@ -78,8 +118,7 @@ def check_split_heads(fn) -> CheckResult:
     return check_function(
         fn, split_heads, _split_inputs, name="split_heads",
         mistakes=SPLIT_MISTAKES, forbidden=FORBIDDEN,
-        shape_hint="the result is (N, H, L, Dh) with Dh = E // num_heads. If you got (N, L, H, Dh), the last "
-                   "step is missing: .transpose(1, 2) puts the heads before the words.",
+        shape_hint=_split_shape_hint,
     )
 
 
@@ -96,6 +135,5 @@ def check_merge_heads(fn) -> CheckResult:
     return check_function(
         fn, merge_heads, _merge_inputs, name="merge_heads",
         mistakes=MERGE_MISTAKES, forbidden=FORBIDDEN,
-        shape_hint="the result is (N, L, H * Dh). If you got (N, L, H, Dh), finish with "
-                   ".reshape(N, L, H * Dh) to glue the heads together.",
+        shape_hint=_merge_shape_hint,
     )

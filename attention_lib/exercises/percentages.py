@@ -32,11 +32,11 @@ def _inputs(seed: int) -> tuple[torch.Tensor]:
 
 
 def _by_hand(s: torch.Tensor, shift: torch.Tensor | float, *, sum_keepdim: bool = True,
-             normalise: bool = True) -> torch.Tensor:
+             normalise: bool = True, sum_dim: int = -1) -> torch.Tensor:
     e = (s - shift).exp()
     if not normalise:
         return e
-    return e / (e.sum(dim=-1, keepdim=True) if sum_keepdim else e.sum(dim=-1))
+    return e / (e.sum(dim=sum_dim, keepdim=True) if sum_keepdim else e.sum(dim=sum_dim))
 
 
 def _row_max(s: torch.Tensor) -> torch.Tensor:
@@ -53,6 +53,7 @@ MISTAKES = [
     (lambda s: _by_hand(s, s.amax(dim=-1)), HINTS["max_no_keepdim"]),
     (lambda s: _by_hand(s, _row_max(s), normalise=False), HINTS["no_normalise"]),
     (lambda s: _by_hand(s, _row_max(s), sum_keepdim=False), HINTS["sum_no_keepdim"]),
+    (lambda s: _by_hand(s, _row_max(s), sum_dim=-2), HINTS["sum_dim_-2"]),
     (lambda s: torch.softmax(s, dim=-2), HINTS["softmax_dim_-2"]),
     (lambda s: torch.softmax(s, dim=0), HINTS["softmax_dim_0"]),
 ]

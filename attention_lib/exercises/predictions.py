@@ -1,8 +1,8 @@
 """Predict, then check: the learner writes down a number before running an experiment, and the checker compares.
 
-Used in ``notebooks/01_cocktail_party.ipynb``, ``notebooks/04_scaler.ipynb`` and ``notebooks/08_masking.ipynb``:
-a cell asks for a prediction (``my_prediction = None``), the next cells measure, and
-:func:`check_prediction` says how close the guess was and, right or wrong, why the measured value is what it is.
+Used in lessons 01, 04, 05, 08 and 09: a cell asks for a prediction (``my_prediction = None``), the next cell
+measures and calls :func:`check_prediction`, which says how close the guess was and, right or wrong, why the
+measured value is what it is; the experiment's printout comes after the check.
 """
 
 from __future__ import annotations
@@ -15,12 +15,15 @@ import torch
 from .checker import CheckResult
 
 
-def check_prediction(prediction, measured, *, question: str, why: str, rel_tol: float = 0.2,
-                     abs_tol: float = 0.02) -> CheckResult:
+def check_prediction(prediction, measured, *, question: str, why: str, rel_tol: float = 0.05,
+                     abs_tol: float = 0.005) -> CheckResult:
     """Compare the learner's ``prediction`` (a number) with the ``measured`` value, and explain the answer.
 
-    Built for the predict-then-check tasks of lessons 01, 04 and 08. A prediction counts as right when it is
-    within ``abs_tol + rel_tol * |measured|`` of the measured value: the point is the reasoning, not the digits.
+    Built for the predict-then-check tasks of lessons 01, 04, 05, 08 and 09. A prediction counts as right when it
+    is within ``abs_tol + rel_tol * |measured|`` of the measured value: close enough for a number reasoned out
+    (0.25 for "a quarter", 256 for a variance measured as 266), too close for a different reasoning (0.2 for a
+    quarter fails). The measured value and the reason are shown only once there is a prediction, so a lesson
+    can run the experiment's printout after the check without giving the answer away.
 
     Args:
         prediction: the learner's number; ``None`` or ``...`` means "not predicted yet".
@@ -33,15 +36,18 @@ def check_prediction(prediction, measured, *, question: str, why: str, rel_tol: 
         A :class:`~attention_lib.exercises.CheckResult`: "passed", "not attempted" or "failed" (never raises).
 
     Example:
-        >>> check_prediction(0.3, 0.25, question="a weight", why="1 / 4 words.").status
+        >>> check_prediction(0.25, 0.25, question="a weight", why="1 / 4 words.").status
         'passed'
+        >>> check_prediction(0.2, 0.25, question="a weight", why="1 / 4 words.").status
+        'failed'
         >>> check_prediction(None, 0.25, question="a weight", why="1 / 4 words.").status
         'not attempted'
     """
     value = float(measured.item() if isinstance(measured, torch.Tensor) else measured)
     if prediction is None or prediction is Ellipsis:
         return CheckResult("not attempted", f"📝 {question}: no prediction yet. Write your guess as a number in "
-                           f"`my_prediction` (the cell before the experiment), then run the cells from there.")
+                           f"`my_prediction` (the cell above), run it, then run this cell again. The measurement "
+                           f"and the reason appear here once you have predicted.")
     if isinstance(prediction, torch.Tensor) and prediction.numel() == 1:
         prediction = prediction.item()
     if isinstance(prediction, bool) or not isinstance(prediction, Real) or not math.isfinite(prediction):

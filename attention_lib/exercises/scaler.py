@@ -26,8 +26,9 @@ def _scaled_scores(query: torch.Tensor, key: torch.Tensor) -> torch.Tensor:
 
 
 #: Typical wrong answers: the matchmaker's slips, and each wrong way to scale.
-MISTAKES = recipe_mistakes(("no_transpose", "reversed_scores", "no_scale", "scale_by_d_k", "scale_multiplied",
-                            "scale_by_S", "scale_by_L", "scale_by_N"), result=lambda r: r.scaled)
+MISTAKES = [*recipe_mistakes(("no_transpose", "reversed_scores", "no_scale", "scale_by_d_k", "scale_multiplied",
+                             "scale_by_S", "scale_by_L", "scale_by_N"), result=lambda r: r.scaled),
+            *recipe_mistakes(("scaled_then_softmax",), result=lambda r: torch.softmax(r.scaled, dim=-1))]
 
 
 def check_scaled_scores(fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]) -> CheckResult:

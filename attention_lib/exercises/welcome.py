@@ -11,6 +11,7 @@ from collections.abc import Callable
 import torch
 
 from .checker import CheckResult, check_function
+from .hints import HINTS
 
 #: The (query shape, key shape) of each trial: 0, 1 and 2 batch dimensions, with L, S and E all different.
 _TRIALS = (((4, 8), (5, 8)), ((2, 3, 7), (2, 6, 7)), ((2, 3, 4, 8), (2, 3, 5, 8)))
@@ -39,11 +40,20 @@ MISTAKES = [
 ]
 
 
+#: The exercise asks for the shape without computing the product: a matrix product (on any tensors, even
+#: empty ones) fails the check.
+FORBIDDEN = {op: HINTS["shape_computed"] for op in ("matmul", "__matmul__", "__rmatmul__", "mm", "bmm", "einsum",
+                                                      "tensordot")}
+
+
 def check_scores_shape(scores_shape: Callable[[tuple, tuple], tuple]) -> CheckResult:
     """Check the learner's ``scores_shape(query_shape, key_shape)`` of ``notebooks/00_welcome.ipynb``.
 
     Built in ``notebooks/00_welcome.ipynb``; the worked solution is in
     ``notebooks/solutions/00_welcome_solution.ipynb``.
+
+    The shape must come from the tuples alone: a function that computes the product (even on empty or
+    ``meta`` tensors) fails with a hint.
 
     Args:
         scores_shape: ``(query_shape, key_shape) -> shape`` of ``query @ key.transpose(-2, -1)``, for
@@ -57,4 +67,4 @@ def check_scores_shape(scores_shape: Callable[[tuple, tuple], tuple]) -> CheckRe
         'passed'
     """
     return check_function(scores_shape, _reference, _inputs, name="scores_shape", mistakes=MISTAKES,
-                          atol=0.0, rtol=0.0)
+                          atol=0.0, rtol=0.0, forbidden=FORBIDDEN)

@@ -90,10 +90,11 @@ def detective_team_explorer():
 
     controls = {
         "word": widgets.Dropdown(options=list(TOKENS), value="purred", description="word"),
-        "clue_0": widgets.Dropdown(options=list(FEATURES), value="animal", description="det. 0 seeks"),
-        "clue_1": widgets.Dropdown(options=list(FEATURES), value="action", description="det. 1 seeks"),
+        "clue_0": widgets.Dropdown(options=list(FEATURES), value="animal", description="det. 0 keys"),
+        "clue_1": widgets.Dropdown(options=list(FEATURES), value="action", description="det. 1 keys"),
         "loudness": widgets.FloatSlider(value=5.0, min=0.0, max=10.0, step=0.5, description="loudness c"),
         "num_heads": widgets.Dropdown(options=[("2 (a team)", 2), ("1 (lone detective)", 1)], value=2,
                                       description="heads"),
     }
-    return make_explorer(render_detective_team, controls, title="Hire the detectives: what does each one seek?")
+    return make_explorer(render_detective_team, controls,
+                         title="Hire the detectives: which feature do their keys advertise?")
