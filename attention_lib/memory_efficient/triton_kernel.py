@@ -150,7 +150,8 @@ def _check(query, key, value, is_causal, scale, block_sizes) -> tuple[int, int]:
         if not (_power_of_two(size) and size <= 256):
             padded = max(16, 2 ** math.ceil(math.log2(max(size, 1))))
             raise ValueError(f"tl.dot needs a head dimension that is a power of two from 16 to 256, but "
-                             f"{name}.shape[-1]={size}; pad it with zeros up to {padded} (zeros add nothing to the scores; keep scale=1/sqrt({size})), or use "
+                             f"{name}.shape[-1]={size}; pad it with zeros up to {padded}"
+                             f" (zeros add nothing to the scores; keep scale=1/sqrt({size})), or use "
                              f"memory_efficient_attention.")
     if query.shape[-2] == 0 or key.shape[-2] == 0:
         raise ValueError(f"the Triton kernel needs at least one query and one key, but L={query.shape[-2]} and "
