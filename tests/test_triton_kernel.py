@@ -143,3 +143,17 @@ def test_without_a_gpu_kernels_run_in_the_interpreter():
 
     assert os.environ.get("TRITON_INTERPRET") == "1"
     assert triton_kernel.kernel_device(triton_kernel._forward_kernel()) == torch.device("cpu")
+
+
+def test_gpu_check_runs_the_kernel_check(capsys):
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools"))
+    import gpu_check
+
+    assert gpu_check.triton_check("cpu", cases=(((20, 17, 16), True),), sizes=(16,), batch=(1, 1))
+    printed = capsys.readouterr().out
+    assert "triton float16" in printed
+    assert "causal=True" in printed
+    assert "triton/SDPA" in printed
