@@ -230,21 +230,11 @@ def launch(kernel, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, output: to
     (B, L, E), S, Ev = q.shape, k.shape[-2], v.shape[-1]
     block_l, block_s = block_sizes
     scale = 1.0 / math.sqrt(E) if scale is None else float(scale)
-    grid = (triton_cdiv(L, block_l), B)  # one program per block of queries of each (sentence, head)
+    grid = (import_triton().cdiv(L, block_l), B)  # one program per block of queries of each (sentence, head)
     kernel[grid](q, k, v, output, lse, q.stride(0), q.stride(1), k.stride(0), k.stride(1), v.stride(0), v.stride(1),
                  output.stride(0), output.stride(1), L, S, scale, IS_CAUSAL=bool(is_causal), BLOCK_L=block_l,
                  BLOCK_S=block_s, HEAD_DIM=E, VALUE_DIM=Ev,
-                 PRECISION="ieee" if q.dtype == torch.float32 else "tf32")  # float32: no TF32 rounding on GPUs
-
-
-def triton_cdiv(a: int, b: int) -> int:
-    """The number of blocks of ``b`` that cover ``a`` (``triton.cdiv``, without importing triton).
-
-    Example:
-        >>> triton_cdiv(100, 64)
-        2
-    """
-    return -(-a // b)
+                 PRECISION="ieee" if q.dtype == torch.float32 else None)  # float32: no TF32 rounding on GPUs
 
 
 class TritonAttentionFunction(torch.autograd.Function):
