@@ -1,5 +1,5 @@
 """The rows of the exercise table read by ``tests/test_exercises.py``: the :class:`Exercise` record, and the rows of
-the checkers of lessons 00, 10, 11 and 12 and of the predict-then-check tasks (the rows of lessons 01-09 are in
+the checkers of lessons 00, 10, 11, 12 and 14 and of the predict-then-check tasks (the rows of lessons 01-09 are in
 ``tests/test_exercises.py`` itself).
 
 A checker that takes an answer rather than a function (a number, a list, a dict of predictions) has the answers
@@ -299,3 +299,72 @@ WHERE_IT_LOOKS = Exercise(
 
 ROWS = [SCORES_SHAPE, PREDICTION, ONLINE_SOFTMAX_UPDATE, SINUSOIDAL_ENCODING, CROSS_ATTENTION, SHUFFLE_PREDICTIONS,
         REVERSAL_TARGET, WHERE_IT_LOOKS]
+
+
+# -- 14: the inner loop of the Triton attention kernel (a triton.jit kernel; run in the interpreter on a CPU) ---------
+def kernel_with(*changes: tuple[str, str]):
+    """The package's attention kernel with some lines changed (each ``(old, new)`` must occur), as a Triton kernel.
+
+    Triton reads a kernel's source from its file, so each variant is written to a module of its own.
+    """
+    import importlib.util
+    import inspect
+    import tempfile
+    from pathlib import Path
+
+    from attention_lib.memory_efficient.triton_kernel import attention_forward_kernel, import_triton
+
+    triton = import_triton()
+    source = inspect.getsource(attention_forward_kernel)
+    for old, new in changes:
+        assert old in source, old
+        source = source.replace(old, new)
+    path = Path(tempfile.mkdtemp(prefix="kernel_variant_")) / "variant.py"
+    path.write_text("from __future__ import annotations\n\nimport triton.language as tl\n\n\n" + source)
+    spec = importlib.util.spec_from_file_location(f"kernel_variant_{abs(hash(source))}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return triton.jit(module.attention_forward_kernel)
+
+
+def kernel_rows() -> list[Exercise]:
+    """The row of the kernel exercise, or none where triton is not installed."""
+    try:
+        from attention_lib.exercises import check_attention_kernel
+        from attention_lib.exercises import kernel as kernel_exercise
+        from attention_lib.memory_efficient.triton_kernel import attention_forward_kernel, import_triton
+
+        import_triton()
+    except ImportError:
+        return []
+    no_rescale = [("running_sum * correction +", "running_sum +"),
+                  ("running_output * correction[:, None] +", "running_output +")]
+    causal_mask = "scores = tl.where(cols[None, :] <= rows[:, None], scores, float(\"-inf\"))"
+    return [Exercise(
+        check_attention_kernel,
+        correct=[kernel_with(), kernel_with(("tl.exp(", "tl.math.exp("))],
+        wrong=[
+            (kernel_with(*no_rescale), "the maximum grows"),
+            (kernel_with(no_rescale[1]), "multiply running_sum and running_output by correction"),
+            (kernel_with(("running_max = new_max\n", "\n")), "wrong log-sum-exp"),
+            (kernel_with(("scores = tl.where(cols[None, :] < S, scores, float(\"-inf\"))", "")), "runs past S"),
+            (kernel_with((", mask=cols[:, None] < S,\n                    other=0.0)  # (BLOCK_S, VALUE_DIM)", ")")),
+             "read past the end of key or value"),
+            (kernel_with((causal_mask, "pass")), "inside the diagonal block"),
+            (kernel_with(("cols[None, :] <= rows[:, None]", "cols[None, :] < rows[:, None]")), "lost every key"),
+            (kernel_with(("(block + 1) * BLOCK_L", "block * BLOCK_L")), "lost every key"),
+            (kernel_with(("key_end = tl.minimum(S, (block + 1) * BLOCK_L)", "key_end = S")), "must be skipped"),
+            (kernel_with(("(block + 1) * BLOCK_L", "(block + 2) * BLOCK_L")), "must be skipped"),
+            (kernel_with(("weights = tl.exp(scores - new_max[:, None])", "weights = scores - new_max[:, None]")),
+             "the update is lesson 10's"),
+            (kernel_with(("mask=rows[:, None] < L)", ")")), "wrote past the last query"),
+            (attention_forward_kernel, "put @triton.jit on the line above"),
+        ],
+        crashes=[(kernel_with(("tl.sum(weights, axis=1)", "tl.sum(weights, axis=2)")), "fixed shape")],
+        mistakes=kernel_exercise.MISTAKES,
+        stubs=(kernel_with(("        k = tl.load(K", "        raise NotImplementedError\n        k = tl.load(K")),),
+        passed_says="log-sum-exp on 5 cases",
+    )]
+
+
+ROWS += kernel_rows()

@@ -6,7 +6,10 @@
 3. strict nbval over every notebook, executed on the GPU (outputs are rounded CPU values, so the stored
    outputs made on a CPU must hold), with the same environment and nbval flags as `python course.py test`;
 4. loop / matmul / SDPA timings on the GPU, then `python -m attention_lib.bench --quick --device cuda`
-   (forward and forward + backward times, peak memory of both, and the targets).
+   (forward and forward + backward times, peak memory of both, and the targets);
+5. the course's Triton kernel (`attention_lib.memory_efficient.triton_kernel`), compiled: its output and
+   log-sum-exp against SDPA in float32/float16/bfloat16, causal and ragged, then its time and peak memory
+   against SDPA over n.
 
 Without CUDA it says so and exits 0 (it is not part of CI). It is meant to finish in under 5 minutes.
 """
@@ -85,6 +88,61 @@ def backward_check(device: str = "cuda") -> bool:
     return ok
 
 
+TRITON_CASES = (((300, 260, 64), False), ((300, 300, 64), True), ((77, 1000, 128), False), ((1000, 1000, 32), True))
+
+
+def triton_check(device: str = "cuda", cases=TRITON_CASES, sizes=(512, 1024, 2048, 4096, 8192), batch=(4, 8)) -> bool:
+    """Compare the Triton kernel's output and log-sum-exp with SDPA on ``device`` (one line per case), then time it.
+
+    ``cases`` are ``((L, S, E), is_causal)``; the test suite runs it on the CPU, in the interpreter, tiny.
+    """
+    import math
+
+    import torch.nn.functional as F
+
+    from attention_lib.memory_efficient.triton_kernel import triton_attention, triton_attention_forward
+
+    g = torch.Generator().manual_seed(0)
+    ok = True
+    for dtype, tol in ((torch.float32, 1e-5), (torch.float16, 2e-3), (torch.bfloat16, 1.6e-2)):
+        for (L, S, E), is_causal in cases:
+            q, k, v = (torch.randn(2, 3, n, E, generator=g).to(device, dtype) for n in (L, S, S))
+            output, lse = triton_attention_forward(q, k, v, is_causal=is_causal)
+            expected = F.scaled_dot_product_attention(q.float(), k.float(), v.float(), is_causal=is_causal)
+            scores = q.float() @ k.float().transpose(-2, -1) / math.sqrt(E)  # (2, 3, L, E) @ (2, 3, E, S)
+            if is_causal:
+                scores = scores.masked_fill(~torch.ones(L, S, dtype=torch.bool, device=device).tril(), float("-inf"))
+            errors = ((output.float() - expected).abs().max().item(),
+                      (lse - torch.logsumexp(scores, -1)).abs().max().item())
+            good = max(errors) <= tol and bool(torch.isfinite(output).all())
+            ok &= good
+            print(f"  triton {str(dtype).removeprefix('torch.'):<9} L={L:<5} S={S:<5} E={E:<4} causal={is_causal!s:<5} "
+                  f"max abs error output {errors[0]:.1e}, lse {errors[1]:.1e}" + ("" if good else "  FAILED"))
+    triton_timings(triton_attention, device, sizes, batch)
+    return ok
+
+
+def triton_timings(triton_attention, device: str, sizes, batch) -> None:
+    """Time the Triton kernel against SDPA (float16, causal, `batch` = sentences x heads, d = 64), and its memory."""
+    import torch.nn.functional as F
+
+    from attention_lib.bench import median_time
+    from attention_lib.bench.measure import peak_memory
+    from attention_lib.lessons.data import random_qkv
+
+    functions = {"triton": lambda q, k, v: triton_attention(q, k, v, is_causal=True),
+                 "SDPA": lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True)}
+    print(f"{'n':>6} {'triton (ms)':>12} {'SDPA (ms)':>10} {'triton/SDPA':>12} {'triton MiB':>11} {'SDPA MiB':>9}")
+    for n in sizes:
+        q, k, v = random_qkv(*batch, L=n, E=64, seed=n, dtype=torch.float16, device=device)
+        repeats = 20 if device == "cuda" else 1
+        times = {name: median_time(fn, q, k, v, repeats=repeats) for name, fn in functions.items()}
+        memory = {name: peak_memory(fn, q, k, v) / 2**20 for name, fn in functions.items()}
+        ratio = times["triton"] / times["SDPA"]
+        print(f"{n:6d} {times['triton'] * 1e3:12.3f} {times['SDPA'] * 1e3:10.3f} {ratio:12.2f} "
+              f"{memory['triton']:11.1f} {memory['SDPA']:9.1f}")
+
+
 def main() -> int:
     if not torch.cuda.is_available():
         print("no CUDA here: the GPU check needs a CUDA GPU (torch.cuda.is_available() is False); nothing to do.")
@@ -95,15 +153,21 @@ def main() -> int:
     tests = subprocess.call([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
                              "tests/test_devices.py", "tests/test_attention.py"], cwd=ROOT, env=env)
     backward = backward_check("cuda")
+    try:
+        kernel = triton_check("cuda")
+    except ImportError as error:  # triton missing: say so, do not stop the rest of the check
+        print(f"  triton kernel: not checked ({error})")
+        kernel = False
     nbval = subprocess.call([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-o", "addopts=",
                              *NBVAL_ARGS, "notebooks"], cwd=ROOT, env=env)
     timings()
     bench = subprocess.call([sys.executable, "-m", "attention_lib.bench", "--quick", "--device", "cuda"], cwd=ROOT,
                             env=env)
     print(f"device tests: {'passed' if tests == 0 else 'FAILED'}; backward pass: {'passed' if backward else 'FAILED'}; "
+          f"Triton kernel: {'passed' if kernel else 'FAILED'}; "
           f"nbval on GPU: {'passed' if nbval == 0 else 'FAILED'}; benchmark: {'ran' if bench == 0 else 'FAILED'}; "
           f"{time.perf_counter() - start:.0f} s in all")
-    return tests or nbval or bench or int(not backward)
+    return tests or nbval or bench or int(not backward) or int(not kernel)
 
 
 if __name__ == "__main__":

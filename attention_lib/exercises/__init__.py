@@ -8,6 +8,7 @@ from .blend import check_calculate_attention
 from .checker import CheckResult, check_function
 from .cocktail_party import check_tune_in
 from .crashes import explain_crash
+from .kernel import check_attention_kernel
 from .learning import check_reversal_target, check_where_it_looks
 from .library_search import check_soft_lookup
 from .masking import check_causal_mask, check_masked_softmax
@@ -24,6 +25,7 @@ from .word_order import check_cross_attention, check_sinusoidal_encoding
 
 __all__ = [
     "CheckResult",
+    "check_attention_kernel",
     "check_calculate_attention",
     "check_causal_mask",
     "check_cross_attention",

@@ -10,6 +10,7 @@ from .masks import plot_mask
 from .mix import plot_mix
 from .online_softmax import online_softmax_steps, plot_online_softmax_block, plot_online_softmax_steps
 from .positions import plot_position_encoding
+from .programs import plot_programs, program_tiles
 from .style import OKABE_ITO, category_style, plain_log_ticks
 from .tiles import plot_causal_tiles
 from .trained import plot_attention_grid, plot_attention_over_training, plot_loss_curves
@@ -32,4 +33,6 @@ __all__ = [
     "plot_online_softmax_block",
     "plot_online_softmax_steps",
     "plot_position_encoding",
+    "plot_programs",
+    "program_tiles",
 ]
