@@ -278,7 +278,7 @@ REVERSAL_TARGET = Exercise(
         (lambda d: torch.stack([d[:, 7 - i] for i in range(d.shape[1])], dim=1), "a hard-coded 7 - i"),
     ],
     crashes=[(lambda d: 1 / 0, "ZeroDivisionError"), (lambda d: d[:, ::-1], "negative steps such as ::-1"),
-             (lambda d: d.flip(-1)[..., ::-1].flip(-1), "use .flip")],
+             (lambda d: d[..., ::-1], "reverse a dimension with .flip")],
 )
 
 WHERE_IT_LOOKS = Exercise(

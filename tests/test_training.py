@@ -6,8 +6,8 @@ import torch
 
 from attention_lib.training import evaluate, load_trained, make_batch, train
 from attention_lib.training.grammar import HELDOUT_STRUCTURES
-from attention_lib.training.tasks import get_task
 from attention_lib.training.probes import probe_agreement, subject_head
+from attention_lib.training.tasks import get_task
 
 FRESH_SEED = 20_261_130  # neither the training seed nor the seed of the stored held-out measurements
 

@@ -50,7 +50,7 @@ def plot_block_diagram(model=None, *, num_layers: int | None = None, title: str 
     if isinstance(layers, bool) or not isinstance(layers, int) or layers < 1:
         raise ValueError(f"num_layers must be a positive int, but num_layers={layers!r}.")
     E = config.get("embed_dim", "E")
-    rows = [("token ids", f"(N, L)", None), *_EMBED]
+    rows = [("token ids", "(N, L)", None), *_EMBED]
     blocks = []
     for layer in range(layers):
         blocks.append((len(rows), len(rows) + len(_BLOCK) - 1, layer))
@@ -67,8 +67,9 @@ def plot_block_diagram(model=None, *, num_layers: int | None = None, title: str 
         elif colour is None:
             ax.text(x0 + width / 2, y, label, ha="center", va="center", fontsize=10, style="italic")
         else:
-            ax.add_patch(FancyBboxPatch((x0, y - height / 2), width, height, boxstyle="round,pad=0.02,rounding_size=0.1",
-                                        facecolor=OKABE_ITO[colour], edgecolor="black", alpha=0.85, lw=1.0))
+            ax.add_patch(FancyBboxPatch((x0, y - height / 2), width, height,
+                                        boxstyle="round,pad=0.02,rounding_size=0.1", facecolor=OKABE_ITO[colour],
+                                        edgecolor="black", alpha=0.85, lw=1.0))
             ax.text(x0 + width / 2, y, label, ha="center", va="center", fontsize=10)
         ax.text(x0 + width + 0.5, y, detail, ha="left", va="center", fontsize=8.5)
         if i:

@@ -28,6 +28,7 @@ class StructureProbe:
         weight_on_subject: the mean weight the verb puts on the subject, in the probed head.
         first_noun_rule: how often "copy the number of the first noun" is right.
         nearest_noun_rule: how often "copy the number of the nearest noun before the verb" is right.
+        follows_first_noun: how often the model's answer is the first noun's number (right or not).
     """
 
     structure: str
@@ -38,6 +39,7 @@ class StructureProbe:
     weight_on_subject: float
     first_noun_rule: float
     nearest_noun_rule: float
+    follows_first_noun: float = float("nan")
 
 
 def subject_head(model, task: AgreementTask = AGREEMENT, *, n: int = 500, seed: int = 0) -> tuple[int, int]:
@@ -102,18 +104,20 @@ def probe_agreement(model, structures: Sequence[str], *, layer: int, head: int, 
         answer = y[rows, parse.verb]  # (n,)
         with torch.no_grad():
             out = model(x)
+        said = out.logits[rows, parse.verb].argmax(-1)  # the model's answer: 0 singular, 1 plural
         verb_row = out.attention[layer][rows, head, parse.verb]  # (n, L): where the verb looks
         strongest = verb_row.argmax(-1)
         is_noun = (number[x] >= 0) & (torch.arange(x.shape[1]) < parse.verb[:, None])  # nouns before the verb
         nearest = torch.where(is_noun, torch.arange(x.shape[1]), -1).max(1).values
         results.append(StructureProbe(
             structure, " ".join(task.decode(x[0])),
-            accuracy=float((out.logits[rows, parse.verb].argmax(-1) == answer).float().mean()),
+            accuracy=float((said == answer).float().mean()),
             on_subject=float((strongest == parse.subject).float().mean()),
             on_first_noun=float((strongest == parse.first_noun).float().mean()),
             weight_on_subject=float(verb_row[rows, parse.subject].mean()),
             first_noun_rule=float((number[x[rows, parse.first_noun]] == answer).float().mean()),
             nearest_noun_rule=float((number[x[rows, nearest]] == answer).float().mean()),
+            follows_first_noun=float((number[x[rows, parse.first_noun]] == said).float().mean()),
         ))
     return results
 

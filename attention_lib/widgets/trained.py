@@ -6,6 +6,7 @@ and matplotlib are imported inside the functions, so importing this module stays
 
 from __future__ import annotations
 
+
 def _trained(trained):
     from ..training.shipped import TrainedModel, load_trained
 
