@@ -1,9 +1,11 @@
 """The training recipe of the tiny transformer, and how to measure it on held-out data.
 
-Built step by step in ``notebooks/12_learning_to_attend.ipynb``. One recipe for both tasks: AdamW (Loshchilov &
+Built step by step in ``notebooks/12_learning_to_attend.ipynb``. One recipe for every task: AdamW (Loshchilov &
 Hutter, 2019) on the cross-entropy of the scored positions, fresh examples at every step, seeded so that the
-same call gives the same model on the same machine. The shipped models in ``attention_lib/trained/`` were made
-by :func:`train` with the settings in :data:`RECIPES` (``python -m attention_lib.training.shipped`` remakes them).
+same call gives the same model on the same machine. Each task carries its settings (``task.recipe``: the
+model's size, the steps, the batch size and the learning rate). The shipped models in
+``attention_lib/training/trained/`` were made by :func:`train` with them
+(``python -m attention_lib.training.shipped`` remakes them).
 """
 
 from __future__ import annotations
@@ -69,14 +71,14 @@ def build_model(task: str | Task, *, use_positions: bool = True, **sizes) -> Tin
 def train(task: str, *, use_positions: bool = True, seed: int = 0, steps: int | None = None,
           batch_size: int | None = None, lr: float | None = None, snapshot_steps=(), probe=None,
           **sizes) -> TrainingRun:
-    """Train a fresh tiny transformer on ``task`` with the recipe of :data:`RECIPES`.
+    """Train a fresh tiny transformer on ``task`` with the task's recipe (``task.recipe``).
 
     Built step by step in ``notebooks/12_learning_to_attend.ipynb``. Seeds ``torch`` with ``seed`` (the
     weights and the examples), so the same call gives the same model on the same machine; a few seconds on a
     2-core CPU.
 
     Args:
-        task: ``"reversal"`` or ``"agreement"``.
+        task: a task name (``"reversal"``, ``"agreement"``, ``"agreement_subject_first"``) or a task.
         use_positions: give the model its learned position embedding.
         seed: the seed of the initial weights and of the training examples.
         steps, batch_size, lr: override the recipe.

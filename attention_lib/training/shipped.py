@@ -1,9 +1,9 @@
 """The trained tiny transformers shipped with the package, and the one safe way to load them.
 
 Built step by step in ``notebooks/12_learning_to_attend.ipynb``. The weights live in
-``attention_lib/trained/<task>.pt`` (about 60 KB each): a plain dict of tensors, numbers and strings, read
+``attention_lib/training/trained/<task>.pt`` (under 100 KB each): a plain dict of tensors, numbers and strings, read
 with ``torch.load(..., weights_only=True)``, which refuses to unpickle arbitrary objects. They were made by
-:func:`attention_lib.training.train` with :data:`attention_lib.training.RECIPES`; to remake them, run
+:func:`attention_lib.training.train` with each task's recipe; to remake them, run
 ``python -m attention_lib.training.shipped``.
 """
 
