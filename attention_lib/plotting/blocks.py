@@ -83,7 +83,7 @@ def plot_block_diagram(model=None, *, num_layers: int | None = None, title: str 
         ax.text(x0 - 0.65, (first + last) / 2 * step, f"block {layer}", rotation=90, ha="right", va="center",
                 fontsize=9, color="#555555")
         for start, adder in ((first - 1, first + 2), (first + 2, first + 5)):
-            y_start, y_end = start * step + 0.2, adder * step
+            y_start, y_end = (start + 0.5) * step, adder * step  # from the arrow into the part, to its "+"
             path = [(x0 + width / 2 + 0.05, y_start), (x0 - 0.3, y_start), (x0 - 0.3, y_end),
                     (x0 + width / 2 - 0.22, y_end)]
             ax.plot([p[0] for p in path[:3]], [p[1] for p in path[:3]], color=OKABE_ITO[3], lw=1.6)
