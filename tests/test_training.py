@@ -41,7 +41,8 @@ def test_shipped_models_attend_as_the_lesson_says():
     assert (mirror_share(load_trained("reversal").model) >= 0.95).all()
     probes = subject_probes(load_trained("agreement").model)
     assert sum(p.on_subject for p in probes) / len(probes) >= 0.8, "the verb's head finds the subject"
-    assert max(p.on_first_noun for p in probes) <= 0.05, "not the first noun: no held-out subject comes first"
+    moved = [p for p in probes if not p.structure.startswith("S")]
+    assert max(p.on_first_noun for p in moved) <= 0.05, "where the subject is not first, not the first noun"
 
 
 @pytest.fixture(scope="module")

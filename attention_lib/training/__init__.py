@@ -8,8 +8,10 @@
 - :mod:`~attention_lib.training.shipped`: the shipped weights (``trained/*.pt``) and the one safe way to load them.
 """
 
+from .probes import format_probes, probe_agreement, subject_head
 from .recipe import evaluate, train
 from .shipped import TrainedModel, load_trained
 from .tasks import get_task, make_batch
 
-__all__ = ["TrainedModel", "evaluate", "get_task", "load_trained", "make_batch", "train"]
+__all__ = ["TrainedModel", "evaluate", "format_probes", "get_task", "load_trained", "make_batch", "probe_agreement",
+           "subject_head", "train"]
