@@ -5,7 +5,7 @@ Built in ``notebooks/12_learning_to_attend.ipynb``. matplotlib is imported insid
 
 from __future__ import annotations
 
-from .style import OKABE_ITO
+from .style import OKABE_ITO, finish
 
 # (label, detail, colour index) of every box, bottom to top; "+" marks the adders of the residual connections
 _EMBED = [("token embedding", "nn.Embedding: one vector per token", 4),
@@ -95,5 +95,4 @@ def plot_block_diagram(model=None, *, num_layers: int | None = None, title: str 
     ax.axis("off")
     sizes = f" (E = {E})" if config else ""
     ax.set_title(title or f"the tiny transformer, {layers} block{'s' if layers > 1 else ''}{sizes}")
-    fig.tight_layout()
-    return fig
+    return finish(fig)

@@ -10,6 +10,7 @@ from collections.abc import Mapping, Sequence
 import torch
 
 from .basic import _as_numpy, plot_heatmap
+from .style import finish
 
 #: Okabe & Ito's colour-blind-safe palette (orange, sky blue, bluish green, vermillion, blue, reddish purple).
 OKABE_ITO = ("#E69F00", "#56B4E9", "#009E73", "#D55E00", "#0072B2", "#CC79A7", "#000000")
@@ -198,5 +199,4 @@ def plot_shipped_overview(sentence: str = "near the dogs the small cat purr(s)",
     plot_heatmap(attention[layer][head], rows, tokens, vmin=0.0, vmax=1.0, fmt=".1f", ax=axes[1],
                  title=f"agreement, layer {layer}, head {head}: the verb finds its subject")
     fig.suptitle("What the shipped tiny transformers of lesson 12 attend to")
-    fig.tight_layout()
-    return fig
+    return finish(fig)
