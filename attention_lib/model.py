@@ -5,9 +5,10 @@ size a CPU trains in seconds:
 
 - a **token embedding**: one learned vector per token (``nn.Embedding``), as in Vaswani et al. (2017),
   "Attention Is All You Need", section 3.4;
-- a **learned position embedding**: one learned vector per position, added to the token's (as in BERT and
-  GPT-2; lesson 11 compares it with the sinusoidal encoding). ``use_positions=False`` leaves it out, and then
-  attention cannot tell positions apart (lesson 11 shows why);
+- a **learned position embedding**: lesson 11's :class:`~attention_lib.LearnedPositions`, one learned vector
+  per position, added to the token's (as in BERT and GPT-2; lesson 11 compares it with the sinusoidal
+  encoding). ``use_positions=False`` leaves it out, and then attention cannot tell positions apart (lesson 11
+  shows why);
 - **blocks**, each ``x = x + attention(norm(x))`` then ``x = x + mlp(norm(x))``: the **residual
   connections** of He et al. (2016) keep each word's own vector and add what attention found to it; **layer
   norm** (Ba et al., 2016) keeps the vectors' scale steady, placed before each part ("pre-norm", as in GPT-2
@@ -27,6 +28,8 @@ import torch
 from torch import nn
 
 from .multihead import MultiHeadAttention
+from .positions import LearnedPositions
+from .validation import check_is_tensor
 
 
 class TinyOutput(NamedTuple):
@@ -109,7 +112,7 @@ class TinyTransformer(nn.Module):
                        "mlp_dim": mlp_dim, "use_positions": bool(use_positions), "pad": pad}
         self.max_len, self.use_positions, self.pad = max_len, bool(use_positions), pad
         self.token_embedding = nn.Embedding(vocab_size, embed_dim)
-        self.position_embedding = nn.Embedding(max_len, embed_dim) if use_positions else None
+        self.positions = LearnedPositions(max_len, embed_dim) if use_positions else None
         self.blocks = nn.ModuleList(Block(embed_dim, num_heads, mlp_dim) for _ in range(num_layers))
         self.norm = nn.LayerNorm(embed_dim)
         self.readout = nn.Linear(embed_dim, num_answers)
@@ -122,19 +125,29 @@ class TinyTransformer(nn.Module):
             (row = the word attending, column = the word attended to).
 
         Raises:
-            ValueError: if ``tokens`` is not ``(N, L)`` integer ids with ``L <= max_len``.
+            TypeError: if ``tokens`` is not a tensor of integer ids.
+            ValueError: if ``tokens`` is not ``(N, L)`` with ``L <= max_len``, or holds an id outside
+                ``0 .. vocab_size - 1``.
         """
-        if not isinstance(tokens, torch.Tensor) or tokens.dim() != 2 or tokens.is_floating_point():
-            found = tuple(tokens.shape) if isinstance(tokens, torch.Tensor) else type(tokens).__name__
-            raise ValueError(f"tokens must be (N, L) integer ids, but got {found}; for one input use "
+        check_is_tensor(tokens, "tokens")
+        if tokens.is_floating_point() or tokens.is_complex() or tokens.dtype == torch.bool:
+            raise TypeError(f"tokens must be integer token ids, but tokens.dtype={tokens.dtype}; pass the ids as "
+                            f"torch.long, e.g. tokens.long() (the task's encode gives them).")
+        if tokens.dim() != 2:
+            raise ValueError(f"tokens must be (N, L) integer ids, but got {tuple(tokens.shape)}; for one input use "
                              f"ids.unsqueeze(0).")
         N, L = tokens.shape
         if L > self.max_len:
             raise ValueError(f"this model reads at most max_len={self.max_len} tokens, but got L={L}.")
+        vocab_size = self.token_embedding.num_embeddings
+        if tokens.numel() and (int(tokens.min()) < 0 or int(tokens.max()) >= vocab_size):
+            bad = sorted({int(t) for t in tokens[(tokens < 0) | (tokens >= vocab_size)].tolist()})
+            raise ValueError(f"token ids must lie in 0..{vocab_size - 1} (this model knows vocab_size="
+                             f"{vocab_size} tokens), but found {bad[:5]}; encode the input with the task it was "
+                             f"trained on (task.encode).")
         x = self.token_embedding(tokens)  # (N, L) -> (N, L, E)
-        if self.position_embedding is not None:
-            positions = torch.arange(L, device=tokens.device)
-            x = x + self.position_embedding(positions)  # (N, L, E) + (L, E) -> (N, L, E)
+        if self.positions is not None:
+            x = self.positions(x)  # (N, L, E) + (L, E) -> (N, L, E): each position adds its own vector
         mask = None
         if self.pad is not None:
             mask = (tokens != self.pad)[:, None, None, :]  # (N, 1, 1, S): True = may attend (a real word)

@@ -280,8 +280,11 @@ REVERSAL_TARGET = Exercise(
         (lambda d: d, "the input itself"),
         (lambda d: d.sort(-1, descending=True).values, "sorts the digits"),
         (lambda d: d.flip(-1)[:, :-1], "expected shape"),
+        (lambda d: d[:, [7 - i for i in range(8)]], "assumes every input has 8 digits"),
+        (lambda d: torch.stack([d[:, 7 - i] for i in range(d.shape[1])], dim=1), "a hard-coded 7 - i"),
     ],
-    crashes=[(lambda d: 1 / 0, "ZeroDivisionError")],
+    crashes=[(lambda d: 1 / 0, "ZeroDivisionError"), (lambda d: d[:, ::-1], "negative steps such as ::-1"),
+             (lambda d: d[..., ::-1], "reverse a dimension with .flip")],
 )
 
 WHERE_IT_LOOKS = Exercise(
@@ -293,6 +296,8 @@ WHERE_IT_LOOKS = Exercise(
         ([7, 6, 5], "give 8 positions"),
         ([0, 6, 5, 4, 3, 2, 1, 7], "position 0 looks elsewhere"),
         ("abc", "whole numbers"),
+        ([7.5, 6, 5, 4, 3, 2, 1, 0], "positions are whole numbers, but got 7.5"),
+        (torch.tensor([7.5, 6.0, 5.0, 4.0, 3.0, 2.0, 1.0, 0.0]), "there is no position 7.5"),
     ],
     stubs=(..., None),
 )

@@ -5,7 +5,9 @@ import pytest
 import torch
 
 from attention_lib.training import evaluate, load_trained, make_batch, train
-from attention_lib.training.tasks import AGREEMENT, IGNORE
+from attention_lib.training.grammar import HELDOUT_STRUCTURES
+from attention_lib.training.probes import probe_agreement, subject_head
+from attention_lib.training.tasks import get_task
 
 FRESH_SEED = 20_261_130  # neither the training seed nor the seed of the stored held-out measurements
 
@@ -18,34 +20,29 @@ def mirror_share(model) -> torch.Tensor:
     return (weights.argmax(-1) == torch.arange(7, -1, -1)).float().mean(dim=(0, 2))
 
 
-def subject_share(model) -> torch.Tensor:
-    """Per head, the share of sentences with a distractor where the verb looks hardest at its subject."""
-    x, y = make_batch("agreement", 1000, seed=FRESH_SEED, split="heldout")
-    nouns = {AGREEMENT.vocab.index(w) for w in ("cat", "cats", "dog", "dogs")}
-    verbs, subjects, keep = [], [], []
-    for row, target in zip(x.tolist(), y.tolist(), strict=True):
-        verb = next(i for i, t in enumerate(target) if t != IGNORE)
-        positions = [i for i in range(verb) if row[i] in nouns]
-        verbs.append(verb)
-        subjects.append(positions[0])
-        keep.append(len(positions) > 1)
-    with torch.no_grad():
-        weights = model(x).attention[0]  # (N, H, L, L)
-    rows = weights[torch.arange(len(x)), :, torch.tensor(verbs)]  # (N, H, L)
-    hits = rows.argmax(-1) == torch.tensor(subjects)[:, None]  # (N, H)
-    return hits[torch.tensor(keep)].float().mean(0)
+MOVED = ["P S V", "P P S V", "P S P V", "P P P S V"]  # the subject is not the first noun
 
 
-@pytest.mark.parametrize("task", ["reversal", "agreement"])
-def test_shipped_model_reaches_its_stated_accuracy_on_fresh_heldout_data(task):
+def subject_probes(model, structures=HELDOUT_STRUCTURES):
+    """The model's accuracy and its verb-to-subject head on fresh sentences of each structure."""
+    layer, head = subject_head(model, seed=FRESH_SEED)
+    return probe_agreement(model, structures, layer=layer, head=head, n=500, seed=FRESH_SEED)
+
+
+@pytest.mark.parametrize(("task", "least"), [("reversal", 0.99), ("agreement", 0.9)])
+def test_shipped_model_reaches_its_stated_accuracy_on_fresh_heldout_data(task, least):
     trained = load_trained(task)
-    assert trained.heldout_accuracy >= 0.99
-    assert evaluate(trained.model, task, n=3000, seed=FRESH_SEED)["sequence_accuracy"] >= 0.99
+    assert trained.heldout_accuracy >= least
+    fresh = evaluate(trained.model, task, n=3000, seed=FRESH_SEED)["sequence_accuracy"]
+    assert abs(fresh - trained.heldout_accuracy) < 0.02
 
 
 def test_shipped_models_attend_as_the_lesson_says():
     assert (mirror_share(load_trained("reversal").model) >= 0.95).all()
-    assert subject_share(load_trained("agreement").model).max() >= 0.95
+    probes = subject_probes(load_trained("agreement").model)
+    assert sum(p.on_subject for p in probes) / len(probes) >= 0.8, "the verb's head finds the subject"
+    moved = [p for p in probes if not p.structure.startswith("S")]
+    assert max(p.on_first_noun for p in moved) <= 0.05, "where the subject is not first, not the first noun"
 
 
 @pytest.fixture(scope="module")
@@ -58,6 +55,16 @@ def agreement_run():
     return train("agreement")
 
 
+def test_subject_first_data_teaches_a_shortcut():
+    """Trained on sentences whose subject is always first, a model fails when the subject moves."""
+    model = train("agreement_subject_first").model
+    assert evaluate(model, "agreement_subject_first", n=1000, seed=FRESH_SEED)["sequence_accuracy"] >= 0.99
+    layer, head = subject_head(model, get_task("agreement_subject_first"))
+    moved = probe_agreement(model, MOVED, layer=layer, head=head, n=500, seed=FRESH_SEED)
+    assert max(p.accuracy for p in moved) < 0.7
+    assert max(p.on_subject for p in moved) < 0.3
+
+
 def test_recipe_reproduces_the_reversal_model(reversal_run):
     assert evaluate(reversal_run.model, "reversal", n=3000, seed=FRESH_SEED)["sequence_accuracy"] >= 0.99
     assert (mirror_share(reversal_run.model) >= 0.95).all()
@@ -68,8 +75,13 @@ def test_recipe_reproduces_the_reversal_model(reversal_run):
 
 
 def test_recipe_reproduces_the_agreement_model(agreement_run):
-    assert evaluate(agreement_run.model, "agreement", n=3000, seed=FRESH_SEED)["sequence_accuracy"] >= 0.99
-    assert subject_share(agreement_run.model).max() >= 0.95
+    assert evaluate(agreement_run.model, "agreement", n=3000, seed=FRESH_SEED)["sequence_accuracy"] >= 0.9
+    probes = subject_probes(agreement_run.model, MOVED)
+    assert min(p.accuracy for p in probes) >= 0.9
+    x, _ = make_batch("agreement", 200, seed=FRESH_SEED, split="heldout")
+    with torch.no_grad():
+        mine, shipped = agreement_run.model(x).attention, load_trained("agreement").model(x).attention
+    assert max(float((a - b).abs().mean()) for a, b in zip(mine, shipped, strict=True)) < 0.01
 
 
 def test_without_positions_reversal_fails():
@@ -103,6 +115,19 @@ def test_evaluate_counts_scored_positions_only():
     model = train("agreement", steps=1).model
     scores = evaluate(model, "agreement", n=200)
     assert scores["token_accuracy"] == scores["sequence_accuracy"], "one scored verb per sentence"
+
+
+def test_evaluate_refuses_a_model_of_another_task():
+    with pytest.raises(ValueError, match=r"does not fit the task 'reversal': the task needs vocab_size=10, "
+                                         r"num_answers=10 and max_len >= 8, but the model has vocab_size=18, "
+                                         r"num_answers=2, max_len=22. Was it trained on another task"):
+        evaluate(load_trained("agreement").model, "reversal")
+    with pytest.raises(ValueError, match="does not fit the task 'agreement'"):
+        evaluate(load_trained("reversal").model, "agreement")
+    with pytest.raises(TypeError, match="model must be a TinyTransformer.*but got str"):
+        evaluate("reversal", "reversal")
+    subject_first = train("agreement_subject_first", steps=1).model  # the same sentences: it can be measured
+    assert 0 <= evaluate(subject_first, "agreement", n=50)["sequence_accuracy"] <= 1
 
 
 @pytest.mark.parametrize(("kwargs", "match"), [

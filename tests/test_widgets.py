@@ -184,7 +184,7 @@ ROWS = {
                .flatten()),
         differ=({"text": SENTENCE, "head": 0}, {"text": SENTENCE, "head": 1}),
         bad=[({"text": SENTENCE, "head": 2}, ValueError, r"head must be an index in 0..1, but head=2"),
-             ({"text": SENTENCE, "layer": 1}, ValueError, r"layer must be an index in 0..0, but layer=1"),
+             ({"text": SENTENCE, "layer": 2}, ValueError, r"layer must be an index in 0..1, but layer=2"),
              ({"text": "the cat near the mouse purr(s)"}, ValueError,
               r"\['mouse'\] are not in the agreement vocabulary; allowed")],
         moves={"head": 1, "text": "a small cat with the black dogs behind the dogs sit(s)"}),
@@ -321,3 +321,42 @@ def test_trained_explorer_explains_an_input_it_cannot_read_and_offers_examples()
     assert "exactly 8 digits, but got 3" in message
     box.controls["text"].value = "1 2 3 4 5 6 7 8"
     assert box.figure.axes[0].get_title().endswith("answer: 8 7 6 5 4 3 2 1")
+
+
+def heatmap(fig, index: int = 0) -> torch.Tensor:
+    """The numbers of the heatmap on the figure's axes ``index``."""
+    return torch.from_numpy(np.ma.filled(fig.axes[index].images[0].get_array(), 0.0)).float()
+
+
+def test_trained_explorer_opens_on_the_chosen_layer_and_head():
+    trained = load_trained("agreement")
+    box = w.trained_explorer(trained, layer=1, head=0)
+    assert (box.controls["layer"].value, box.controls["head"].value) == (1, 0)
+    text = box.controls["text"].value
+    torch.testing.assert_close(heatmap(box.figure), trained.run(text)[2][1][0])
+    with pytest.raises(ValueError, match=r"head must be an index in 0..1, but head=5"):
+        w.trained_explorer(trained, head=5)
+
+
+def test_block_diagram_draws_every_part_of_every_block():
+    from attention_lib.plotting.blocks import plot_block_diagram
+    from attention_lib.training.recipe import build_model
+
+    texts = [t.get_text() for t in plot_block_diagram(build_model("agreement")).axes[0].texts]
+    for part, count in (("token embedding", 1), ("+ position", 1), ("multi-head attention", 2), ("MLP", 2),
+                        ("layer norm", 5), ("+", 4), ("read-out", 1), ("block 1", 1)):
+        assert texts.count(part) == count, part
+    with pytest.raises(ValueError, match="num_layers must be a positive int, but num_layers=0"):
+        plot_block_diagram(num_layers=0)
+
+
+def test_shipped_overview_shows_the_verb_head_on_a_moved_subject():
+    from attention_lib.plotting.trained import plot_shipped_overview
+    from attention_lib.training.probes import subject_head
+
+    fig = plot_shipped_overview()
+    agreement = load_trained("agreement")
+    layer, head = subject_head(agreement.model)
+    sentence = "near the dogs the small cat purr(s)"
+    torch.testing.assert_close(heatmap(fig, 1), agreement.run(sentence)[2][layer][head])
+    assert [t.get_text() for t in fig.axes[0].get_xticklabels()][:2] == ["0: 3", "1: 1"]

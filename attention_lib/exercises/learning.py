@@ -9,6 +9,16 @@ from collections.abc import Callable
 import torch
 
 from .checker import CheckResult, check_function
+from .crashes import explain_crash
+from .running import run_learner
+
+#: Why ``digits[:, ::-1]`` fails, and what to write instead.
+NEGATIVE_STEP_HINT = ("negative steps such as ::-1 are not supported by torch tensors (unlike Python lists and "
+                      "NumPy arrays): reverse a dimension with .flip, e.g. digits.flip(-1).")
+#: Why a hard-coded ``7 - i`` fails.
+FIXED_LENGTH_HINT = ("your function is right for 8 digits but not for {L}: a hard-coded 7 - i (or range(8)) "
+                     "assumes every input has 8 digits. The inputs here have any length L: use "
+                     "L = digits.shape[-1] and L - 1 - i, or simply digits.flip(-1).")
 
 
 def _digits(seed: int) -> tuple[torch.Tensor]:
@@ -28,9 +38,25 @@ def check_reversal_target(fn: Callable[[torch.Tensor], torch.Tensor]) -> CheckRe
         'passed'
         >>> check_reversal_target(lambda d: d.flip(0)).message[:40]
         '❌ the reversal target: not quite. Hint: '
+        >>> message = check_reversal_target(lambda d: d[:, ::-1]).message
+        >>> print(message.split("\\n")[-2][:60])
+        Hint: negative steps such as ::-1 are not supported by torch
     """
+    name = "the reversal target"
+    g = torch.Generator().manual_seed(1299)
+    eight, five = torch.randint(0, 10, (2, 8), generator=g), torch.randint(0, 10, (2, 5), generator=g)
+    run = run_learner(fn, (eight,))
+    if isinstance(run.error, ValueError) and "step must be greater than zero" in str(run.error):
+        message = explain_crash(name, run.error, (eight,), params=("digits",), failed_op=run.failed_op)
+        head, _, rest = message.partition("\nHint: ")
+        return CheckResult("error", f"{head}\nHint: {NEGATIVE_STEP_HINT}\n{rest.split(chr(10), 1)[-1]}")
+    if run.error is None and isinstance(run.result, torch.Tensor) and torch.equal(run.result, eight.flip(-1)):
+        shorter = run_learner(fn, (five,))
+        if shorter.error is not None or not (isinstance(shorter.result, torch.Tensor)
+                                             and torch.equal(shorter.result, five.flip(-1))):
+            return CheckResult("failed", f"❌ {name}: not quite. Hint: {FIXED_LENGTH_HINT.format(L='L = 5')}")
     return check_function(
-        fn, lambda d: d.flip(-1), _digits, name="the reversal target",
+        fn, lambda d: d.flip(-1), _digits, name=name,
         mistakes=[
             (lambda d: d.clone(), "that is the input itself: the answer at position i is the digit at position "
                                   "L - 1 - i. Try .flip(...) on the right dimension."),
@@ -76,9 +102,16 @@ def check_where_it_looks(prediction, trained=None) -> CheckResult:
     if prediction is None or prediction is Ellipsis:
         return CheckResult("not attempted", f"📝 {name}: not attempted yet. Replace `...` with 8 positions.")
     try:
-        guess = [int(p) for p in (prediction.tolist() if isinstance(prediction, torch.Tensor) else prediction)]
+        items = list(prediction.tolist() if isinstance(prediction, torch.Tensor) else prediction)
+        guess = [float(p) for p in items]
     except (TypeError, ValueError):
         return CheckResult("failed", f"❌ {name}: give 8 whole numbers, one position per query, e.g. a list.")
+    fractional = [p for p in guess if not p.is_integer()]
+    if fractional:
+        return CheckResult("failed", f"❌ {name}: positions are whole numbers, but got {fractional[0]:g}. Hint: "
+                           f"each query looks hardest at one key, and keys sit at positions 0, 1, ..., 7: there is "
+                           f"no position {fractional[0]:g}. Give one whole position per query.")
+    guess = [int(p) for p in guess]
     learned = _learned_rows(trained)
     L = len(learned)
     if len(guess) != L:
@@ -93,5 +126,5 @@ def check_where_it_looks(prediction, trained=None) -> CheckResult:
         return CheckResult("failed", f"❌ {name}: off by one: positions run from 0 to {L - 1}, so the last one is "
                            f"{L - 1}, not {L}.")
     wrong = [i for i in range(L) if guess[i] != learned[i]]
-    return CheckResult("failed", f"❌ {name}: position {wrong[0]} looks elsewhere. Hint: the answer at position "
-                       f"i is the digit at position {L - 1} - i.")
+    return CheckResult("failed", f"❌ {name}: position {wrong[0]} looks elsewhere. Hint: which digit does position "
+                       f"{wrong[0]} have to write, and at which position of the input does that digit sit?")

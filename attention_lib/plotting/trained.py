@@ -10,6 +10,7 @@ from collections.abc import Mapping, Sequence
 import torch
 
 from .basic import _as_numpy, plot_heatmap
+from .style import finish
 
 #: Okabe & Ito's colour-blind-safe palette (orange, sky blue, bluish green, vermillion, blue, reddish purple).
 OKABE_ITO = ("#E69F00", "#56B4E9", "#009E73", "#D55E00", "#0072B2", "#CC79A7", "#000000")
@@ -160,3 +161,42 @@ def plot_loss_curves(curves: Mapping[str, Sequence[float]], *, title: str = "tra
     ax.legend()
     fig.tight_layout()
     return fig
+
+
+def plot_shipped_overview(sentence: str = "near the dogs the small cat purr(s)", digits: str = "3 1 4 1 5 9 2 6"):
+    """The picture of what the shipped models learned: reversal's anti-diagonal, and a verb finding its subject.
+
+    Built in ``notebooks/12_learning_to_attend.ipynb``; it is the README's figure
+    (``plot_shipped_overview().savefig("docs/12_learned_attention.png", dpi=100)``). Left: head 0 of the
+    reversal model on ``digits``, labelled by position and digit. Right: the agreement model's verb-to-subject
+    head (:func:`~attention_lib.training.probes.subject_head`) on ``sentence``, whose subject need not be first.
+
+    Returns:
+        The ``matplotlib.figure.Figure``.
+
+    Raises:
+        ValueError: for an input the models cannot read.
+
+    Example:
+        >>> fig = plot_shipped_overview()
+        >>> [ax.get_title().split(":")[0] for ax in fig.axes if ax.get_title()]
+        ['reversal, layer 0, head 0', 'agreement, layer 1, head 0']
+    """
+    import matplotlib.pyplot as plt
+
+    from ..training.probes import subject_head
+    from ..training.shipped import load_trained
+
+    reversal, agreement = load_trained("reversal"), load_trained("agreement")
+    layer, head = subject_head(agreement.model)
+    fig, axes = plt.subplots(1, 2, figsize=(13.0, 5.2), gridspec_kw={"width_ratios": [1, 1.05]})
+    tokens, answers, attention = reversal.run(digits)
+    plot_heatmap(attention[0][0], [f"{i}: {t} → {a}" for i, (t, a) in enumerate(zip(tokens, answers, strict=True))],
+                 [f"{i}: {t}" for i, t in enumerate(tokens)], title="reversal, layer 0, head 0: the anti-diagonal",
+                 vmin=0.0, vmax=1.0, fmt=".1f", ax=axes[0])
+    tokens, answers, attention = agreement.run(sentence)
+    rows = [f"{t} → {a}" if a else t for t, a in zip(tokens, answers, strict=True)]
+    plot_heatmap(attention[layer][head], rows, tokens, vmin=0.0, vmax=1.0, fmt=".1f", ax=axes[1],
+                 title=f"agreement, layer {layer}, head {head}: the verb finds its subject")
+    fig.suptitle("What the shipped tiny transformers of lesson 12 attend to")
+    return finish(fig)

@@ -1,9 +1,11 @@
 """The training recipe of the tiny transformer, and how to measure it on held-out data.
 
-Built step by step in ``notebooks/12_learning_to_attend.ipynb``. One recipe for both tasks: AdamW (Loshchilov &
+Built step by step in ``notebooks/12_learning_to_attend.ipynb``. One recipe for every task: AdamW (Loshchilov &
 Hutter, 2019) on the cross-entropy of the scored positions, fresh examples at every step, seeded so that the
-same call gives the same model on the same machine. The shipped models in ``attention_lib/trained/`` were made
-by :func:`train` with the settings in :data:`RECIPES` (``python -m attention_lib.training.shipped`` remakes them).
+same call gives the same model on the same machine. Each task carries its settings (``task.recipe``: the
+model's size, the steps, the batch size and the learning rate). The shipped models in
+``attention_lib/training/trained/`` were made by :func:`train` with them
+(``python -m attention_lib.training.shipped`` remakes them).
 """
 
 from __future__ import annotations
@@ -14,15 +16,11 @@ import torch
 import torch.nn.functional as F
 
 from ..model import TinyTransformer
-from .tasks import IGNORE, get_task, make_batch
+from .tasks import IGNORE, TASKS, Task, get_task, make_batch
 
-#: The settings that make each shipped model: model sizes, then optimisation.
-RECIPES: dict[str, dict] = {
-    "reversal": {"embed_dim": 32, "num_heads": 2, "num_layers": 1, "steps": 250, "batch_size": 128,
-                 "lr": 3e-3},
-    "agreement": {"embed_dim": 32, "num_heads": 2, "num_layers": 1, "steps": 200, "batch_size": 128,
-                  "lr": 3e-3},
-}
+#: The settings that make each model, by task name (each task carries its own: ``task.recipe``).
+RECIPES: dict[str, dict] = {name: task.recipe for name, task in TASKS.items()}
+_SIZES = ("embed_dim", "num_heads", "num_layers", "mlp_dim")
 
 #: The seed of the held-out examples every evaluation uses (training uses ``seed``, by default 0).
 HELDOUT_SEED = 1234
@@ -48,9 +46,9 @@ class TrainingRun:
     probe: torch.Tensor | None = None
 
 
-def build_model(task: str, *, use_positions: bool = True, embed_dim: int | None = None,
-                num_heads: int | None = None, num_layers: int | None = None) -> TinyTransformer:
-    """A fresh (untrained) model sized for ``task`` by :data:`RECIPES`; keyword arguments override it.
+def build_model(task: str | Task, *, use_positions: bool = True, **sizes) -> TinyTransformer:
+    """A fresh (untrained) model sized for ``task`` by its recipe; ``embed_dim=``, ``num_heads=``,
+    ``num_layers=`` or ``mlp_dim=`` override it.
 
     Built step by step in ``notebooks/12_learning_to_attend.ipynb``.
 
@@ -62,24 +60,25 @@ def build_model(task: str, *, use_positions: bool = True, embed_dim: int | None 
         8
     """
     spec = get_task(task)
-    recipe = RECIPES[spec.name]
-    return TinyTransformer(len(spec.vocab), len(spec.answers), spec.max_len,
-                           embed_dim=embed_dim or recipe["embed_dim"], num_heads=num_heads or recipe["num_heads"],
-                           num_layers=num_layers or recipe["num_layers"], use_positions=use_positions,
-                           pad=spec.pad)
+    unknown = sorted(set(sizes) - set(_SIZES))
+    if unknown:
+        raise TypeError(f"unknown model sizes {unknown}; the sizes are {list(_SIZES)}.")
+    chosen = {k: spec.recipe[k] for k in _SIZES if k in spec.recipe} | {k: v for k, v in sizes.items() if v is not None}
+    return TinyTransformer(len(spec.vocab), len(spec.answers), spec.max_len, use_positions=use_positions,
+                           pad=spec.pad, **chosen)
 
 
 def train(task: str, *, use_positions: bool = True, seed: int = 0, steps: int | None = None,
           batch_size: int | None = None, lr: float | None = None, snapshot_steps=(), probe=None,
           **sizes) -> TrainingRun:
-    """Train a fresh tiny transformer on ``task`` with the recipe of :data:`RECIPES`.
+    """Train a fresh tiny transformer on ``task`` with the task's recipe (``task.recipe``).
 
     Built step by step in ``notebooks/12_learning_to_attend.ipynb``. Seeds ``torch`` with ``seed`` (the
     weights and the examples), so the same call gives the same model on the same machine; a few seconds on a
     2-core CPU.
 
     Args:
-        task: ``"reversal"`` or ``"agreement"``.
+        task: a task name (``"reversal"``, ``"agreement"``, ``"agreement_subject_first"``) or a task.
         use_positions: give the model its learned position embedding.
         seed: the seed of the initial weights and of the training examples.
         steps, batch_size, lr: override the recipe.
@@ -99,7 +98,7 @@ def train(task: str, *, use_positions: bool = True, seed: int = 0, steps: int | 
         (3, [0, 3], (4, 2, 8, 8))
     """
     spec = get_task(task)
-    recipe = RECIPES[spec.name]
+    recipe = spec.recipe
     steps = recipe["steps"] if steps is None else steps
     batch_size = recipe["batch_size"] if batch_size is None else batch_size
     lr = recipe["lr"] if lr is None else lr
@@ -108,14 +107,14 @@ def train(task: str, *, use_positions: bool = True, seed: int = 0, steps: int | 
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # tiny matrices: one thread is faster than two, and far faster on a busy machine
     try:
-        return _train(spec, recipe, use_positions, seed, steps, batch_size, lr, snapshot_steps, probe, sizes)
+        return _train(spec, use_positions, seed, steps, batch_size, lr, snapshot_steps, probe, sizes)
     finally:
         torch.set_num_threads(threads)
 
 
-def _train(spec, recipe, use_positions, seed, steps, batch_size, lr, snapshot_steps, probe, sizes) -> TrainingRun:
+def _train(spec, use_positions, seed, steps, batch_size, lr, snapshot_steps, probe, sizes) -> TrainingRun:
     torch.manual_seed(seed)
-    model = build_model(spec.name, use_positions=use_positions, **sizes)
+    model = build_model(spec, use_positions=use_positions, **sizes)
     inputs, targets = make_batch(spec, steps * batch_size, seed=seed, split="train")  # every step sees new ones
     if probe is None:
         probe = make_batch(spec, 4, seed=HELDOUT_SEED, split="heldout")[0]
@@ -145,6 +144,22 @@ def _train(spec, recipe, use_positions, seed, steps, batch_size, lr, snapshot_st
     return run
 
 
+def _check_fits(model, spec: Task) -> None:
+    """A model can be measured on a task only if it reads that task's tokens and gives that task's answers."""
+    if not isinstance(model, TinyTransformer):
+        raise TypeError(f"model must be a TinyTransformer (e.g. train(...).model or load_trained(...).model), but "
+                        f"got {type(model).__name__}.")
+    config = model.config
+    wanted = {"vocab_size": len(spec.vocab), "num_answers": len(spec.answers)}
+    wrong = {k: config[k] for k, v in wanted.items() if config[k] != v}
+    if wrong or config["max_len"] < spec.max_len:
+        found = ", ".join(f"{k}={config[k]}" for k in ("vocab_size", "num_answers", "max_len"))
+        raise ValueError(f"this model does not fit the task {spec.name!r}: the task needs vocab_size="
+                         f"{wanted['vocab_size']}, num_answers={wanted['num_answers']} and max_len >= {spec.max_len}, "
+                         f"but the model has {found}. Was it trained on another task? Evaluate it on its own "
+                         f"task, or train one for this task with train({spec.name!r}).")
+
+
 @torch.no_grad()
 def predict(model: TinyTransformer, inputs: torch.Tensor) -> torch.Tensor:
     """The model's answer ids ``(N, L)``: the best-scored answer at every position of ``inputs (N, L)``.
@@ -172,6 +187,10 @@ def evaluate(model: TinyTransformer, task: str, *, n: int = 2000, seed: int = HE
         n: how many held-out examples.
         seed: their seed (a different seed gives other held-out examples).
 
+    Raises:
+        TypeError: if ``model`` is not a :class:`~attention_lib.model.TinyTransformer`.
+        ValueError: for an unknown task, or a model built for another task (other vocabulary, answers or length).
+
     Returns:
         ``{"token_accuracy": ..., "sequence_accuracy": ...}``: the share of scored positions answered right,
         and the share of examples with every scored position right (for agreement the two are the same: one
@@ -182,7 +201,9 @@ def evaluate(model: TinyTransformer, task: str, *, n: int = 2000, seed: int = HE
         >>> sorted(evaluate(run.model, "reversal", n=10))
         ['sequence_accuracy', 'token_accuracy']
     """
-    inputs, targets = make_batch(task, n, seed=seed, split="heldout")
+    spec = get_task(task)
+    _check_fits(model, spec)
+    inputs, targets = make_batch(spec, n, seed=seed, split="heldout")
     scored = targets != IGNORE  # (N, L)
     right = (predict(model, inputs) == targets) | ~scored
     return {"token_accuracy": float(right[scored].float().mean()),

@@ -1,9 +1,9 @@
 """The trained tiny transformers shipped with the package, and the one safe way to load them.
 
 Built step by step in ``notebooks/12_learning_to_attend.ipynb``. The weights live in
-``attention_lib/trained/<task>.pt`` (about 60 KB each): a plain dict of tensors, numbers and strings, read
+``attention_lib/training/trained/<task>.pt`` (under 100 KB each): a plain dict of tensors, numbers and strings, read
 with ``torch.load(..., weights_only=True)``, which refuses to unpickle arbitrary objects. They were made by
-:func:`attention_lib.training.train` with :data:`attention_lib.training.RECIPES`; to remake them, run
+:func:`attention_lib.training.train` with each task's recipe; to remake them, run
 ``python -m attention_lib.training.shipped``.
 """
 
@@ -16,10 +16,12 @@ from pathlib import Path
 import torch
 
 from ..model import TinyTransformer
-from .tasks import TASKS, VERB_FORMS, Task, get_task
+from .tasks import Task, get_task
 
 #: Where the shipped weights live.
 TRAINED_DIR = Path(__file__).resolve().parent / "trained"
+#: The tasks whose trained models ship with the package.
+SHIPPED = ("reversal", "agreement")
 _FORMAT = "attention_lib.trained/1"
 
 
@@ -42,15 +44,18 @@ class TrainedModel:
         """Run the model on one input: ``(tokens, answers, attention)``.
 
         Args:
-            tokens: a string of space-separated tokens, or a list of tokens, from ``task.vocab``.
+            tokens: a string of space-separated tokens, a list of tokens from ``task.vocab``, or a list (or
+                1-D tensor) of their ids.
 
         Returns:
-            ``tokens`` as a list; ``answers``, one per token (for ``"agreement"``, the verb's filled-in form
-            at the verb and ``""`` elsewhere); ``attention``, one ``(H, L, L)`` map per layer.
+            ``tokens`` as a list; ``answers``, one per token, as the task shows them (for agreement, the
+            verb's filled-in form at the verb and ``""`` elsewhere); ``attention``, one ``(H, L, L)`` map per
+            layer.
 
         Raises:
-            ValueError: if the input is too long, has the wrong length, or holds unknown tokens (the message
-                lists the allowed tokens).
+            TypeError: if ``tokens`` is neither text, tokens nor ids.
+            ValueError: if the input is too long, has the wrong length, or holds unknown tokens or ids (the
+                message lists the allowed tokens).
 
         Example:
             >>> trained = load_trained("agreement")
@@ -61,14 +66,10 @@ class TrainedModel:
         out = self.model(ids.unsqueeze(0))  # (1, L) -> logits (1, L, C)
         tokens = self.task.decode(ids)
         best = out.logits[0].argmax(-1).tolist()  # (L,)
-        if self.task.name == "reversal":
-            answers = [self.task.answers[b] for b in best]
-        else:
-            answers = [VERB_FORMS[t][b] if t in VERB_FORMS else "" for t, b in zip(tokens, best, strict=True)]
-        return tokens, answers, tuple(w[0] for w in out.attention)
+        return tokens, self.task.answer_words(tokens, best), tuple(w[0] for w in out.attention)
 
 
-def save_trained(model: TinyTransformer, task: str, path, heldout_accuracy: float) -> None:
+def save_trained(model: TinyTransformer, task: str | Task, path, heldout_accuracy: float) -> None:
     """Save ``model`` as a plain dict (tensors, numbers, strings) that :func:`load_trained` reads safely.
 
     Built step by step in ``notebooks/12_learning_to_attend.ipynb``.
@@ -94,7 +95,7 @@ def save_trained(model: TinyTransformer, task: str, path, heldout_accuracy: floa
                 "heldout_accuracy": float(heldout_accuracy), "state_dict": state}, path)
 
 
-def load_trained(task: str, path=None) -> TrainedModel:
+def load_trained(task: str | Task, path=None) -> TrainedModel:
     """Load the shipped trained model for ``task``, ready to run (no training needed).
 
     Built step by step in ``notebooks/12_learning_to_attend.ipynb``. The file is read with
@@ -120,6 +121,9 @@ def load_trained(task: str, path=None) -> TrainedModel:
         True
     """
     spec = get_task(task)
+    if path is None and spec.name not in SHIPPED:
+        raise ValueError(f"no trained model of {spec.name!r} ships with attention_lib (only {list(SHIPPED)}); "
+                         f"train one with attention_lib.training.train({spec.name!r}).")
     path = TRAINED_DIR / f"{spec.name}.pt" if path is None else Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"the weights file {path} is missing; reinstall attention_lib, or remake it with "
@@ -148,7 +152,7 @@ def main() -> None:  # pragma: no cover - run by hand to remake the shipped weig
     from .recipe import evaluate, train
 
     TRAINED_DIR.mkdir(exist_ok=True)
-    for name in TASKS:
+    for name in SHIPPED:
         run = train(name)
         accuracy = evaluate(run.model, name)["sequence_accuracy"]
         save_trained(run.model, name, TRAINED_DIR / f"{name}.pt", accuracy)

@@ -1,17 +1,10 @@
 """The explorer of a trained model (``notebooks/12_learning_to_attend.ipynb``): type an input, pick a head.
 
-Works at once with the shipped models of :func:`attention_lib.load_trained`, no training needed. ipywidgets
+Works at once with the shipped models of :func:`attention_lib.training.load_trained`, no training needed. ipywidgets
 and matplotlib are imported inside the functions, so importing this module stays light.
 """
 
 from __future__ import annotations
-
-#: Inputs offered in the explorer's drop-down list (any other input can be typed).
-EXAMPLES = {
-    "reversal": ("3 1 4 1 5 9 2 6", "1 2 3 4 5 6 7 8", "0 0 0 0 9 9 9 9"),
-    "agreement": ("the cat near the dogs purr(s)", "the dogs near a cat bark(s) softly",
-                  "a small cat with the black dogs behind the dogs sit(s)", "the cats with a dog purr(s) softly"),
-}
 
 
 def _trained(trained):
@@ -52,8 +45,7 @@ def render_trained(trained, text: str, layer: int = 0, head: int = 0):
         if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < size:
             raise ValueError(f"{name} must be an index in 0..{size - 1}, but {name}={value!r}.")
     rows = [f"{t} → {a}" if a else t for t, a in zip(tokens, answers, strict=True)]
-    answer = " ".join(answers) if trained.task.name == "reversal" else " ".join(a or t for t, a in
-                                                                                zip(tokens, answers, strict=True))
+    answer = trained.task.answer_text(tokens, answers)
     fig = plot_heatmap(attention[layer][head], rows, tokens, title=f"layer {layer}, head {head} · answer: {answer}",
                        vmin=0.0, vmax=1.0, fmt=".1f", cmap="viridis")
     fig.set_size_inches(max(5.0, 1.6 + 0.62 * len(tokens)), 1.4 + 0.5 * len(tokens))
@@ -77,7 +69,7 @@ def _render_or_explain(trained, text: str, layer: int, head: int):
         return fig
 
 
-def trained_explorer(trained="agreement", examples=None):
+def trained_explorer(trained="agreement", examples=None, *, layer: int = 0, head: int = 0):
     """An explorer of a trained model: type or pick an input, choose layer and head, see the map and answer.
 
     Built in ``notebooks/12_learning_to_attend.ipynb`` around :func:`render_trained`. An input the model
@@ -86,7 +78,8 @@ def trained_explorer(trained="agreement", examples=None):
     Args:
         trained: a :class:`attention_lib.training.shipped.TrainedModel`, or ``"reversal"``/``"agreement"`` to load the
             shipped model.
-        examples: inputs offered in the list (default :data:`EXAMPLES` of the task).
+        examples: inputs offered in the list (default: the task's ``examples``).
+        layer, head: the layer and head shown first.
 
     Returns:
         The explorer box of :func:`attention_lib.widgets.make_explorer`, with controls ``text``, ``layer`` and
@@ -104,15 +97,18 @@ def trained_explorer(trained="agreement", examples=None):
     from .explorer import make_explorer
 
     trained = _trained(trained)
-    examples = list(EXAMPLES[trained.task.name] if examples is None else examples)
     config = trained.model.config
+    for name, value, size in (("layer", layer, config["num_layers"]), ("head", head, config["num_heads"])):
+        if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < size:
+            raise ValueError(f"{name} must be an index in 0..{size - 1}, but {name}={value!r}.")
+    examples = list(trained.task.examples if examples is None else examples)
     controls = {
         "text": widgets.Combobox(options=examples, value=examples[0], ensure_option=False,
                                  continuous_update=False, description="input",
                                  layout=widgets.Layout(width="420px")),
-        "layer": widgets.Dropdown(options=list(range(config["num_layers"])), value=0, description="layer",
+        "layer": widgets.Dropdown(options=list(range(config["num_layers"])), value=layer, description="layer",
                                   layout=widgets.Layout(width="180px")),
-        "head": widgets.Dropdown(options=list(range(config["num_heads"])), value=0, description="head",
+        "head": widgets.Dropdown(options=list(range(config["num_heads"])), value=head, description="head",
                                  layout=widgets.Layout(width="180px")),
     }
     return make_explorer(partial(_render_or_explain, trained), controls,

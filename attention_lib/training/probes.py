@@ -1,0 +1,146 @@
+"""Measuring what an agreement model does: its accuracy, and where its verb looks, per sentence structure.
+
+Built step by step in ``notebooks/12_learning_to_attend.ipynb``. A claim such as "this head finds the subject"
+is only as good as its measurement: :func:`probe_agreement` measures it on fresh sentences of any structures,
+including structures a model never trained on and structures the task itself never makes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+
+from .grammar import AGREEMENT, NOUNS, AgreementTask
+
+
+@dataclass(frozen=True)
+class StructureProbe:
+    """The measurements of one model on sentences of one structure (all shares in 0..1).
+
+    Attributes:
+        structure: e.g. ``"P S V"``.
+        example: one of the sentences, with its verb left open.
+        accuracy: the share of verbs given the right form.
+        on_subject: the share of sentences where the verb's strongest key, in the probed head, is the subject.
+        on_first_noun: the same for the first noun of the sentence (the subject only if it comes first).
+        weight_on_subject: the mean weight the verb puts on the subject, in the probed head.
+        first_noun_rule: how often "copy the number of the first noun" is right.
+        nearest_noun_rule: how often "copy the number of the nearest noun before the verb" is right.
+        follows_first_noun: how often the model's answer is the first noun's number (right or not).
+    """
+
+    structure: str
+    example: str
+    accuracy: float
+    on_subject: float
+    on_first_noun: float
+    weight_on_subject: float
+    first_noun_rule: float
+    nearest_noun_rule: float
+    follows_first_noun: float = float("nan")
+
+
+def subject_head(model, task: AgreementTask = AGREEMENT, *, n: int = 500, seed: int = 0) -> tuple[int, int]:
+    """``(layer, head)`` whose verb row looks hardest at the subject most often, on the task's held-out sentences.
+
+    Example:
+        >>> from attention_lib.training import load_trained
+        >>> subject_head(load_trained("agreement").model)
+        (1, 0)
+    """
+    x, _ = task.sample(n, torch.Generator().manual_seed(seed), "heldout")
+    parse = task.parse(x)
+    with torch.no_grad():
+        maps = model(x).attention  # one (N, H, L, L) per layer
+    rows = torch.arange(n)
+    shares = torch.stack([(w[rows, :, parse.verb].argmax(-1) == parse.subject[:, None]).float().mean(0)
+                          for w in maps])  # (layers, H)
+    best = int(shares.argmax())
+    return best // shares.shape[1], best % shares.shape[1]
+
+
+def probe_agreement(model, structures: Sequence[str], *, layer: int, head: int, n: int = 1000, seed: int = 12,
+                    adjectives: float | None = None, task: AgreementTask = AGREEMENT) -> list[StructureProbe]:
+    """Measure ``model`` on ``n`` fresh sentences of each structure: accuracy, and where one head's verb looks.
+
+    Built step by step in ``notebooks/12_learning_to_attend.ipynb``.
+
+    Args:
+        model: a :class:`~attention_lib.model.TinyTransformer` trained on an agreement task.
+        structures: the structures to probe, e.g. ``["P S V", "P P P P S V"]`` (any that fit in ``max_len``).
+        layer, head: the head whose verb row is measured.
+        n: sentences per structure.
+        seed: their seed.
+        adjectives: the chance of each adjective slot (default: as the task draws them; ``0`` for none).
+        task: the agreement task whose vocabulary the model reads.
+
+    Returns:
+        One :class:`StructureProbe` per structure, in order.
+
+    Raises:
+        ValueError: for a structure that does not fit, or a layer or head out of range.
+
+    Example:
+        >>> from attention_lib.training import load_trained
+        >>> row = probe_agreement(load_trained("agreement").model, ["P S V"], layer=1, head=0, n=200)[0]
+        >>> row.structure, row.accuracy > 0.9, row.on_subject > 0.9
+        ('P S V', True, True)
+    """
+    config = model.config
+    for name, value, size in (("layer", layer, config["num_layers"]), ("head", head, config["num_heads"])):
+        if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < size:
+            raise ValueError(f"{name} must be an index in 0..{size - 1}, but {name}={value!r}.")
+    g = torch.Generator().manual_seed(seed)
+    plural = {task.vocab.index(w): int(w in NOUNS.values()) for pair in NOUNS.items() for w in pair}
+    number = torch.tensor([plural.get(i, -1) for i in range(len(task.vocab))])  # -1: not a noun
+    results = []
+    for structure in structures:
+        kwargs = {} if adjectives is None else {"adjectives": adjectives}
+        x, y = task.sentences([structure], n, g, **kwargs)
+        parse = task.parse(x)
+        rows = torch.arange(n)
+        answer = y[rows, parse.verb]  # (n,)
+        with torch.no_grad():
+            out = model(x)
+        said = out.logits[rows, parse.verb].argmax(-1)  # the model's answer: 0 singular, 1 plural
+        verb_row = out.attention[layer][rows, head, parse.verb]  # (n, L): where the verb looks
+        strongest = verb_row.argmax(-1)
+        is_noun = (number[x] >= 0) & (torch.arange(x.shape[1]) < parse.verb[:, None])  # nouns before the verb
+        nearest = torch.where(is_noun, torch.arange(x.shape[1]), -1).max(1).values
+        results.append(StructureProbe(
+            structure, " ".join(task.decode(x[0])),
+            accuracy=float((said == answer).float().mean()),
+            on_subject=float((strongest == parse.subject).float().mean()),
+            on_first_noun=float((strongest == parse.first_noun).float().mean()),
+            weight_on_subject=float(verb_row[rows, parse.subject].mean()),
+            first_noun_rule=float((number[x[rows, parse.first_noun]] == answer).float().mean()),
+            nearest_noun_rule=float((number[x[rows, nearest]] == answer).float().mean()),
+            follows_first_noun=float((number[x[rows, parse.first_noun]] == said).float().mean()),
+        ))
+    return results
+
+
+def format_probes(probes: Sequence[StructureProbe], *, example: bool = False) -> str:
+    """The probes as a table, one line per structure (and, if asked, an example sentence under each).
+
+    Columns: the accuracy; how often the verb's strongest key is the subject, or the first noun; the mean
+    weight on the subject.
+
+    Example:
+        >>> print(format_probes([StructureProbe("P S V", "near the dogs the cat purr(s)", 1.0, 0.98, 0.0, 0.9,
+        ...                                     0.5, 1.0)]))
+        structure     accuracy  looks at subject  looks at first noun  weight on subject
+        P S V            100 %              98 %                  0 %               0.90
+    """
+    def pct(share: float) -> str:
+        return f"{round(100 * share):d} %"
+
+    lines = [f"{'structure':12s}  accuracy  looks at subject  looks at first noun  weight on subject"]
+    for p in probes:
+        lines.append(f"{p.structure:12s}  {pct(p.accuracy):>8s}  {pct(p.on_subject):>16s}  "
+                     f"{pct(p.on_first_noun):>19s}  {p.weight_on_subject:17.2f}")
+        if example:
+            lines.append(f"    e.g. {p.example}")
+    return "\n".join(lines)
