@@ -26,7 +26,6 @@ from attention_lib.training.induction import (
     save_induction,
     train_induction,
 )
-from attention_lib.widgets import induction_explorer, render_induction
 
 # What the lesson states about the shipped models (notebooks/13_induction_heads.ipynb, sections 4-8).
 STATED = {"accuracy": 0.94, "one-layer accuracy": 0.30, "previous token": 0.47, "induction": (0.73, 0.75),
@@ -253,7 +252,7 @@ def test_save_then_load_round_trips(tmp_path, shipped):
         torch.testing.assert_close(model(x).logits, shipped(x).logits)
 
 
-# -- pictures and explorer ------------------------------------------------------------------------------------------
+# -- pictures -------------------------------------------------------------------------------------------------------
 def test_the_phase_change_figure_marks_the_step():
     curve = [3.0] * 60 + [0.5] * 60
     phase = phase_change(curve)
@@ -273,25 +272,3 @@ def test_the_head_maps_outline_the_predicted_cells():
         plot_head_maps([torch.eye(3)], "abc", titles=[])
     with pytest.raises(ValueError, match=r"each map must be \(4, 4\)"):
         plot_head_maps([torch.eye(3)], "abcd", titles=["a"])
-
-
-def test_render_shows_the_chosen_head_and_the_predictions(shipped):
-    fig = render_induction("abcdefabcdef", layer=1, head=1, model=shipped)
-    with torch.no_grad():
-        expected = shipped(encode("abcdefabcdef").unsqueeze(0)).attention[1][0, 1]
-    torch.testing.assert_close(torch.from_numpy(fig.axes[0].images[0].get_array().data.copy()).float(), expected)
-    rows = [t.get_text() for t in fig.axes[0].get_yticklabels()]
-    assert rows[7] == "b → c"  # inside the copy the model continues the pattern
-    with pytest.raises(ValueError, match=r"head must be an index in 0..1, but head=2"):
-        render_induction("abcabc", head=2, model=shipped)
-
-
-def test_the_explorer_redraws_generates_and_explains(shipped):
-    box = induction_explorer(shipped)
-    first = box.figure
-    box.controls["layer"].value = 0
-    assert box.figure is not first
-    box.generate.click()
-    assert box.figure.axes[0].get_title().startswith("layer 0, head 0")
-    box.controls["text"].value = "ABC"
-    assert "cannot be read" in box.figure.axes[0].texts[0].get_text()
