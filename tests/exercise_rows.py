@@ -1,5 +1,5 @@
 """The rows of the exercise table read by ``tests/test_exercises.py``: the :class:`Exercise` record, and the rows of
-the checkers of lessons 00, 10, 11, 12 and 14 and of the predict-then-check tasks (the rows of lessons 01-09 are in
+the checkers of lessons 00, 10, 11, 12, 13 and 14 and of the predict-then-check tasks (the rows of lessons 01-09 are in
 ``tests/test_exercises.py`` itself).
 
 A checker that takes an answer rather than a function (a number, a list, a dict of predictions) has the answers
@@ -18,18 +18,22 @@ import torch
 from attention_lib import calculate_attention, sinusoidal_encoding
 from attention_lib.exercises import (
     check_cross_attention,
+    check_induction_score,
     check_online_softmax_update,
     check_prediction,
+    check_previous_token_score,
     check_reversal_target,
     check_scores_shape,
     check_shuffle_predictions,
     check_sinusoidal_encoding,
+    check_where_induction_looks,
     check_where_it_looks,
     memory,
     shuffles,
     welcome,
     word_order,
 )
+from attention_lib.exercises.induction import INDUCTION_MISTAKES, PREVIOUS_MISTAKES
 from attention_lib.exercises.shuffles import EXPERIMENTS, OUTCOMES
 
 
@@ -302,8 +306,70 @@ WHERE_IT_LOOKS = Exercise(
     stubs=(..., None),
 )
 
+
+# -- 13: previous_token_score(weights (N, H, L, L)) -> (H,), induction_score(weights, k) -> (H,), where it looks ------
+PREVIOUS_TOKEN_SCORE = Exercise(
+    check_previous_token_score,
+    correct=[lambda w: w.diagonal(offset=-1, dim1=-2, dim2=-1).mean(dim=(0, -1)),
+             lambda w: torch.stack([w[:, :, i, i - 1] for i in range(1, w.shape[-1])], -1).mean(dim=(0, -1))],
+    wrong=[
+        (lambda w: w.diagonal(dim1=-2, dim2=-1).mean(dim=(0, -1)), "that is the diagonal"),
+        (lambda w: w.diagonal(offset=-1, dim1=-2, dim2=-1).sum(dim=(0, -1)) / (w.shape[0] * w.shape[-1]),
+         "you divided by L"),
+        (lambda w: w.diagonal(offset=-1, dim1=-2, dim2=-1).sum(dim=(0, -1)), "that is a sum"),
+        (lambda w: w[:, :, 1:, 0].mean(dim=(0, -1)), "the weight on the first position"),
+        (lambda w: w.diagonal(offset=-1, dim1=-2, dim2=-1).mean(dim=-1), "expected shape"),
+        (lambda w: w.diagonal(offset=-1, dim1=-2, dim2=-1).mean(), "expected shape"),
+    ],
+    crashes=[(lambda w: w[:, :, :, :-1] @ w, "RuntimeError")],
+    mistakes=PREVIOUS_MISTAKES,
+)
+
+
+def stripe(w, k, first):
+    return w.diagonal(offset=-(k - 1), dim1=-2, dim2=-1)[..., first:first + k].mean(dim=(0, -1))
+
+
+INDUCTION_SCORE = Exercise(
+    check_induction_score,
+    correct=[lambda w, k: stripe(w, k, 1),
+             lambda w, k: torch.stack([w[:, :, i, i - k + 1] for i in range(k, 2 * k)], -1).mean(dim=(0, -1))],
+    wrong=[
+        (lambda w, k: w.diagonal(offset=-k, dim1=-2, dim2=-1)[..., :k].mean(dim=(0, -1)), "the earlier copy"),
+        (lambda w, k: w.diagonal(offset=-(k - 1), dim1=-2, dim2=-1).mean(dim=(0, -1)), "only the queries of the copy"),
+        (lambda w, k: stripe(w, k, 0), "skip its first entry"),
+        (lambda w, k: w.diagonal(offset=-1, dim1=-2, dim2=-1).mean(dim=(0, -1)), "the previous-token score"),
+        (lambda w, k: stripe(w, k, 1) * 2, "the values differ from the reference"),
+        (lambda w, k: w.diagonal(offset=-(k - 1), dim1=-2, dim2=-1)[..., 1:k + 1].mean(-1), "expected shape"),
+    ],
+    crashes=[(lambda w, k: w[:, :, k + 100], "IndexError")],
+    mistakes=INDUCTION_MISTAKES,
+)
+
+
+def where_induction_looks(guess):
+    return check_where_induction_looks(guess, text="qmxbtzkqmxbtzk", position=10)
+
+
+WHERE_INDUCTION_LOOKS = Exercise(
+    where_induction_looks,
+    correct=[4, torch.tensor(4)],
+    wrong=[
+        (3, "the earlier copy of the current token itself"),
+        (3, "the model puts its largest weight, 0.9"),
+        (9, "a previous-token head"),
+        (12, "cannot see the future"),
+        (0, "move one step to the right"),
+        ("four", "a prediction is one position"),
+        (4.0, "a whole number"),
+    ],
+    stubs=(..., None),
+    not_attempted="no prediction yet",
+    passed_says="on position 4 ('t')",
+)
+
 ROWS = [SCORES_SHAPE, PREDICTION, ONLINE_SOFTMAX_UPDATE, SINUSOIDAL_ENCODING, CROSS_ATTENTION, SHUFFLE_PREDICTIONS,
-        REVERSAL_TARGET, WHERE_IT_LOOKS]
+        REVERSAL_TARGET, WHERE_IT_LOOKS, PREVIOUS_TOKEN_SCORE, INDUCTION_SCORE, WHERE_INDUCTION_LOOKS]
 
 
 # -- 14: the inner loop of the Triton attention kernel (a triton.jit kernel; run in the interpreter on a CPU) ---------

@@ -8,6 +8,7 @@ from .blend import check_calculate_attention
 from .checker import CheckResult, check_function
 from .cocktail_party import check_tune_in
 from .crashes import explain_crash
+from .induction import check_induction_score, check_previous_token_score, check_where_induction_looks
 from .kernel import check_attention_kernel
 from .learning import check_reversal_target, check_where_it_looks
 from .library_search import check_soft_lookup
@@ -30,11 +31,13 @@ __all__ = [
     "check_causal_mask",
     "check_cross_attention",
     "check_function",
+    "check_induction_score",
     "check_masked_softmax",
     "check_matchmaker",
     "check_merge_heads",
     "check_online_softmax_update",
     "check_prediction",
+    "check_previous_token_score",
     "check_reversal_target",
     "check_scaled_scores",
     "check_scores_shape",
@@ -45,6 +48,7 @@ __all__ = [
     "check_stable_softmax",
     "check_tune_in",
     "check_weights_no_loops",
+    "check_where_induction_looks",
     "check_where_it_looks",
     "explain_crash",
 ]

@@ -6,6 +6,7 @@ log-axis ticks follow :mod:`attention_lib.plotting.style` (Okabe-Ito, viridis, p
 """
 
 from .basic import plot_bars, plot_heatmap, plot_heatmaps, plot_lines
+from .induction import plot_head_maps, plot_phase_change
 from .masks import plot_mask
 from .mix import plot_mix
 from .online_softmax import online_softmax_steps, plot_online_softmax_block, plot_online_softmax_steps
@@ -24,6 +25,7 @@ __all__ = [
     "plot_attention_over_training",
     "plot_bars",
     "plot_causal_tiles",
+    "plot_head_maps",
     "plot_heatmap",
     "plot_heatmaps",
     "plot_lines",
@@ -32,6 +34,7 @@ __all__ = [
     "plot_mix",
     "plot_online_softmax_block",
     "plot_online_softmax_steps",
+    "plot_phase_change",
     "plot_position_encoding",
     "plot_programs",
     "program_tiles",

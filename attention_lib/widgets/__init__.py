@@ -11,6 +11,7 @@ plain cells and in the tests.
 from .blend import blend_explorer, render_blend
 from .cocktail_party import cocktail_party_explorer, render_cocktail_party
 from .explorer import make_explorer
+from .induction import induction_explorer, render_induction
 from .library_search import library_search_explorer, render_library_search
 from .masking import masking_explorer, render_masking
 from .multihead import detective_team_explorer, render_detective_team
@@ -23,6 +24,7 @@ __all__ = [
     "blend_explorer",
     "cocktail_party_explorer",
     "detective_team_explorer",
+    "induction_explorer",
     "library_search_explorer",
     "make_explorer",
     "masking_explorer",
@@ -31,6 +33,7 @@ __all__ = [
     "render_blend",
     "render_cocktail_party",
     "render_detective_team",
+    "render_induction",
     "render_library_search",
     "render_masking",
     "render_online_softmax",
