@@ -8,15 +8,17 @@ sub-packages: :mod:`attention_lib.training` (tasks, training recipe, shipped mod
 
 from .attention import blend, calculate_attention, matchmaker, percentages, scaler
 from .device import get_device
+from .induction import AttentionOnlyTransformer
 from .lookup import hard_lookup
 from .loops import loop_attention
 from .masks import causal_mask, padding_mask
-from .memory_efficient import memory_efficient_attention, online_softmax_update
+from .memory_efficient import memory_efficient_attention, online_softmax_update, triton_attention
 from .model import TinyTransformer
 from .multihead import MultiHeadAttention, merge_heads, split_heads
 from .positions import LearnedPositions, sinusoidal_encoding
 
 __all__ = [
+    "AttentionOnlyTransformer",
     "LearnedPositions",
     "MultiHeadAttention",
     "TinyTransformer",
@@ -35,4 +37,5 @@ __all__ = [
     "scaler",
     "sinusoidal_encoding",
     "split_heads",
+    "triton_attention",
 ]

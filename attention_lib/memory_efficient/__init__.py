@@ -4,9 +4,12 @@ a backward pass that recomputes its blocks instead of keeping them.
 - :mod:`~attention_lib.memory_efficient.forward`: :func:`memory_efficient_attention` and the online softmax
   step :func:`online_softmax_update` that lesson 10 asks for;
 - :mod:`~attention_lib.memory_efficient.backward`: the gradients, block by block;
-- ``_blocks``: the blocks and their scores, shared by both passes (private).
+- ``_blocks``: the blocks and their scores, shared by both passes (private);
+- :mod:`~attention_lib.memory_efficient.triton_kernel`: lesson 14's FlashAttention kernel in Triton,
+  :func:`triton_attention` (triton is imported only when a kernel runs).
 """
 
 from .forward import memory_efficient_attention, online_softmax_update
+from .triton_kernel import triton_attention
 
-__all__ = ["memory_efficient_attention", "online_softmax_update"]
+__all__ = ["memory_efficient_attention", "online_softmax_update", "triton_attention"]
