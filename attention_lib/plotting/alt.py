@@ -156,13 +156,20 @@ def describe_axes(ax) -> str:
 
 
 def number(value: float) -> str:
-    """A value as a reader says it: three significant digits, plain notation where it is short.
+    """A value as a reader says it: three significant digits; "below 0.01" rather than a power of ten.
 
     Example:
-        >>> number(0.98321), number(1022.5), number(3.0), number(2.1e-9)
-        ('0.983', '1.02e+03', '3', '2.1e-09')
+        >>> number(0.98321), number(1022.5), number(3.0), number(2.1e-9), number(0.0)
+        ('0.983', '1,022', '3', 'below 0.01', '0')
     """
-    return f"{float(value):.3g}"
+    value = float(value)
+    if value == 0 or not math.isfinite(value):
+        return f"{value:g}"
+    if abs(value) >= 1000:
+        return f"{value:,.0f}"
+    if abs(value) < 0.01:
+        return "below 0.01" if value > 0 else "above -0.01"
+    return f"{value:.3g}"
 
 
 def _sentence(text: str) -> str:
@@ -177,9 +184,9 @@ def _tick_texts(axis, size: int) -> list[str] | None:
 
 
 def _listed(items: list[str]) -> str:
-    if len(items) <= MAX_LISTED:
+    if len(items) <= 2 * MAX_LISTED:
         return ", ".join(items)
-    return f"{items[0]} to {items[-1]}"
+    return f"{len(items)} of them, from {items[0]} to {items[-1]}"
 
 
 def _describe_heatmap(ax, image, named: str) -> str:
@@ -197,8 +204,8 @@ def _describe_heatmap(ax, image, named: str) -> str:
     if data.count() == 0:
         return f"{text}; every cell is blocked."
     i, j = np.unravel_index(int(np.ma.argmax(data)), data.shape)
-    text += (f"; values from {number(data.min())} to {number(data.max())}, the largest at row '{rows[i]}', "
-             f"column '{cols[j]}'")
+    text += (f"; the largest value, {number(data.max())}, is at row '{rows[i]}', column '{cols[j]}' (the smallest: "
+             f"{number(data.min())})")
     blocked = int(np.ma.count_masked(data))
     if blocked:
         text += f"; {blocked} of {data.size} cells are blocked by the mask"

@@ -195,10 +195,10 @@ def plot_bars(values, labels: Sequence[str] | None = None, *, title: str = "", y
         raise ValueError(f"plot_bars draws a 1-D vector, but got shape {tuple(data.shape)}; pick one row, "
                          f"e.g. weights[2].")
     names = _check_labels(labels, data.shape[0], "labels (bar)")
-    if ax is None:
-        fig, ax = plt.subplots(figsize=(1.5 + 0.7 * len(names), 3.0))
     if colors is not None and len(colors) != len(names):
         raise ValueError(f"colors needs one colour per bar: {len(names)} bars but {len(colors)} colours.")
+    if ax is None:
+        fig, ax = plt.subplots(figsize=(1.5 + 0.7 * len(names), 3.0))
     bars = ax.bar(names, data, color=list(colors) if colors is not None else OKABE_ITO[0])
     if annotate:
         ax.bar_label(bars, labels=[format(v, fmt) for v in data], padding=2, fontsize=9)

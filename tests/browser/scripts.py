@@ -109,3 +109,58 @@ JS_EXPLORER_BOX = """(cell) => {
   return box && {x: Math.max(box.l - 8, 0), y: Math.max(box.t - 8, 0), width: box.r - box.l + 16,
                  height: box.b - box.t + 16};
 }"""
+
+
+# Where the keyboard focus is, seen from an explorer's cell: {inside, kind, value, label} (kind: slider, dropdown,
+# checkbox, button, radio, or other for a focusable element that is not a control, e.g. a slider's readout).
+JS_FOCUS = """(cell) => {
+  const el = document.activeElement;
+  if (!el || !cell.contains(el)) return {inside: false, kind: '', value: '', label: el ? el.tagName : ''};
+  const box = el.closest('.widget-inline-hbox, .widget-box, .jupyter-widgets') || el;
+  const label = (box.querySelector('.widget-label') || {}).textContent || '';
+  let kind = 'other', value = '';
+  if (el.getAttribute('role') === 'slider') { kind = 'slider'; value = el.getAttribute('aria-valuenow'); }
+  else if (el.tagName === 'SELECT') { kind = 'dropdown'; value = el.value; }
+  else if (el.type === 'checkbox') { kind = 'checkbox'; value = String(el.checked); }
+  else if (el.type === 'radio') { kind = 'radio'; value = String(el.checked); }
+  else if (el.tagName === 'BUTTON') { kind = 'button'; value = String(el.classList.contains('mod-active')); }
+  return {inside: true, kind, value: String(value), label: label.trim()};
+}"""
+
+# Where a learner's keyboard focus arrives at an explorer: its outermost widget box (focusable for the test only).
+JS_FOCUS_EXPLORER = """(cell) => {
+  const root = cell.querySelector('.jp-OutputArea-output .jupyter-widgets');
+  if (!root) return false;
+  root.setAttribute('tabindex', '-1');
+  root.focus();
+  return document.activeElement === root;
+}"""
+
+
+# The links of the rendered markdown cells ({cell, path, fragment, text}: JupyterLab keeps a local link's target in
+# data-commandlinker-args) and every id an element of the notebook carries (headings, explicit <a id>).
+JS_LINKS_AND_ANCHORS = """() => {
+  const panel = window.jupyterapp.shell.currentWidget;
+  const ids = [...panel.content.node.querySelectorAll('[id]')].map(e => e.id);
+  ids.push(...[...panel.content.node.querySelectorAll('a[name]')].map(a => a.getAttribute('name')));
+  const links = [];
+  panel.content.widgets.forEach((cell, i) => {
+    if (cell.model.type !== 'markdown') return;
+    for (const a of cell.node.querySelectorAll('.jp-RenderedMarkdown a')) {
+      if (a.classList.contains('jp-InternalAnchorLink')) continue;  // the heading's own pilcrow
+      let path = '', fragment = '';
+      const args = a.getAttribute('data-commandlinker-args');
+      if (args) {
+        const parsed = JSON.parse(args);
+        path = parsed.path || '';
+        fragment = (parsed.id || '').replace(/^#/, '');
+      } else {
+        const href = a.getAttribute('href') || '';
+        if (/^[a-z]+:/i.test(href)) continue;  // a web address
+        [path, fragment] = href.includes('#') ? href.split('#', 2) : [href, ''];
+      }
+      links.push({cell: i + 1, path, fragment: decodeURIComponent(fragment), text: a.textContent.trim().slice(0, 80)});
+    }
+  });
+  return {ids, links};
+}"""
