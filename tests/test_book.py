@@ -318,7 +318,7 @@ def scratch(site, tmp_path_factory):
 def _scratch_page(root: Path, body: str) -> str:
     page = f"notebooks/{LESSONS[0].stem}.html"  # a lesson's page: it must launch that lesson on Colab
     (root / page).write_text(f'<!doctype html><html lang="en"><head><title>scratch</title></head>'
-                             f"<body><main>{body}</main></body></html>")
+                             f"<body><main><h1>A scratch page</h1>{body}</main></body></html>")
     return page
 
 

@@ -24,6 +24,7 @@ from .scripts import (
     JS_FOCUS_EXPLORER,
     JS_LINKS_AND_ANCHORS,
     JS_MARK_EXPLORERS,
+    JS_MARKDOWN_RENDERED,
     JS_PANEL,
     JS_PROBLEMS,
     JS_RUN_STATE,
@@ -69,9 +70,12 @@ def _figure_signature(explorer) -> str:
     return explorer.evaluate(JS_FIGURE_SIGNATURE)
 
 
-#: The keys that change a focused control of each kind, tried in order until its value changes.
-KEYS = {"slider": ("ArrowRight", "ArrowLeft"), "dropdown": ("ArrowDown", "ArrowUp"), "checkbox": ("Space",),
-        "radio": ("ArrowDown", "ArrowUp"), "button": ("Space",)}
+#: The keys that change a focused control of each kind, tried in order until its value changes. A drop-down
+#: is opened with the space bar and its list is walked with the arrows: arrow keys pressed on the closed
+#: drop-down would reach JupyterLab's notebook shortcuts (ArrowDown selects the next cell) instead.
+KEYS = {"slider": (("ArrowRight",), ("ArrowLeft",)),
+        "dropdown": (("Space", "ArrowDown", "Enter"), ("Space", "ArrowUp", "Enter")),
+        "checkbox": (("Space",),), "radio": (("ArrowDown",), ("ArrowUp",)), "button": (("Space",),)}
 
 
 def _keyboard_controls(page, explorer, figure_timeout: float):
@@ -98,16 +102,18 @@ def _keyboard_controls(page, explorer, figure_timeout: float):
         if focus["kind"] not in KEYS or (focus["kind"] == "button" and focus["value"] == "true"):
             continue
         before_figure = _figure_signature(explorer)
-        for key in KEYS[focus["kind"]]:
-            page.keyboard.press(key)
+        for keys in KEYS[focus["kind"]]:
+            for key in keys:
+                page.keyboard.press(key)
+                page.wait_for_timeout(100)
             after = explorer.evaluate(JS_FOCUS)
-            if after["inside"] and after["value"] != focus["value"]:
+            if after["inside"] and after["kind"] == focus["kind"] and after["value"] != focus["value"]:
                 action = (f"{focus['kind']} {focus['label']!r} {focus['value']} -> {after['value']} "
-                          f"(Tab x{tabs}, {key})")
+                          f"(Tab x{tabs}, {' '.join(keys)})")
                 yield action, _wait_for_new_figure(page, explorer, before_figure, figure_timeout)
                 break
         else:
-            keys = " or ".join(KEYS[focus["kind"]])
+            keys = " or ".join(" ".join(k) for k in KEYS[focus["kind"]])
             yield f"{focus['kind']} {focus['label']!r} did not change from the keyboard ({keys})", None
         tabs = 0
 
@@ -371,7 +377,7 @@ def read_links(browser: LabBrowser, server: LabServer, relative: str) -> Noteboo
         page.goto(server.lab_url(relative, workspace=f"links-{secrets.token_hex(4)}"), wait_until="load")
         page.wait_for_function(JS_PANEL, timeout=60_000)
         page.wait_for_function(f"() => {{ const s = ({JS_PANEL})(); return s && s.ready; }}", timeout=60_000)
-        page.wait_for_timeout(500)  # the markdown cells render once the model is ready
+        page.wait_for_function(JS_MARKDOWN_RENDERED, timeout=60_000)
         seen = page.evaluate(JS_LINKS_AND_ANCHORS)
         report.anchors, report.links = set(seen["ids"]), seen["links"]
     finally:
@@ -387,6 +393,8 @@ def link_problems(reports: dict[str, NotebookReport], read=None) -> list[str]:
     element of the target notebook carries as its id (JupyterLab scrolls to the element with that id; its
     heading ids keep the heading's capitals and punctuation, spaces become ``-``).
 
+    Cells are counted from 1, as a learner counts them in JupyterLab.
+
     Args:
         reports: ``{notebook path relative to the server's root: its report}``, with ``anchors`` and ``links``.
         read: ``read(relative) -> NotebookReport | None`` for a target not in ``reports`` (None: missing).
@@ -397,8 +405,7 @@ def link_problems(reports: dict[str, NotebookReport], read=None) -> list[str]:
             path, fragment = link["path"], link["fragment"]
             if path and not path.endswith(".ipynb"):
                 continue  # a picture or another file: the broken-image check covers pictures
-            target = str((Path(source).parent / path).as_posix()) if path else source
-            target = target.removeprefix("./")
+            target = path or source  # JupyterLab gives the path from the server's root
             if target not in reports and read is not None:
                 found = read(target)
                 if found is not None:

@@ -137,30 +137,48 @@ JS_FOCUS_EXPLORER = """(cell) => {
 }"""
 
 
-# The links of the rendered markdown cells ({cell, path, fragment, text}: JupyterLab keeps a local link's target in
-# data-commandlinker-args) and every id an element of the notebook carries (headings, explicit <a id>).
-JS_LINKS_AND_ANCHORS = """() => {
+# The links of the rendered markdown cells, once each is rendered ({cell, path, fragment, text}: JupyterLab
+# rewrites a link to another file as that file's /files/ address, the path relative to the server's root), and
+# the anchors of the notebook: what JupyterLab looks a #fragment up by (data-jupyter-id of a heading, an id).
+JS_LINKS_AND_ANCHORS = """async () => {
   const panel = window.jupyterapp.shell.currentWidget;
-  const ids = [...panel.content.node.querySelectorAll('[id]')].map(e => e.id);
-  ids.push(...[...panel.content.node.querySelectorAll('a[name]')].map(a => a.getAttribute('name')));
+  // JupyterLab renders a markdown cell's HTML when it first comes into view: bring each one into view first.
+  for (const cell of panel.content.widgets.filter(c => c.model.type === 'markdown')) {
+    cell.node.scrollIntoView();
+    for (let i = 0; i < 40 && !cell.node.querySelector('.jp-RenderedMarkdown *:not(:empty)'); i++) {
+      await new Promise(r => setTimeout(r, 25));
+    }
+  }
+  const root = panel.content.node;
+  const ids = [...root.querySelectorAll('[data-jupyter-id]')].map(e => e.getAttribute('data-jupyter-id'));
+  ids.push(...[...root.querySelectorAll('[id]')].map(e => e.id));
+  ids.push(...[...root.querySelectorAll('a[name]')].map(a => a.getAttribute('name')));
   const links = [];
   panel.content.widgets.forEach((cell, i) => {
     if (cell.model.type !== 'markdown') return;
-    for (const a of cell.node.querySelectorAll('.jp-RenderedMarkdown a')) {
-      if (a.classList.contains('jp-InternalAnchorLink')) continue;  // the heading's own pilcrow
-      let path = '', fragment = '';
-      const args = a.getAttribute('data-commandlinker-args');
-      if (args) {
-        const parsed = JSON.parse(args);
-        path = parsed.path || '';
-        fragment = (parsed.id || '').replace(/^#/, '');
-      } else {
-        const href = a.getAttribute('href') || '';
-        if (/^[a-z]+:/i.test(href)) continue;  // a web address
-        [path, fragment] = href.includes('#') ? href.split('#', 2) : [href, ''];
-      }
-      links.push({cell: i + 1, path, fragment: decodeURIComponent(fragment), text: a.textContent.trim().slice(0, 80)});
+    for (const a of cell.node.querySelectorAll('.jp-RenderedMarkdown a[href]')) {
+      if (a.classList.contains('jp-InternalAnchorLink')) continue;  // a heading's own pilcrow
+      const raw = a.getAttribute('href');
+      const url = new URL(raw, location.href);
+      let path = '';
+      if (raw.startsWith('#')) path = '';
+      else if (url.origin === location.origin && url.pathname.includes('/files/')) {
+        path = decodeURIComponent(url.pathname.split('/files/').slice(1).join('/files/'));
+      } else continue;  // a web address
+      links.push({cell: i + 1, path, fragment: decodeURIComponent(url.hash.replace(/^#/, '')),
+                  text: a.textContent.trim().slice(0, 80)});
     }
   });
   return {ids, links};
+}"""
+
+
+# True once the open notebook is loaded and every markdown cell shows its rendered markdown (with heading ids);
+# a notebook without markdown cells never is.
+JS_MARKDOWN_RENDERED = """() => {
+  const panel = window.jupyterapp.shell.currentWidget;
+  if (!panel || !panel.content || !panel.context || !panel.context.isReady) return false;
+  const cells = panel.content.widgets.filter(c => c.model.type === 'markdown');
+  return cells.length > 0 && cells.every(c => c.node.querySelector('.jp-RenderedMarkdown') &&
+                          c.node.querySelector('.jp-RenderedMarkdown').childElementCount > 0);
 }"""
