@@ -99,7 +99,7 @@ def _keyboard_controls(page, explorer, figure_timeout: float):
         focus = explorer.evaluate(JS_FOCUS)
         if not focus["inside"]:
             return
-        if focus["kind"] not in KEYS or (focus["kind"] == "button" and focus["value"] == "true"):
+        if focus["kind"] not in KEYS or focus["fixed"] or (focus["kind"] == "button" and focus["value"] == "true"):
             continue
         before_figure = _figure_signature(explorer)
         for keys in KEYS[focus["kind"]]:

@@ -111,20 +111,24 @@ JS_EXPLORER_BOX = """(cell) => {
 }"""
 
 
-# Where the keyboard focus is, seen from an explorer's cell: {inside, kind, value, label} (kind: slider, dropdown,
-# checkbox, button, radio, or other for a focusable element that is not a control, e.g. a slider's readout).
+# Where the keyboard focus is, seen from an explorer's cell: {inside, kind, value, label, fixed} (kind: slider,
+# dropdown, checkbox, button, radio, or other for a focusable element that is not a control, e.g. a readout).
 JS_FOCUS = """(cell) => {
   const el = document.activeElement;
   if (!el || !cell.contains(el)) return {inside: false, kind: '', value: '', label: el ? el.tagName : ''};
   const box = el.closest('.widget-inline-hbox, .widget-box, .jupyter-widgets') || el;
-  const label = (box.querySelector('.widget-label') || {}).textContent || '';
+  let label = ((box.querySelector('.widget-label') || {}).textContent || '').replace(/\u200b/g, '');
+  if (!label.trim()) label = box.textContent.replace(/\u200b/g, '');  // a checkbox's description follows it
   let kind = 'other', value = '';
   if (el.getAttribute('role') === 'slider') { kind = 'slider'; value = el.getAttribute('aria-valuenow'); }
   else if (el.tagName === 'SELECT') { kind = 'dropdown'; value = el.value; }
   else if (el.type === 'checkbox') { kind = 'checkbox'; value = String(el.checked); }
   else if (el.type === 'radio') { kind = 'radio'; value = String(el.checked); }
   else if (el.tagName === 'BUTTON') { kind = 'button'; value = String(el.classList.contains('mod-active')); }
-  return {inside: true, kind, value: String(value), label: label.trim()};
+  // A control with one possible value (a drop-down of one option) has nothing to change.
+  const fixed = (kind === 'dropdown' && el.options.length < 2) ||
+                (kind === 'slider' && el.getAttribute('aria-valuemin') === el.getAttribute('aria-valuemax'));
+  return {inside: true, kind, value: String(value), label: label.trim(), fixed};
 }"""
 
 # Where a learner's keyboard focus arrives at an explorer: its outermost widget box (focusable for the test only).
