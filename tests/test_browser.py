@@ -120,9 +120,9 @@ def test_every_link_between_notebooks_reaches_its_section(lab):
 def test_a_broken_section_link_is_reported(lab):
     """A link whose fragment is the website's lower-case id misses in JupyterLab, and the check says so."""
     server, browser = lab
-    write_notebook(server, "scratch_target.ipynb", "md:# Scratch target\n\n## Self Attention, Again\n\ntext")
+    write_notebook(server, "scratch_target.ipynb", "md:# Scratch target\n\n## Self Attention Again\n\ntext")
     name = write_notebook(server, "scratch_links.ipynb",
-                          "md:[fine](scratch_target.ipynb#Self-Attention,-Again), "
+                          "md:[fine](scratch_target.ipynb#Self-Attention-Again), "
                           "[missed](scratch_target.ipynb#self-attention-again), [gone](no_such_notebook.ipynb)")
     reports = {name: read_links(browser, server, name)}
     problems = link_problems(reports, lambda relative: read_links(browser, server, relative)
