@@ -56,6 +56,8 @@ html_theme = "sphinx_book_theme"
 _owner, _name = COLAB["repository"].split("/")
 html_baseurl = f"https://{_owner}.github.io/{_name}/"  # where .github/workflows/pages.yml publishes the site
 html_static_path = [str(HERE / "_static")]
+# The theme's templates, patched where an accessibility audit (axe-core, tests/test_book.py) found a problem.
+templates_path = [str(HERE / "_templates")]
 html_css_files = ["course.css"]
 html_favicon = str(HERE / "_static" / "favicon.svg")  # without one, browsers ask for /favicon.ico and get a 404
 html_sourcelink_suffix = ""
@@ -75,3 +77,34 @@ html_theme_options = {
     "navigation_with_keys": False,
     "search_bar_text": "Search the course...",
 }
+
+
+def _image_with_alt(render_image):
+    """Wrap myst-nb's image renderer so that ``<img alt>`` is the figure's text alternative.
+
+    myst-nb 1.x reads an image's ``alt`` only from the cell's metadata (one text for every image of the cell);
+    the course keeps each figure's own text in its output's metadata (``{"image/png": {"alt": ...}}``, written
+    by ``attention_lib.plotting.alt`` when the notebook is executed). Without it, Sphinx would use the image's
+    file name (a hash) as its ``alt``.
+    """
+    import functools
+
+    @functools.wraps(render_image)
+    def render(self, data):
+        nodes = render_image(self, data)
+        alt = (data.output_metadata.get(data.mime_type) or {}).get("alt")
+        if alt:
+            for node in nodes:
+                node["alt"] = str(alt)
+        return nodes
+
+    return render
+
+
+def setup(app):
+    from myst_nb.core.render import NbElementRenderer
+
+    if not getattr(NbElementRenderer.render_image, "course_alt", False):
+        NbElementRenderer.render_image = _image_with_alt(NbElementRenderer.render_image)
+        NbElementRenderer.render_image.course_alt = True
+    return {"parallel_read_safe": True}

@@ -65,3 +65,33 @@ def unstable_outputs(nb) -> list[str]:
 
 def read(path: Path):
     return nbformat.read(path, as_version=4)
+
+
+def _image_outputs(nb):
+    """``(where, output)`` for every output of ``nb`` that holds an image: in a cell, or saved in an explorer's
+    widget state (the figure an explorer drew when the notebook was executed)."""
+    for i, cell in enumerate(nb.cells):
+        for out in cell.get("outputs", []) if cell.cell_type == "code" else []:
+            if any(mime.startswith("image/") for mime in out.get("data", {})):
+                yield f"cell {i}", out
+    state = nb.metadata.get("widgets", {}).get("application/vnd.jupyter.widget-state+json", {}).get("state", {})
+    for model in state.values():
+        if model.get("model_name") == "OutputModel":
+            for out in model.get("state", {}).get("outputs", []):
+                if any(mime.startswith("image/") for mime in out.get("data", {})):
+                    yield "an explorer's saved figure", out
+
+
+def figures_without_alt(nb) -> list[str]:
+    """Where ``nb`` stores a figure without a text alternative (``output.metadata[mime]["alt"]``, written by
+    ``attention_lib.plotting`` when the notebook is executed), or with a file name as its text.
+
+    Cells are counted from 0, as nbformat counts them (the website and nbval count the same way).
+    """
+    missing = []
+    for where, out in _image_outputs(nb):
+        for mime in (m for m in out.get("data", {}) if m.startswith("image/")):
+            alt = str((out.get("metadata", {}).get(mime) or {}).get("alt", "")).strip()
+            if not alt or re.search(r"\.(png|jpe?g|gif|svg|webp)$", alt, flags=re.IGNORECASE):
+                missing.append(where)
+    return missing

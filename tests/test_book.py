@@ -9,7 +9,10 @@ lessons, nothing loaded from the web, the committed notebooks untouched.
 The browser tests open every page from a local server in headless Chromium (the same browser and
 Playwright as ``tests/test_browser.py``: Debian's Chromium, every host but localhost unresolvable) and fail
 on a console error, a failed request, a missing image, a broken internal link or anchor, a LaTeX error or
-unrendered math, a widget or an error shown, or a Colab button that does not open that page's notebook. They
+unrendered math, a widget or an error shown, a figure whose ``alt`` is missing or a file name, a finding of
+axe-core's accessibility audit of impact critical, serious or moderate (minor ones are listed in the output,
+and ``test_the_accessibility_audit_covered_every_page`` prints the audit's summary line), or a Colab button
+that does not open that page's notebook. They
 save ``artifacts/screenshots/book-04_scaler.png`` and ``book-08_masking-dark.png`` (dark mode). Each check is
 shown to fail on a deliberately broken scratch page. Without Chromium or playwright they fail and say how to
 install them (``bash tools/install_browser.sh``); ``COURSE_SKIP_BROWSER=1`` skips them on purpose.
@@ -28,7 +31,9 @@ from pathlib import Path
 import nbformat
 import pytest
 from browser.book import (
+    FAILING_IMPACTS,
     SiteServer,
+    axe_version,
     broken_links,
     check_page,
     expected_colab_link,
@@ -207,12 +212,15 @@ def server(site):
 
 
 _LINK_CACHE: dict = {}
+#: What the accessibility audit found on each page: ``{page: (failing findings, minor findings)}``.
+_AUDIT: dict[str, tuple[list[str], list[str]]] = {}
 
 
 @pytest.mark.parametrize("page", PAGES)
 def test_every_page_reads_cleanly_in_the_browser(browser, server, page):
     report = check_page(browser, server, page, colab_sync.colab_config())
     report.problems += broken_links(server, {link: {page} for link in report.links}, _LINK_CACHE)
+    _AUDIT[page] = ([p for p in report.problems if p.startswith("accessibility (")], report.minor)
     print(report.summary())
     assert report.problems == [], "\n" + report.summary()
     assert report.theme == "light"
@@ -227,9 +235,23 @@ def test_every_page_reads_cleanly_in_the_browser(browser, server, page):
                  if c.cell_type == "code" and "remove-cell" not in c.metadata.get("tags", [])]
         stored = [o for c in shown for o in c.outputs if "image/png" in o.get("data", {})]
         assert report.figures == len(stored), "not every stored figure is shown"
+        assert all(report.alts), "a figure has no text alternative"
     if page == "index.html":
         assert report.math >= 1, "the landing page's formula was not typeset"
         assert report.code > 0, "the landing page's code was not highlighted"
+
+
+def test_the_accessibility_audit_covered_every_page():
+    """The audit's summary line: every page audited, no finding of impact critical, serious or moderate."""
+    if not _AUDIT:
+        pytest.skip("the pages were not checked in this run (run the whole module)")
+    failing = sorted({line.split(":")[0] for found, _ in _AUDIT.values() for line in found})
+    minor = sorted({line.split(":")[0] for _, found in _AUDIT.values() for line in found})
+    print(f"accessibility audit (axe-core {axe_version()}): {len(_AUDIT)} of {len(PAGES)} pages, "
+          f"{sum(len(f) for f, _ in _AUDIT.values())} finding(s) of impact {'/'.join(FAILING_IMPACTS)}"
+          f"{' ' + str(failing) if failing else ''}, {sum(len(m) for _, m in _AUDIT.values())} minor"
+          f"{' ' + str(minor) if minor else ''}")
+    assert not failing
 
 
 def test_search_finds_a_lesson(browser, server):
@@ -272,6 +294,14 @@ SCRATCH = {
     "colab-link-to-another-notebook": (
         '<a href="https://colab.research.google.com/github/someone/else/blob/main/notebooks/01_x.ipynb">Colab</a>',
         "Colab link to another notebook"),
+    "figure-alt-is-its-file-name": (
+        '<div class="cell_output"><img src="../_static/favicon.svg" alt="../_images/4443b4cd1e32.png"></div>',
+        "figure without a text alternative"),
+    "figure-without-alt": ('<div class="cell_output"><img src="../_static/favicon.svg"></div>',
+                           "accessibility (critical) image-alt"),
+    "low-contrast-text": ('<p style="color: #bbb; background: #fff">hard to read</p>',
+                          "accessibility (serious) color-contrast"),
+    "content-outside-landmarks": ("</main><p>outside every landmark</p><main>", "accessibility (moderate) region"),
 }
 
 
@@ -287,7 +317,8 @@ def scratch(site, tmp_path_factory):
 
 def _scratch_page(root: Path, body: str) -> str:
     page = f"notebooks/{LESSONS[0].stem}.html"  # a lesson's page: it must launch that lesson on Colab
-    (root / page).write_text(f"<!doctype html><html><head><title>scratch</title></head><body>{body}</body></html>")
+    (root / page).write_text(f'<!doctype html><html lang="en"><head><title>scratch</title></head>'
+                             f"<body><main><h1>A scratch page</h1>{body}</main></body></html>")
     return page
 
 
@@ -299,6 +330,17 @@ def test_a_broken_page_is_reported(browser, scratch, case):
     report = check_page(browser, running, page, colab_sync.colab_config())
     print(report.summary())
     assert any(expected in problem for problem in report.problems), report.summary()
+
+
+def test_a_minor_accessibility_finding_is_listed_not_failed(browser, scratch):
+    root, running = scratch
+    colab = expected_colab_link(f"notebooks/{LESSONS[0].stem}.html", colab_sync.colab_config())
+    table = "<table><tr><th></th><th>b</th></tr><tr><td>1</td><td>2</td></tr></table>"
+    page = _scratch_page(root, f'<a href="{colab}">Colab</a>{table}')
+    report = check_page(browser, running, page, colab_sync.colab_config())
+    print(report.summary())
+    assert report.problems == []
+    assert any("empty-table-header" in line for line in report.minor), report.minor
 
 
 @pytest.mark.parametrize(("href", "expected"), [

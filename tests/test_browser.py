@@ -5,8 +5,11 @@ nbval checks what the kernel prints; this test checks what the learner *sees*. F
 the outputs and runs *Run → Run All Cells* from the menu bar, waits for the kernel to go idle, and fails when
 a cell shows a traceback or an error output or did not run, a widget shows "Error displaying widget" (or never
 loads), a markdown cell has a LaTeX error or a picture that does not load, or JupyterLab's log console holds
-a traceback. For every explorer (ipywidgets controls above a figure) it moves a control as a learner would and
-fails unless the figure changes. Each check is shown to fail on a deliberately broken scratch notebook.
+a traceback. Every explorer (ipywidgets controls above a figure) is operated with the keyboard only, as a
+learner without a mouse would: Tab to each control, then the arrow keys (sliders, drop-downs) or the space bar
+(checkboxes); the figure must change each time. Every link between notebooks is followed to its section: the
+target notebook must exist and carry the fragment as an element id in JupyterLab (whose heading ids keep
+capitals, unlike the website's). Each check is shown to fail on a deliberately broken scratch notebook.
 
 Screenshots go to ``artifacts/screenshots/`` (``COURSE_SCREENSHOT_DIR`` to change): ``NN_name.png`` (the
 page at the first problem, else at the first explorer or figure) and, for a lesson with an explorer,
@@ -34,7 +37,7 @@ import os
 
 import nbformat
 import pytest
-from browser.check import check_notebook
+from browser.check import check_notebook, link_problems, read_links
 from browser.lab import (
     LabBrowser,
     LabServer,
@@ -43,6 +46,8 @@ from browser.lab import (
 )
 
 LESSONS = lesson_notebooks()
+#: What each lesson's check saw (its links and anchors), for the cross-notebook link test at the end.
+CHECKED: dict = {}
 
 
 @pytest.fixture(scope="module")
@@ -87,11 +92,45 @@ def test_lessons_exist():
 def test_lesson_runs_cleanly_in_jupyterlab(lab, lesson):
     server, browser = lab
     report = check_notebook(browser, server, lesson.name)
+    CHECKED[lesson.name] = report
     print(report.summary())
     assert not report.problems, "\n" + report.summary()
     assert report.explorers_checked == report.explorers
     assert report.screenshots, "no screenshot was saved"
     assert all(path.is_file() for path in report.screenshots)
+
+
+def test_every_link_between_notebooks_reaches_its_section(lab):
+    """Each lesson's links to other notebooks (``11_word_order.ipynb#self-attention-and-cross-attention``) and to
+    its own sections, followed in JupyterLab: the notebook exists and has an element with that id."""
+    server, browser = lab
+    reports = {name: report for name, report in CHECKED.items()}
+    for lesson in LESSONS:  # lessons whose run was not part of this session are opened just to read them
+        if lesson.name not in reports:
+            reports[lesson.name] = read_links(browser, server, lesson.name)
+    checked = sum(1 for r in list(reports.values()) for link in r.links if link["path"].endswith(".ipynb")
+                  or (link["fragment"] and not link["path"]))
+    problems = link_problems(reports, lambda relative: read_links(browser, server, relative)
+                             if (server.root / relative).is_file() else None)
+    print(f"{checked} link(s) between notebooks or to a section followed; {len(problems)} broken")
+    assert checked, "no link between notebooks was found: the check checks nothing"
+    assert not problems, "\n" + "\n".join(problems)
+
+
+def test_a_broken_section_link_is_reported(lab):
+    """A link whose fragment is the website's lower-case id misses in JupyterLab, and the check says so."""
+    server, browser = lab
+    write_notebook(server, "scratch_target.ipynb", "md:# Scratch target\n\n## Self Attention Again\n\ntext")
+    name = write_notebook(server, "scratch_links.ipynb",
+                          "md:[fine](scratch_target.ipynb#Self-Attention-Again), "
+                          "[missed](scratch_target.ipynb#self-attention-again), [gone](no_such_notebook.ipynb)")
+    reports = {name: read_links(browser, server, name)}
+    problems = link_problems(reports, lambda relative: read_links(browser, server, relative)
+                             if (server.root / relative).is_file() else None)
+    print(problems)
+    assert len(problems) == 2, problems
+    assert "#self-attention-again: no such section in JupyterLab; JupyterLab's id is" in problems[0] + problems[1]
+    assert any("no such notebook" in p for p in problems)
 
 
 EXPLORER = """\
@@ -101,28 +140,33 @@ import matplotlib.pyplot as plt
 from attention_lib.widgets import make_explorer
 
 
-def render(n, kind):
+def render(n, kind, grid):
     fig, ax = plt.subplots(figsize=(3, 2))
     if kind == "line":
         ax.plot(range(n))
     else:
         ax.bar(range(n), range(n))
+    ax.grid(grid)
     return fig
 
 
-controls = {"n": widgets.IntSlider(value=3, min=1, max=9), "kind": widgets.Dropdown(options=["line", "bar"])}
+controls = {"n": widgets.IntSlider(value=3, min=1, max=9), "kind": widgets.Dropdown(options=["line", "bar"]),
+            "grid": widgets.Checkbox(value=False, description="grid")}
 make_explorer(render, controls, title="a working explorer")
 """
 
 
 def test_a_working_explorer_is_checked(lab):
-    """The explorer check itself works: a make_explorer whose figure follows its controls passes."""
+    """The explorer check itself works: a make_explorer whose figure follows its controls passes, and each of
+    its controls (a slider, a drop-down, a checkbox) is reached with Tab and changed from the keyboard."""
     server, browser = lab
     name = write_notebook(server, "scratch_good_explorer.ipynb", EXPLORER)
     report = check_notebook(browser, server, name, screenshot_dir=None)
     print(report.summary())
     assert report.problems == []
     assert (report.explorers, report.explorers_checked) == (1, 1)
+    kinds = [line.split(": ", 1)[1].split()[0] for line in report.keyboard]
+    assert kinds == ["slider", "dropdown", "checkbox"], report.keyboard
 
 
 BROKEN_WIDGET = """\
@@ -165,6 +209,23 @@ def render(n):  # forgets to use n: the slider moves, the figure stays the same
 make_explorer(render, {"n": widgets.IntSlider(value=3, min=1, max=9)})
 """
 
+KEYBOARD_DEAD_EXPLORER = """\
+import ipywidgets as widgets
+import matplotlib.pyplot as plt
+
+from attention_lib.widgets import make_explorer
+
+
+def render(n):
+    fig, ax = plt.subplots(figsize=(3, 2))
+    ax.plot(range(n))
+    return fig
+
+
+# Its only control cannot be changed (disabled): the keyboard finds nothing to operate.
+make_explorer(render, {"n": widgets.IntSlider(value=3, min=1, max=9, disabled=True)})
+"""
+
 FAILING_EXPLORER = """\
 import ipywidgets as widgets
 import matplotlib.pyplot as plt
@@ -193,6 +254,7 @@ make_explorer(render, {"n": widgets.IntSlider(value=3, min=1, max=9)})
     pytest.param(["md:A fraction with a missing argument: $\\frac{1}$", "x = 1"],
                  "LaTeX error: Missing argument for \\frac", id="latex-error"),
     pytest.param([FROZEN_EXPLORER], "explorer figure did not change", id="frozen-explorer"),
+    pytest.param([KEYBOARD_DEAD_EXPLORER], "from the keyboard", id="no-keyboard"),
     pytest.param([FAILING_EXPLORER], "log console shows a traceback (an error outside any cell, e.g. in an explorer "
                  "callback): ValueError: n must be 3", id="explorer-raises"),
 ])

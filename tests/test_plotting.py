@@ -1,5 +1,7 @@
 """The course's figures: colour-blind-safe categories, plain log ticks, masks drawn as masks, shape diagrams."""
 
+import re
+
 import matplotlib
 
 matplotlib.use("Agg")
@@ -181,3 +183,167 @@ def test_heads_diagram_puts_each_heads_features_in_its_grid():
     assert numbers == list(range(8)) + [0, 1, 4, 5] + [2, 3, 6, 7] + list(range(8))
     with pytest.raises(ValueError, match="num_heads must divide E"):
         plot_heads_diagram(E=5, num_heads=2)
+
+
+# -- text alternatives ----------------------------------------------------------------------------------------
+
+from notebook_rules import all_notebooks, figures_without_alt, read  # noqa: E402
+
+import attention_lib.plotting as plotting  # noqa: E402
+from attention_lib.plotting import alt_text  # noqa: E402
+from attention_lib.plotting.alt import caption_bundle, install_display_hook  # noqa: E402
+from attention_lib.plotting.online_softmax import online_softmax_steps  # noqa: E402
+
+WEIGHTS = torch.tensor([[0.7, 0.1, 0.1, 0.1], [0.2, 0.6, 0.1, 0.1], [0.1, 0.1, 0.05, 0.75], [0.25, 0.25, 0.25, 0.25]])
+
+#: One call of every helper that draws a figure (keywords such as alt= are passed on): name -> (call, words its
+#: default text alternative must contain).
+HELPERS = {
+    "plot_heatmap": (lambda **k: plot_heatmap(WEIGHTS, TOKENS, TOKENS, title="who hears whom", **k),
+                     ["Heatmap 'who hears whom'", "0.75", "row 'purred', column 'softly'"]),
+    "plot_heatmaps": (lambda **k: plot_heatmaps([WEIGHTS, WEIGHTS.T], TOKENS, TOKENS, suptitle="two heads", **k),
+                      ["two heads.", "2 panels", "(1) Heatmap 'head 0'", "(2) Heatmap 'head 1'"]),
+    "plot_bars": (lambda **k: plot_bars(WEIGHTS[2], TOKENS, title="purred", **k),
+                  ["Bar chart 'purred'", "the 0.1", "the tallest is softly (0.75)"]),
+    "plot_lines": (lambda **k: plot_lines([16, 64, 256], {"raw": [16.0, 64.0, 256.0], "scaled": [1.0, 1.0, 1.0]},
+                                          xlabel="d_k", ylabel="variance", title="variance", logx=True, **k),
+                   ["Line plot 'variance'", "x axis d_k (16 to 256, log scale)",
+                    "raw goes from 16 at 16 to 256 at 256"]),
+    "plot_mask": (lambda **k: plot_mask(torch.ones(3, 3, dtype=torch.bool).tril(), TOKENS[:3], TOKENS[:3],
+                                        title="causal", **k),
+                  ["Mask 'causal'", "6 of 9 cells may attend, 3 are blocked", "'the' may attend to the;"]),
+    "plot_mix": (lambda **k: plot_mix(torch.tensor([0.25, 0.75]), torch.tensor([[4.0, 0.0], [0.0, 4.0]]),
+                                      ["a", "b"], ["x", "y"], title="mix", **k),
+                 ["Stacked bars 'mix'", "output = x 1, y 3", "largest share comes from 'b' (weight 0.75)"]),
+    "plot_matmul_diagram": (lambda **k: plot_matmul_diagram(row=1, col=2, **k),
+                            ["Q (L = 4, E = 3) @ Kᵀ (E = 3, S = 5) = scores (L = 4, S = 5)", "cell (1, 2)"]),
+    "plot_softmax_diagram": (lambda **k: plot_softmax_diagram(torch.tensor([[0.0, 2.0], [1.0, 0.0]]), ["a", "b"],
+                                                              ["x", "y"], **k),
+                             ["every row of weights sums to 1", "0.881", "row 'a', column 'y'"]),
+    "plot_heads_diagram": (lambda **k: plot_heads_diagram(L=2, E=4, num_heads=2, **k),
+                           ["2 heads of Dh = 2", "head 1 gets features 2 to 3"]),
+    "plot_position_encoding": (lambda **k: plotting.plot_position_encoding(torch.zeros(6, 4), columns=[0], **k),
+                               ["Heatmap", "Line plot"]),
+    "plot_causal_tiles": (lambda **k: plotting.plot_causal_tiles(8, 4, **k), ["Diagram"]),
+    "plot_online_softmax_steps": (lambda **k: plotting.plot_online_softmax_steps(
+        online_softmax_steps(torch.arange(4.0), torch.eye(4), 2), **k), ["panels"]),
+    "plot_online_softmax_block": (lambda **k: plotting.plot_online_softmax_block(
+        torch.tensor([0.5, -1.0, 1.5, 0.2]), torch.eye(4), 2, 2, **k), ["panels"]),
+    "plot_attention_grid": (lambda **k: plotting.plot_attention_grid((torch.full((2, 3, 3), 1 / 3),),
+                                                                     ["a", "b", "c"], **k), ["Heatmap", "0.333"]),
+    "plot_attention_over_training": (lambda **k: plotting.plot_attention_over_training(
+        {0: (torch.full((1, 2, 2, 2), 0.5),), 10: (torch.eye(2).expand(1, 2, 2, 2),)}, ["a", "b"], **k),
+        ["Heatmap"]),
+    "plot_loss_curves": (lambda **k: plotting.plot_loss_curves({"with positions": [2.3, 0.1, 0.01]}, **k),
+                         ["Line plot 'training loss'", "with positions goes from 2.3"]),
+}
+
+
+def test_every_helper_is_checked_and_takes_alt():
+    """A new helper must be added to HELPERS (so that its default text is checked) and wrapped by with_alt."""
+    helpers = [name for name in plotting.__all__ if name.startswith("plot_")]
+    helpers += ["plot_matmul_diagram", "plot_softmax_diagram", "plot_heads_diagram"]
+    assert sorted(helpers) == sorted(HELPERS)
+    from attention_lib.plotting import diagrams
+
+    for name in helpers:
+        helper = getattr(plotting, name, None) or getattr(diagrams, name)
+        assert getattr(helper, "takes_alt", False), f"{name} does not take alt= (decorate it with @with_alt)"
+
+
+@pytest.mark.parametrize("name", HELPERS)
+def test_every_figure_has_a_default_text_alternative(name):
+    call, words = HELPERS[name]
+    fig = call()
+    text = alt_text(fig)
+    print(f"{name}: {text}")
+    assert text.endswith("."), text
+    for word in words:
+        assert word in text, f"{word!r} not in {text!r}"
+    assert not re.search(r"\de[-+]\d", text), f"a power of ten is hard to listen to: {text}"
+
+
+@pytest.mark.parametrize("name", HELPERS)
+def test_every_helper_takes_its_text_alternative(name):
+    call, _ = HELPERS[name]
+    assert alt_text(call(alt="Exactly this  sentence.")) == "Exactly this sentence."
+
+
+def test_alt_passed_to_a_helper_wins_and_describes_its_panel():
+    fig = plot_heatmap(WEIGHTS, TOKENS, TOKENS, alt="Each word listens mostly to itself.")
+    assert alt_text(fig) == "Each word listens mostly to itself."
+    import matplotlib.pyplot as plt
+
+    fig, (left, right) = plt.subplots(1, 2)
+    plot_bars(WEIGHTS[0], TOKENS, ax=left, alt="The first row.")
+    plot_bars(WEIGHTS[1], TOKENS, ax=right)
+    assert alt_text(fig).startswith("2 panels. (1) The first row. (2) Bar chart")
+
+
+@pytest.mark.parametrize(("alt", "error", "match"), [(3, TypeError, "alt must be a string"),
+                                                     ("  ", ValueError, "alt must say what the figure shows")])
+def test_a_bad_alt_is_refused(alt, error, match):
+    with pytest.raises(error, match=match):
+        plot_bars(WEIGHTS[0], TOKENS, alt=alt)
+
+
+def test_a_plain_matplotlib_figure_is_described_from_its_titles_and_labels():
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots()
+    ax.plot([0, 1, 2], [0.5, 0.25, 0.125], label="halving")
+    ax.set(title="halves", xlabel="step", ylabel="value")
+    assert alt_text(fig) == ("Line plot 'halves', x axis step (0 to 2), y axis value (0.125 to 0.5): halving goes "
+                             "from 0.5 at 0 to 0.125 at 2.")
+    empty, _ = plt.subplots()
+    assert alt_text(empty) == "Diagram."
+    plt.close(empty)
+
+
+def test_the_display_hook_puts_the_alt_in_the_png_metadata_and_a_caption_under_it():
+    """What a notebook stores: the PNG with {"alt": ...} in its metadata (the website's <img alt>), then a caption."""
+    from IPython.core.interactiveshell import InteractiveShell
+    from IPython.core.pylabtools import select_figure_formats
+    from IPython.display import display
+    from IPython.utils.capture import capture_output
+
+    shell = InteractiveShell.instance()
+    select_figure_formats(shell, {"png"})
+    assert install_display_hook(shell)
+    fig = plot_bars(WEIGHTS[2], TOKENS, title="purred", alt="Purred listens to softly, 0.75.")
+    with capture_output() as captured:
+        display(fig)
+    figure, caption = captured.outputs
+    assert figure.data["image/png"]
+    assert figure.metadata["image/png"]["alt"] == "Purred listens to softly, 0.75."
+    assert caption.data == caption_bundle("Purred listens to softly, 0.75.")
+    assert caption.data["text/plain"] == "Figure: Purred listens to softly, 0.75."
+    assert 'class="course-figure-alt"' in caption.data["text/html"]
+
+
+def test_the_display_hook_needs_ipython():
+    assert install_display_hook(object()) is False
+
+
+@pytest.fixture(autouse=True)
+def every_figure_is_described():
+    """Every figure a test of this module leaves open has a text alternative that says something."""
+    import matplotlib.pyplot as plt
+
+    yield
+    for number in plt.get_fignums():
+        fig = plt.figure(number)
+        text = alt_text(fig)
+        assert len(text) > len("Diagram."), f"figure {number} has no real text alternative: {text!r}"
+    plt.close("all")
+
+
+NOTEBOOKS = all_notebooks()
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
+def test_every_stored_figure_has_a_text_alternative(path):
+    """Every image output of a stored notebook (its cells and its explorers' saved figures) has its alt."""
+    missing = figures_without_alt(read(path))
+    assert not missing, (f"{path.name}: figures without a text alternative; execute the notebook again "
+                         f"(python course.py execute) to store them: {missing}")

@@ -8,7 +8,7 @@ Nothing is executed: the site shows the outputs that strict nbval checks. The bu
    writing the HTML to ``book/_build/html``;
 3. puts the original notebooks in the site's ``_sources/`` (the page's download button gives the real one).
 
-Each staged copy differs from its notebook in three ways, all for a static page:
+Each staged copy differs from its notebook in four ways, all for a static page:
 
 * the "Open in Colab" badge cell is dropped (its picture would come from the web): every notebook page has a
   Colab launch button instead, built from the same ``[tool.course.colab]`` of ``pyproject.toml``;
@@ -16,7 +16,9 @@ Each staged copy differs from its notebook in three ways, all for a static page:
 * an explorer (an ipywidgets view, which needs a kernel) becomes its stored static view: a one-line note that
   the explorer moves in a live notebook, its title and control values, and the figure it drew when the
   notebook was executed (read from the widget state saved in the notebook). The saved widget state itself is
-  dropped, so no widget-manager script from a CDN is ever requested.
+  dropped, so no widget-manager script from a CDN is ever requested;
+* a figure's caption (its text alternative, printed under it by ``attention_lib.plotting.alt``) is hidden from
+  screen readers, which read the same text as the picture's ``alt`` (``book/conf.py``): said once, not twice.
 
 Every build starts from an empty ``book/_build`` (it takes seconds): an incremental Sphinx build would leave
 stale sidebars and previous/next links on the pages that did not change when a lesson is added.
@@ -63,8 +65,10 @@ WIDGET_STATE = "application/vnd.jupyter.widget-state+json"
 EXPLORER_NOTE_CLASS = "course-explorer-note"
 #: What an explorer becomes on the site, before its title and controls.
 EXPLORER_NOTE = "Its controls move in a live notebook: launch this page on Colab, or run it in JupyterLab"
+#: The class of a figure's caption, printed under the figure by ``attention_lib.plotting.alt``.
+CAPTION_CLASS = "course-figure-alt"
 #: Book files that are configuration, not pages (Sphinx reads them from book/ itself).
-NOT_PAGES = ("conf.py", "_toc.yml", "_static", "_build", "__pycache__", ".ipynb_checkpoints")
+NOT_PAGES = ("conf.py", "_toc.yml", "_static", "_templates", "_build", "__pycache__", ".ipynb_checkpoints")
 
 
 def _children(model: dict) -> list[str]:
@@ -137,6 +141,24 @@ def explorer_static_view(model_id: str, widget_state: dict) -> list[dict]:
     return [nbformat.v4.new_output("display_data", data={"text/html": note}), *outputs]
 
 
+def hide_caption_from_screen_readers(output: dict) -> dict:
+    """``output`` with its figure caption (if it is one) marked ``aria-hidden``: the picture's ``alt`` says it.
+
+    Example:
+        >>> caption = f'<p class="{CAPTION_CLASS}"><em>Figure:</em> Two bars.</p>'
+        >>> out = nbformat.v4.new_output("display_data", data={"text/html": caption, "text/plain": "Two bars."})
+        >>> hide_caption_from_screen_readers(out).data["text/html"]
+        '<p class="course-figure-alt" aria-hidden="true"><em>Figure:</em> Two bars.</p>'
+    """
+    tag = f'<p class="{CAPTION_CLASS}">'
+    markup = output.get("data", {}).get("text/html")
+    if isinstance(markup, list):
+        markup = "".join(markup)
+    if isinstance(markup, str) and markup.startswith(tag):
+        output["data"]["text/html"] = markup.replace(tag, f'<p class="{CAPTION_CLASS}" aria-hidden="true">', 1)
+    return output
+
+
 def prepare_notebook(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
     """A copy of ``nb`` ready for a static page (see the module docstring); ``nb`` itself is not changed.
 
@@ -171,7 +193,7 @@ def prepare_notebook(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
                     outputs.append(output)
                 else:
                     outputs.extend(explorer_static_view(view.get("model_id", ""), widget_state))
-            cell.outputs = outputs
+            cell.outputs = [hide_caption_from_screen_readers(o) for o in outputs]
         cells.append(cell)
     nb.cells = cells
     return nb

@@ -3,8 +3,13 @@
 matplotlib is imported inside each function, so ``import attention_lib`` stays fast and works without a
 display; the functions work headless (the Agg backend) and take tensors on any device. Colours, markers and
 log-axis ticks follow :mod:`attention_lib.plotting.style` (Okabe-Ito, viridis, plain numbers).
+
+Every figure has a text alternative (:mod:`attention_lib.plotting.alt`): each helper takes ``alt="..."`` and
+otherwise describes what it drew. Importing this package inside IPython installs the display hook that gives
+every matplotlib figure, the lessons' own too, its text in the output's metadata and a caption under it.
 """
 
+from .alt import alt_text, install_display_hook, set_alt
 from .basic import plot_bars, plot_heatmap, plot_heatmaps, plot_lines
 from .induction import plot_head_maps, plot_phase_change
 from .masks import plot_mask
@@ -16,8 +21,11 @@ from .style import OKABE_ITO, category_style, plain_log_ticks
 from .tiles import plot_causal_tiles
 from .trained import plot_attention_grid, plot_attention_over_training, plot_loss_curves
 
+install_display_hook()
+
 __all__ = [
     "OKABE_ITO",
+    "alt_text",
     "category_style",
     "online_softmax_steps",
     "plain_log_ticks",
@@ -38,4 +46,5 @@ __all__ = [
     "plot_position_encoding",
     "plot_programs",
     "program_tiles",
+    "set_alt",
 ]

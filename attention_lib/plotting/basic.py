@@ -11,6 +11,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import torch
 
+from .alt import with_alt
 from .style import GREY, HEATMAP_CMAP, OKABE_ITO, category_style, finish, plain_log_ticks
 
 #: How blocked cells of a masked heatmap are drawn: light grey, hatched, so they never look like a weight of 0.
@@ -35,6 +36,7 @@ def _check_labels(labels, size: int, what: str) -> list[str]:
     return labels
 
 
+@with_alt
 def plot_heatmap(matrix, row_labels: Sequence[str] | None = None, col_labels: Sequence[str] | None = None, *,
                  title: str = "", xlabel: str = "key (attended to)", ylabel: str = "query (attending)",
                  annotate: bool | None = None, cmap: str = HEATMAP_CMAP, vmin=None, vmax=None, ax=None,
@@ -121,6 +123,7 @@ def _draw_blocked(ax, allowed) -> None:
     ax.set_xlabel(f"{ax.get_xlabel()}\n✗ hatched grey = blocked by the mask (no weight at all)".lstrip("\n"))
 
 
+@with_alt
 def plot_heatmaps(matrices, row_labels=None, col_labels=None, *, titles: Sequence[str] | None = None,
                   suptitle: str = "", masks: Sequence | None = None, **kwargs):
     """Draw several ``(L, S)`` matrices side by side (e.g. one per head), sharing labels.
@@ -166,6 +169,7 @@ def plot_heatmaps(matrices, row_labels=None, col_labels=None, *, titles: Sequenc
     return finish(fig)
 
 
+@with_alt
 def plot_bars(values, labels: Sequence[str] | None = None, *, title: str = "", ylabel: str = "weight",
               ax=None, annotate: bool = True, fmt: str = ".2f", ylim=None, colors: Sequence[str] | None = None):
     """Draw a bar chart of a 1-D tensor or array, one labelled bar per entry (e.g. one query's weights).
@@ -191,10 +195,10 @@ def plot_bars(values, labels: Sequence[str] | None = None, *, title: str = "", y
         raise ValueError(f"plot_bars draws a 1-D vector, but got shape {tuple(data.shape)}; pick one row, "
                          f"e.g. weights[2].")
     names = _check_labels(labels, data.shape[0], "labels (bar)")
-    if ax is None:
-        fig, ax = plt.subplots(figsize=(1.5 + 0.7 * len(names), 3.0))
     if colors is not None and len(colors) != len(names):
         raise ValueError(f"colors needs one colour per bar: {len(names)} bars but {len(colors)} colours.")
+    if ax is None:
+        fig, ax = plt.subplots(figsize=(1.5 + 0.7 * len(names), 3.0))
     bars = ax.bar(names, data, color=list(colors) if colors is not None else OKABE_ITO[0])
     if annotate:
         ax.bar_label(bars, labels=[format(v, fmt) for v in data], padding=2, fontsize=9)
@@ -211,6 +215,7 @@ def plot_bars(values, labels: Sequence[str] | None = None, *, title: str = "", y
     return finish(ax.figure)
 
 
+@with_alt
 def plot_lines(x, ys: Mapping[str, Sequence[float]], *, title: str = "", xlabel: str = "", ylabel: str = "",
                logx: bool = False, logy: bool = False, ax=None, marker: str | None = None):
     """Draw one or more named curves over the same ``x`` (e.g. variance vs d_k, time vs sequence length).

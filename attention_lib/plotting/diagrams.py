@@ -12,6 +12,7 @@ from collections.abc import Sequence
 
 import torch
 
+from .alt import number, set_alt, with_alt
 from .basic import _as_numpy
 from .style import GREY, OKABE_ITO, finish
 
@@ -50,6 +51,7 @@ def _canvas(width: float, height: float, scale: float = 0.55):
     return fig, ax
 
 
+@with_alt
 def plot_matmul_diagram(left: str = "Q", right: str = "Kᵀ", result: str = "scores", *,
                         dims: Sequence[str] = ("L", "E", "S"), sizes: Sequence[int] = (4, 3, 5),
                         row: int = 1, col: int = 2, title: str = ""):
@@ -105,9 +107,15 @@ def plot_matmul_diagram(left: str = "Q", right: str = "Kᵀ", result: str = "sco
             f"of {result}", ha="center", va="center", fontsize=9)
     if title:
         ax.set_title(title)
+    named = f" '{title}'" if title else ""
+    set_alt(ax, f"Diagram{named} of a matrix product: {left} ({d0} = {a}, {d1} = {b}) @ "
+                f"{right} ({d1} = {b}, {d2} = {c}) = {result} ({d0} = {a}, {d2} = {c}); the inner size {d1} "
+                f"disappears. Row {row} of {left} and column {col} of {right} make one dot product, cell "
+                f"({row}, {col}) of {result}.")
     return finish(fig)
 
 
+@with_alt
 def plot_softmax_diagram(scores, row_labels: Sequence[str] | None = None, col_labels: Sequence[str] | None = None,
                          *, title: str = "the softmax runs along each row (dim=-1)"):
     """Draw a score matrix ``(L, S)``, an arrow along each row, and the weights: each row now sums to 1.
@@ -161,9 +169,18 @@ def plot_softmax_diagram(scores, row_labels: Sequence[str] | None = None, col_la
     ax.text((x_scores + S + x_weights - 0.5) / 2, top - 0.1, "softmax\nrow by row\n(dim=-1)", ha="center",
             va="bottom", fontsize=9)
     ax.set_title(title)
+    i, j = divmod(int(weights.argmax()), S)
+    set_alt(ax, f"Diagram '{title}': a {L} x {S} score matrix, rows {_words(rows)}, becomes the weights by a "
+                f"softmax along each row; every row of weights sums to 1, and the largest weight, "
+                f"{number(weights[i, j])}, is at row '{rows[i]}', column '{cols[j]}'.")
     return finish(fig)
 
 
+def _words(labels: list[str]) -> str:
+    return ", ".join(labels) if len(labels) <= 6 else f"{labels[0]} to {labels[-1]}"
+
+
+@with_alt
 def plot_heads_diagram(L: int = 4, E: int = 6, num_heads: int = 2, *,
                        title: str = "split_heads and merge_heads move features, never words"):
     """Draw ``(L, E) -> H x (L, Dh) -> (L, E)``: each head takes its own ``Dh`` columns of every word.
@@ -222,4 +239,7 @@ def plot_heads_diagram(L: int = 4, E: int = 6, num_heads: int = 2, *,
     ax.text(width / 2, top + L + 1.0, f"H = {num_heads} heads of Dh = E // H = {Dh} features; the same word stays "
             f"in the same row everywhere", ha="center", va="center", fontsize=9)
     ax.set_title(title)
+    parts = "; ".join(f"head {h} gets features {h * Dh} to {(h + 1) * Dh - 1}" for h in range(num_heads))
+    set_alt(ax, f"Diagram '{title}': x (L = {L} words, E = {E} features) is split into {num_heads} heads of "
+                f"Dh = {Dh} features each and merged back; {parts} of every word, and each word stays in its row.")
     return finish(fig)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from .alt import set_alt, with_alt
 from .basic import BLOCKED_STYLE, _as_numpy, _check_labels
 from .style import OKABE_ITO, finish
 
@@ -16,6 +17,7 @@ from .style import OKABE_ITO, finish
 ALLOWED_STYLE = {"facecolor": OKABE_ITO[2], "edgecolor": "white", "linewidth": 1.0}
 
 
+@with_alt
 def plot_mask(mask, row_labels: Sequence[str] | None = None, col_labels: Sequence[str] | None = None, *,
               title: str = "", xlabel: str = "key (attended to)", ylabel: str = "query (attending)", ax=None):
     """Draw a bool ``(L, S)`` mask (``True`` = may attend) as two labelled colours, with a legend.
@@ -74,4 +76,17 @@ def plot_mask(mask, row_labels: Sequence[str] | None = None, col_labels: Sequenc
     ax.set_title(title)
     ax.legend(handles=[Patch(label="may attend", **ALLOWED_STYLE), Patch(label="blocked", **BLOCKED_STYLE)],
               loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False)
+    set_alt(ax, _mask_alt(allowed, rows, cols, title, ylabel, xlabel))
     return finish(ax.figure)
+
+
+def _mask_alt(allowed, rows: list[str], cols: list[str], title: str, ylabel: str, xlabel: str) -> str:
+    """``Mask 'causal mask', rows query, columns key: 10 of 16 cells may attend, 6 are blocked; 'the' may ...``."""
+    named = f" '{title}'" if title else ""
+    text = (f"Mask{named}, {len(rows)} x {len(cols)}, rows are {ylabel}, columns are {xlabel}: "
+            f"{int(allowed.sum())} of {allowed.size} cells may attend, {int((~allowed).sum())} are blocked")
+    if len(rows) <= 8:
+        seen = [f"'{row}' may attend to {', '.join(c for c, ok in zip(cols, line, strict=True) if ok) or 'nothing'}"
+                for row, line in zip(rows, allowed, strict=True)]
+        text += "; " + "; ".join(seen)
+    return f"{text}."

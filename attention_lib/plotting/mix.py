@@ -10,9 +10,11 @@ from collections.abc import Sequence
 
 import torch
 
+from .alt import number, set_alt, with_alt
 from .style import GREY, HATCHES, OKABE_ITO, finish
 
 
+@with_alt
 def plot_mix(weights: torch.Tensor, value: torch.Tensor, tokens: Sequence[str], features: Sequence[str], *,
              title: str = "", ax=None):
     """Draw one query's output as stacked bars: for each feature, one slice ``weights[j] * value[j, f]`` per word.
@@ -73,4 +75,10 @@ def plot_mix(weights: torch.Tensor, value: torch.Tensor, tokens: Sequence[str], 
     ax.set_ylabel("contribution to the output")
     ax.set_title(title)
     ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    biggest = int(slices.abs().max(dim=1).values.argmax())  # the word that contributes most
+    named = f" '{title}'" if title else ""
+    output = ", ".join(f"{f} {number(v)}" for f, v in zip(features, total, strict=True))
+    set_alt(ax, f"Stacked bars{named}: one query's output, feature by feature, as the sum of each word's weight "
+                f"times its value; output = {output}; "
+                f"the largest share comes from '{tokens[biggest]}' (weight {number(weights[biggest])}).")
     return finish(ax.figure)

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import torch
 
 from ..memory_efficient.forward import online_softmax_update
+from .alt import with_alt
 from .style import GREY, HATCHES, OKABE_ITO, PROGRESS_COLORS, category_style, finish
 
 
@@ -93,6 +94,7 @@ def online_softmax_steps(scores: torch.Tensor, value: torch.Tensor, block_size: 
     return steps
 
 
+@with_alt
 def plot_online_softmax_steps(steps: list[OnlineSoftmaxStep], *, title: str = ""):
     """Draw how the running max, the correction, the running sum and the output estimate evolve, block by block.
 
@@ -140,6 +142,7 @@ def plot_online_softmax_steps(steps: list[OnlineSoftmaxStep], *, title: str = ""
     return finish(fig)
 
 
+@with_alt
 def plot_online_softmax_block(scores: torch.Tensor, value: torch.Tensor, block: int, block_size: int):
     """Draw the online softmax of one query after ``block`` blocks of ``block_size`` keys, with its numbers.
 

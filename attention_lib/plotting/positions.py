@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from .alt import with_alt
 from .basic import _as_numpy
 
 #: Okabe-Ito colours (safe for colour-blind readers), paired below with distinct line styles and markers.
@@ -15,6 +16,7 @@ _STYLES = ("-", "--", "-.", ":")
 _MARKERS = ("o", "s", "^", "D", "v", "P", "X")
 
 
+@with_alt
 def plot_position_encoding(encoding, columns: Sequence[int] | None = None, *, title: str = "",
                            cmap: str = "cividis"):
     """Draw a position encoding ``(L, E)``: left, the table (position down, feature across); right, waves.

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import torch
 
+from .alt import with_alt
 from .style import GREY, HATCHES, PROGRESS_COLORS, finish
 
 #: What happens to a tile of scores under a causal mask, in the order of the colours.
@@ -34,6 +35,7 @@ def causal_tile_kinds(n: int, block_size: int) -> torch.Tensor:
     return torch.tensor(rows)
 
 
+@with_alt
 def plot_causal_tiles(n: int, block_size: int, *, title: str = ""):
     """Draw the tiles of a causal attention of length ``n``: computed, masked on the diagonal, or skipped.
 

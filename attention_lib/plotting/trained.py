@@ -9,6 +9,7 @@ from collections.abc import Mapping, Sequence
 
 import torch
 
+from .alt import with_alt
 from .basic import _as_numpy, plot_heatmap
 from .style import finish
 
@@ -28,6 +29,7 @@ def _as_layers(attention) -> list[torch.Tensor]:
     return layers
 
 
+@with_alt
 def plot_attention_grid(attention, tokens: Sequence[str], *, query_labels: Sequence[str] | None = None,
                         title: str = "", annotate: bool | None = None):
     """Draw every head of every layer of one input: a grid, one row per layer, one column per head.
@@ -69,6 +71,7 @@ def plot_attention_grid(attention, tokens: Sequence[str], *, query_labels: Seque
     return fig
 
 
+@with_alt
 def plot_attention_over_training(snapshots: Mapping[int, Sequence[torch.Tensor]], tokens: Sequence[str], *,
                                  layer: int = 0, head: int = 0, example: int = 0, title: str = ""):
     """Draw one head's map on one input after several numbers of training steps, left to right.
@@ -119,6 +122,7 @@ def plot_attention_over_training(snapshots: Mapping[int, Sequence[torch.Tensor]]
     return fig
 
 
+@with_alt
 def plot_loss_curves(curves: Mapping[str, Sequence[float]], *, title: str = "training loss",
                      xlabel: str = "training step", ylabel: str = "cross-entropy loss", logy: bool = True):
     """Draw one or more loss curves over the training steps, each in its own colour and line style.

@@ -33,6 +33,13 @@ JS_PAGE = """() => {
     const src = img.getAttribute('src') || '';
     if (!same(src)) add('image from the web', src);
     else if (img.complete && !img.naturalWidth) add('missing image', src);
+    // A figure's text alternative: present, and a sentence, never a file name (Sphinx's fallback).
+    const alt = (img.getAttribute('alt') || '').trim();
+    const file = src.split('/').pop();
+    if (img.closest('.cell_output, article') && (!alt || alt === src || alt.endsWith(file) ||
+        /\\.(png|jpe?g|gif|svg|webp)$/i.test(alt) || /^[0-9a-f]{32,}$/i.test(alt))) {
+      add('figure without a text alternative', src + (alt ? ' (alt="' + alt + '")' : ' (no alt)'));
+    }
   }
   for (const el of document.querySelectorAll('mjx-merror, .MathJax_Error')) {
     add('LaTeX error', (el.getAttribute('data-mjx-error') || 'error') + ' in ' + el.textContent);
@@ -72,6 +79,7 @@ JS_PAGE = """() => {
     math: document.querySelectorAll('mjx-container').length,
     code: document.querySelectorAll('div.highlight pre span').length,
     figures: [...document.querySelectorAll('.cell_output img')].filter(i => i.complete && i.naturalWidth).length,
+    alts: [...document.querySelectorAll('.cell_output img')].map(i => i.getAttribute('alt') || ''),
     title: document.title,
   };
 }"""
@@ -113,12 +121,17 @@ class PageReport:
     math: int = 0  #: formulas typeset by MathJax
     code: int = 0  #: highlighted code tokens
     figures: int = 0  #: pictures in cell outputs that loaded
+    alts: list[str] = field(default_factory=list)  #: the text alternatives of those pictures
+    audited: bool = False  #: whether axe-core ran on the page
+    minor: list[str] = field(default_factory=list)  #: axe-core's violations of impact "minor" (listed, allowed)
     screenshot: Path | None = None
 
     def summary(self) -> str:
         lines = [f"{self.path}: {len(self.problems)} problem(s), {self.figures} figure(s), {self.math} formula(s), "
-                 f"{self.explorers} explorer(s), {len(self.links)} internal link(s), theme {self.theme or '?'}"]
+                 f"{self.explorers} explorer(s), {len(self.links)} internal link(s), theme {self.theme or '?'}"
+                 + (f", accessibility audit: {len(self.minor)} minor finding(s)" if self.audited else "")]
         lines += [f"  - {p}" for p in self.problems]
+        lines += [f"  minor (allowed): {m}" for m in self.minor]
         return "\n".join(lines)
 
 
@@ -175,13 +188,15 @@ def expected_colab_link(page: str, colab: dict[str, str]) -> str | None:
 
 
 def check_page(browser, server: SiteServer, page: str, colab: dict[str, str], *, dark: bool = False,
-               screenshot: Path | None = None, scroll_to: str | None = None) -> PageReport:
+               screenshot: Path | None = None, scroll_to: str | None = None, audit: bool = True) -> PageReport:
     """Open ``page`` (a path under the site's root) in a fresh tab and report what is wrong on it.
 
     Problems: a console error or an uncaught exception (anything fetched from the web fails here, so it shows
     as one), a request that failed or answered 4xx/5xx, a missing image or one from the web, a LaTeX error or
     math left unrendered, a widget or an error shown, and on a notebook page a Colab link missing or pointing
-    at another notebook. Internal links are returned for :func:`broken_links`. With ``dark``, the page is
+    at another notebook, a figure whose ``alt`` is missing or a file name, and (with ``audit``) every violation
+    of impact critical, serious or moderate that axe-core finds (:func:`accessibility_audit`; the minor ones
+    are listed in ``report.minor``). Internal links are returned for :func:`broken_links`. With ``dark``, the page is
     opened with the reader's system set to dark mode (the theme's default "auto" follows it). With
     ``screenshot``, the viewport is saved there, scrolled to the first element matching ``scroll_to``.
     """
@@ -197,8 +212,12 @@ def check_page(browser, server: SiteServer, page: str, colab: dict[str, str], *,
         tab.evaluate(JS_MATH_DONE)
         seen = tab.evaluate(JS_PAGE)
         report.problems += seen["problems"]
-        for name in ("links", "colab", "prev", "next", "theme", "explorers", "math", "code", "figures"):
+        for name in ("links", "colab", "prev", "next", "theme", "explorers", "math", "code", "figures", "alts"):
             setattr(report, name, seen[name])
+        if audit:
+            serious, report.minor = accessibility_audit(tab)
+            report.problems += serious
+            report.audited = True
         expected = expected_colab_link(page, colab)
         if expected is not None and expected not in report.colab:
             report.problems.append(f"no Colab link to this notebook ({expected}); found {report.colab or 'none'}")
@@ -217,6 +236,41 @@ def check_page(browser, server: SiteServer, page: str, colab: dict[str, str], *,
     finally:
         tab.close()
     return report
+
+
+#: axe-core's impacts that fail the audit; "minor" findings are listed in the test's output only.
+FAILING_IMPACTS = ("critical", "serious", "moderate")
+
+
+def accessibility_audit(tab) -> tuple[list[str], list[str]]:
+    """Run axe-core (``axe-playwright-python``) on the open page: ``(failing, minor)`` findings, one line each.
+
+    axe-core checks the page against WCAG 2.0/2.1 A and AA and its best practices (text alternatives,
+    contrast, landmarks, headings, names of links and buttons, table headers, ...). A finding of impact
+    critical, serious or moderate fails; a minor one is only listed.
+    """
+    from axe_playwright_python.sync_playwright import Axe
+
+    # preload=False: axe-core would fetch the stylesheets' @import (the theme's "../basic.css") relative to the
+    # page instead of the stylesheet, a 404 that the page never makes; only the rule css-orientation-lock uses them.
+    results = Axe().run(tab, options={"resultTypes": ["violations"], "preload": False}).response
+    failing, minor = [], []
+    for violation in results["violations"]:
+        targets = ", ".join(" ".join(map(str, node["target"])) for node in violation["nodes"][:3])
+        more = f" and {len(violation['nodes']) - 3} more" if len(violation["nodes"]) > 3 else ""
+        line = (f"accessibility ({violation['impact']}) {violation['id']}: {violation['help']} "
+                f"[{len(violation['nodes'])} element(s): {targets}{more}]")
+        (failing if violation["impact"] in FAILING_IMPACTS else minor).append(line)
+    return failing, minor
+
+
+def axe_version() -> str:
+    """The version of axe-core that :func:`accessibility_audit` runs (read from the bundled script)."""
+    from axe_playwright_python.base import AXE_SCRIPT
+
+    found = re.search(r"axe v(\d+\.\d+\.\d+)", AXE_SCRIPT[:2000]) or re.search(r'version:"(\d+\.\d+\.\d+)"',
+                                                                                 AXE_SCRIPT)
+    return found.group(1) if found else "?"
 
 
 _ID = re.compile(r'\bid="([^"]+)"')

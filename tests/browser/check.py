@@ -3,8 +3,8 @@
 :func:`check_notebook` clears the outputs (*Edit → Clear Outputs of All Cells*), runs *Run → Run All Cells*,
 waits for the kernel to finish, collects the problems (tracebacks, error outputs, cells that did not run,
 "Error displaying widget", widgets stuck loading, LaTeX errors, pictures that do not load, tracebacks in the
-log console, dialogs), moves one control of every explorer and checks that its figure changed, and saves
-screenshots.
+log console, dialogs), operates every control of every explorer with the keyboard only (Tab to it, then the
+arrow keys or the space bar) and checks that its figure changed each time, and saves screenshots.
 """
 
 from __future__ import annotations
@@ -20,7 +20,11 @@ from .lab import SCREENSHOTS, LabBrowser, LabServer
 from .scripts import (
     JS_EXPLORER_BOX,
     JS_FIGURE_SIGNATURE,
+    JS_FOCUS,
+    JS_FOCUS_EXPLORER,
+    JS_LINKS_AND_ANCHORS,
     JS_MARK_EXPLORERS,
+    JS_MARKDOWN_RENDERED,
     JS_PANEL,
     JS_PROBLEMS,
     JS_RUN_STATE,
@@ -39,7 +43,10 @@ class NotebookReport:
     name: str
     problems: list[str] = field(default_factory=list)
     explorers: int = 0  #: explorers found (cells with a control and a widget ``Output``)
-    explorers_checked: int = 0  #: explorers whose figure changed after a control moved
+    explorers_checked: int = 0  #: explorers whose figure changed after each of their controls moved
+    keyboard: list[str] = field(default_factory=list)  #: what the keyboard did, one line per control
+    anchors: set[str] = field(default_factory=set)  #: the ids in the rendered notebook (heading ids, <a id>)
+    links: list[dict] = field(default_factory=list)  #: its markdown links: {cell, path, fragment, text}
     cells: int = 0
     seconds: float = 0.0
     screenshots: list[Path] = field(default_factory=list)
@@ -50,6 +57,7 @@ class NotebookReport:
         lines = [f"{self.name}: {len(self.problems)} problem(s), {self.cells} cells, "
                  f"{self.explorers_checked}/{self.explorers} explorer(s) checked, {self.seconds:.1f} s {self.timings}"]
         lines += [f"  - {p}" for p in self.problems]
+        lines += [f"  keyboard: {k}" for k in self.keyboard]
         if self.page_errors:
             lines.append("  JavaScript errors in the page:")
             lines += [f"    {e}" for e in self.page_errors[:10]]
@@ -62,32 +70,52 @@ def _figure_signature(explorer) -> str:
     return explorer.evaluate(JS_FIGURE_SIGNATURE)
 
 
-def _move_control(page, explorer) -> str | None:
-    """Change one control of the explorer the way a learner would; returns what was done, or None."""
-    for handle in explorer.locator(".widget-slider .noUi-handle, .widget-hslider .noUi-handle").all():
-        before = handle.get_attribute("aria-valuenow")
-        handle.focus()
-        for key in ("ArrowRight", "ArrowLeft", "ArrowLeft"):
-            page.keyboard.press(key)
-            if handle.get_attribute("aria-valuenow") != before:
-                return f"slider {before} -> {handle.get_attribute('aria-valuenow')} ({key})"
-    for select in explorer.locator(".widget-dropdown select").all():
-        values = select.evaluate("(s) => [...s.options].map(o => o.value)")
-        current = select.input_value()
-        others = [v for v in values if v != current]
-        if others:
-            select.select_option(others[0])
-            return f"dropdown {current!r} -> {others[0]!r}"
-    for box in explorer.locator(".widget-checkbox input[type=checkbox]").all():
-        box.click()
-        return "checkbox toggled"
-    for button in explorer.locator(".widget-toggle-buttons button:not(.mod-active)").all():
-        button.click()
-        return f"toggle button {button.inner_text()!r}"
-    for radio in explorer.locator(".widget-radio-box input[type=radio]:not(:checked)").all():
-        radio.check()
-        return "radio button"
-    return None
+#: The keys that change a focused control of each kind, tried in order until its value changes. A drop-down
+#: is opened with the space bar and its list is walked with the arrows: arrow keys pressed on the closed
+#: drop-down would reach JupyterLab's notebook shortcuts (ArrowDown selects the next cell) instead.
+KEYS = {"slider": (("ArrowRight",), ("ArrowLeft",)),
+        "dropdown": (("Space", "ArrowDown", "Enter"), ("Space", "ArrowUp", "Enter")),
+        "checkbox": (("Space",),), "radio": (("ArrowDown",), ("ArrowUp",)), "button": (("Space",),)}
+
+
+def _keyboard_controls(page, explorer, figure_timeout: float):
+    """Operate each control of the explorer with the keyboard only, as a learner without a mouse would.
+
+    The focus starts on the explorer's box (where it lands when the learner tabs into the explorer); Tab moves
+    it from control to control, and each control is changed with its keys (:data:`KEYS`): the arrow keys for a
+    slider or a drop-down, the space bar for a checkbox. After each change the figure must change.
+
+    Yields ``(action, changed)`` per control operated: ``action`` says what was done, e.g.
+    ``"slider 'd_k' 64 -> 68 (Tab x1, ArrowRight)"``, and ``changed`` whether the figure changed; or
+    ``(problem, None)`` when a control cannot be changed from the keyboard.
+    """
+    if not explorer.evaluate(JS_FOCUS_EXPLORER):
+        yield "cannot be reached: the keyboard focus cannot reach it", None
+        return
+    tabs = 0
+    for _ in range(24):  # enough for several controls and the focusable readouts beside the sliders
+        page.keyboard.press("Tab")
+        tabs += 1
+        focus = explorer.evaluate(JS_FOCUS)
+        if not focus["inside"]:
+            return
+        if focus["kind"] not in KEYS or focus["fixed"] or (focus["kind"] == "button" and focus["value"] == "true"):
+            continue
+        before_figure = _figure_signature(explorer)
+        for keys in KEYS[focus["kind"]]:
+            for key in keys:
+                page.keyboard.press(key)
+                page.wait_for_timeout(100)
+            after = explorer.evaluate(JS_FOCUS)
+            if after["inside"] and after["kind"] == focus["kind"] and after["value"] != focus["value"]:
+                action = (f"{focus['kind']} {focus['label']!r} {focus['value']} -> {after['value']} "
+                          f"(Tab x{tabs}, {' '.join(keys)})")
+                yield action, _wait_for_new_figure(page, explorer, before_figure, figure_timeout)
+                break
+        else:
+            keys = " or ".join(" ".join(k) for k in KEYS[focus["kind"]])
+            yield f"{focus['kind']} {focus['label']!r} did not change from the keyboard ({keys})", None
+        tabs = 0
 
 
 def _menu(page, menu: str, command: str) -> None:
@@ -183,10 +211,14 @@ def check_notebook(browser: LabBrowser, server: LabServer, relative: str, *, scr
             text = f": {problem['text']}" if problem["text"] else ""
             report.problems.append(f"cell {problem['cell']} ({problem['source']!r}) {problem['kind']}{text}")
 
-        phase = "moving the explorers' controls"
+        seen = page.evaluate(JS_LINKS_AND_ANCHORS)
+        report.anchors, report.links = set(seen["ids"]), seen["links"]
+
+        phase = "operating the explorers' controls from the keyboard"
         report.explorers = page.evaluate(JS_MARK_EXPLORERS)
         for index in range(report.explorers):
-            problem = _check_explorer(page, page.locator(f"[data-course-explorer='{index}']"), figure_timeout)
+            problem = _check_explorer(page, page.locator(f"[data-course-explorer='{index}']"), figure_timeout,
+                                      report.keyboard)
             if problem:
                 report.problems.append(problem)
             else:
@@ -211,24 +243,31 @@ def check_notebook(browser: LabBrowser, server: LabServer, relative: str, *, scr
     return report
 
 
-def _check_explorer(page, explorer, figure_timeout: float) -> str | None:
-    """Move one control of an explorer and wait for its figure to change; None when it did, else the problem."""
+def _check_explorer(page, explorer, figure_timeout: float, keyboard: list[str]) -> str | None:
+    """Operate each control of an explorer from the keyboard and wait for its figure to change each time.
+
+    Returns None when every control worked, else the problem; what the keyboard did is appended to
+    ``keyboard``.
+    """
     cell = explorer.get_attribute("data-course-cell")
     explorer.scroll_into_view_if_needed()
     _wait_until(lambda: _figure_signature(explorer), 10)
-    before = _figure_signature(explorer)
-    if not before:
+    if not _figure_signature(explorer):
         return f"cell {cell}: explorer shows no figure"
-    action = _move_control(page, explorer)
-    if action is None:
-        return f"cell {cell}: explorer has no control the test can move"
-    changed = _wait_for_new_figure(page, explorer, before, figure_timeout)
-    tracebacks = explorer.locator(".widget-output [data-mime-type='application/vnd.jupyter.stderr']",
-                                  has_text="Traceback")
-    if tracebacks.count():
-        return f"cell {cell}: explorer shows a traceback after {action}: {tracebacks.first.inner_text()[:600]}"
-    if not changed:
-        return f"cell {cell}: explorer figure did not change after {action}"
+    operated = 0
+    for action, changed in _keyboard_controls(page, explorer, figure_timeout):
+        keyboard.append(f"cell {cell}: {action}")
+        if changed is None:
+            return f"cell {cell}: explorer {action}"
+        tracebacks = explorer.locator(".widget-output [data-mime-type='application/vnd.jupyter.stderr']",
+                                      has_text="Traceback")
+        if tracebacks.count():
+            return f"cell {cell}: explorer shows a traceback after {action}: {tracebacks.first.inner_text()[:600]}"
+        if not changed:
+            return f"cell {cell}: explorer figure did not change after {action}"
+        operated += 1
+    if not operated:
+        return f"cell {cell}: explorer has no control that changes from the keyboard (Tab, then arrows or space)"
     return None
 
 
@@ -328,3 +367,54 @@ def _dark_screenshot(page, folder: Path, report: NotebookReport) -> list[Path]:
         with contextlib.suppress(Exception):
             page.evaluate(JS_SET_THEME, "JupyterLab Light")
     return [path]
+
+
+def read_links(browser: LabBrowser, server: LabServer, relative: str) -> NotebookReport:
+    """Open ``relative`` in JupyterLab without running it: its markdown links and anchor ids (``report.anchors``)."""
+    report = NotebookReport(name=Path(relative).stem)
+    page = browser.context.new_page()
+    try:
+        page.goto(server.lab_url(relative, workspace=f"links-{secrets.token_hex(4)}"), wait_until="load")
+        page.wait_for_function(JS_PANEL, timeout=60_000)
+        page.wait_for_function(f"() => {{ const s = ({JS_PANEL})(); return s && s.ready; }}", timeout=60_000)
+        page.wait_for_function(JS_MARKDOWN_RENDERED, timeout=60_000)
+        seen = page.evaluate(JS_LINKS_AND_ANCHORS)
+        report.anchors, report.links = set(seen["ids"]), seen["links"]
+    finally:
+        with contextlib.suppress(Exception):
+            page.close(run_before_unload=False)
+        with contextlib.suppress(OSError):
+            server.shutdown_kernels()
+    return report
+
+
+def link_problems(reports: dict[str, NotebookReport], read=None) -> list[str]:
+    """The notebook links that lead nowhere in JupyterLab: a missing notebook, or a ``#fragment`` that no
+    element of the target notebook carries as its id (JupyterLab scrolls to the element with that id; its
+    heading ids keep the heading's capitals and punctuation, spaces become ``-``).
+
+    Cells are counted from 1, as a learner counts them in JupyterLab.
+
+    Args:
+        reports: ``{notebook path relative to the server's root: its report}``, with ``anchors`` and ``links``.
+        read: ``read(relative) -> NotebookReport | None`` for a target not in ``reports`` (None: missing).
+    """
+    problems = []
+    for source, report in sorted(reports.items()):
+        for link in report.links:
+            path, fragment = link["path"], link["fragment"]
+            if path and not path.endswith(".ipynb"):
+                continue  # a picture or another file: the broken-image check covers pictures
+            target = path or source  # JupyterLab gives the path from the server's root
+            if target not in reports and read is not None:
+                found = read(target)
+                if found is not None:
+                    reports[target] = found
+            where = f"{Path(source).name} cell {link['cell']} ({link['text']!r})"
+            if target not in reports:
+                problems.append(f"{where} links to {path}: no such notebook")
+            elif fragment and fragment not in reports[target].anchors:
+                near = sorted(a for a in reports[target].anchors if a.lower() == fragment.lower())
+                hint = f"; JupyterLab's id is {near[0]!r}" if near else ""
+                problems.append(f"{where} links to {path or ''}#{fragment}: no such section in JupyterLab{hint}")
+    return problems

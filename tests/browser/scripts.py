@@ -109,3 +109,80 @@ JS_EXPLORER_BOX = """(cell) => {
   return box && {x: Math.max(box.l - 8, 0), y: Math.max(box.t - 8, 0), width: box.r - box.l + 16,
                  height: box.b - box.t + 16};
 }"""
+
+
+# Where the keyboard focus is, seen from an explorer's cell: {inside, kind, value, label, fixed} (kind: slider,
+# dropdown, checkbox, button, radio, or other for a focusable element that is not a control, e.g. a readout).
+JS_FOCUS = """(cell) => {
+  const el = document.activeElement;
+  if (!el || !cell.contains(el)) return {inside: false, kind: '', value: '', label: el ? el.tagName : ''};
+  const box = el.closest('.widget-inline-hbox, .widget-box, .jupyter-widgets') || el;
+  let label = ((box.querySelector('.widget-label') || {}).textContent || '').replace(/\u200b/g, '');
+  if (!label.trim()) label = box.textContent.replace(/\u200b/g, '');  // a checkbox's description follows it
+  let kind = 'other', value = '';
+  if (el.getAttribute('role') === 'slider') { kind = 'slider'; value = el.getAttribute('aria-valuenow'); }
+  else if (el.tagName === 'SELECT') { kind = 'dropdown'; value = el.value; }
+  else if (el.type === 'checkbox') { kind = 'checkbox'; value = String(el.checked); }
+  else if (el.type === 'radio') { kind = 'radio'; value = String(el.checked); }
+  else if (el.tagName === 'BUTTON') { kind = 'button'; value = String(el.classList.contains('mod-active')); }
+  // A control with one possible value (a drop-down of one option) has nothing to change.
+  const fixed = (kind === 'dropdown' && el.options.length < 2) ||
+                (kind === 'slider' && el.getAttribute('aria-valuemin') === el.getAttribute('aria-valuemax'));
+  return {inside: true, kind, value: String(value), label: label.trim(), fixed};
+}"""
+
+# Where a learner's keyboard focus arrives at an explorer: its outermost widget box (focusable for the test only).
+JS_FOCUS_EXPLORER = """(cell) => {
+  const root = cell.querySelector('.jp-OutputArea-output .jupyter-widgets');
+  if (!root) return false;
+  root.setAttribute('tabindex', '-1');
+  root.focus();
+  return document.activeElement === root;
+}"""
+
+
+# The links of the rendered markdown cells, once each is rendered ({cell, path, fragment, text}: JupyterLab
+# rewrites a link to another file as that file's /files/ address, the path relative to the server's root), and
+# the anchors of the notebook: what JupyterLab looks a #fragment up by (data-jupyter-id of a heading, an id).
+JS_LINKS_AND_ANCHORS = """async () => {
+  const panel = window.jupyterapp.shell.currentWidget;
+  // JupyterLab renders a markdown cell's HTML when it first comes into view: bring each one into view first.
+  for (const cell of panel.content.widgets.filter(c => c.model.type === 'markdown')) {
+    cell.node.scrollIntoView();
+    for (let i = 0; i < 40 && !cell.node.querySelector('.jp-RenderedMarkdown *:not(:empty)'); i++) {
+      await new Promise(r => setTimeout(r, 25));
+    }
+  }
+  const root = panel.content.node;
+  const ids = [...root.querySelectorAll('[data-jupyter-id]')].map(e => e.getAttribute('data-jupyter-id'));
+  ids.push(...[...root.querySelectorAll('[id]')].map(e => e.id));
+  ids.push(...[...root.querySelectorAll('a[name]')].map(a => a.getAttribute('name')));
+  const links = [];
+  panel.content.widgets.forEach((cell, i) => {
+    if (cell.model.type !== 'markdown') return;
+    for (const a of cell.node.querySelectorAll('.jp-RenderedMarkdown a[href]')) {
+      if (a.classList.contains('jp-InternalAnchorLink')) continue;  // a heading's own pilcrow
+      const raw = a.getAttribute('href');
+      const url = new URL(raw, location.href);
+      let path = '';
+      if (raw.startsWith('#')) path = '';
+      else if (url.origin === location.origin && url.pathname.includes('/files/')) {
+        path = decodeURIComponent(url.pathname.split('/files/').slice(1).join('/files/'));
+      } else continue;  // a web address
+      links.push({cell: i + 1, path, fragment: decodeURIComponent(url.hash.replace(/^#/, '')),
+                  text: a.textContent.trim().slice(0, 80)});
+    }
+  });
+  return {ids, links};
+}"""
+
+
+# True once the open notebook is loaded and every markdown cell shows its rendered markdown (with heading ids);
+# a notebook without markdown cells never is.
+JS_MARKDOWN_RENDERED = """() => {
+  const panel = window.jupyterapp.shell.currentWidget;
+  if (!panel || !panel.content || !panel.context || !panel.context.isReady) return false;
+  const cells = panel.content.widgets.filter(c => c.model.type === 'markdown');
+  return cells.length > 0 && cells.every(c => c.node.querySelector('.jp-RenderedMarkdown') &&
+                          c.node.querySelector('.jp-RenderedMarkdown').childElementCount > 0);
+}"""
