@@ -10,6 +10,7 @@ import pytest  # noqa: E402
 import torch  # noqa: E402
 from matplotlib.colors import to_hex  # noqa: E402
 
+from attention_lib.induction import phase_change  # noqa: E402
 from attention_lib.plotting import (  # noqa: E402
     OKABE_ITO,
     plot_bars,
@@ -236,6 +237,18 @@ HELPERS = {
         ["Heatmap"]),
     "plot_loss_curves": (lambda **k: plotting.plot_loss_curves({"with positions": [2.3, 0.1, 0.01]}, **k),
                          ["Line plot 'training loss'", "with positions goes from 2.3"]),
+    "plot_block_diagram": (lambda **k: plotting.plot_block_diagram(num_layers=2, **k),
+                           ["Block diagram", "2 blocks", "multi-head attention"]),
+    "plot_shipped_overview": (lambda **k: plotting.plot_shipped_overview(**k),
+                              ["mirror position", "on 'cat'", "answers 'purrs'"]),
+    "plot_programs": (lambda **k: plotting.plot_programs(100, 100, 32, 32, is_causal=True, **k),
+                      ["tiles of 32 x 32", "4 programs", "10 of 16 tiles are computed", "in the future"]),
+    "plot_phase_change": (lambda **k: plotting.plot_phase_change(
+        {"repeated part": [3.0] * 50 + [0.5] * 50}, phase_change([3.0] * 50 + [0.5] * 50), **k),
+        ["Line plot 'the phase change'", "falls from 3 to 0.5", "halfway down at step"]),
+    "plot_head_maps": (lambda **k: plotting.plot_head_maps([torch.eye(3)], "abc", titles=["itself"],
+                                                           targets=[[(0, 0), (1, 1)]], **k),
+                       ["Heatmap 'itself'", "2 outlined cells", "hold 1 of"]),
 }
 
 

@@ -11,6 +11,7 @@ every matplotlib figure, the lessons' own too, its text in the output's metadata
 
 from .alt import alt_text, install_display_hook, set_alt
 from .basic import plot_bars, plot_heatmap, plot_heatmaps, plot_lines
+from .blocks import plot_block_diagram
 from .induction import plot_head_maps, plot_phase_change
 from .masks import plot_mask
 from .mix import plot_mix
@@ -19,7 +20,7 @@ from .positions import plot_position_encoding
 from .programs import plot_programs, program_tiles
 from .style import OKABE_ITO, category_style, plain_log_ticks
 from .tiles import plot_causal_tiles
-from .trained import plot_attention_grid, plot_attention_over_training, plot_loss_curves
+from .trained import plot_attention_grid, plot_attention_over_training, plot_loss_curves, plot_shipped_overview
 
 install_display_hook()
 
@@ -32,6 +33,7 @@ __all__ = [
     "plot_attention_grid",
     "plot_attention_over_training",
     "plot_bars",
+    "plot_block_diagram",
     "plot_causal_tiles",
     "plot_head_maps",
     "plot_heatmap",
@@ -45,6 +47,7 @@ __all__ = [
     "plot_phase_change",
     "plot_position_encoding",
     "plot_programs",
+    "plot_shipped_overview",
     "program_tiles",
     "set_alt",
 ]

@@ -5,6 +5,7 @@ Built in ``notebooks/12_learning_to_attend.ipynb``. matplotlib is imported insid
 
 from __future__ import annotations
 
+from .alt import set_alt, with_alt
 from .style import OKABE_ITO, finish
 
 # (label, detail, colour index) of every box, bottom to top; "+" marks the adders of the residual connections
@@ -19,6 +20,7 @@ _BLOCK = [("layer norm", "nn.LayerNorm: steady scale", 6),
 _HEAD = [("layer norm", "nn.LayerNorm", 6), ("read-out", "nn.Linear: a score for every answer", 0)]
 
 
+@with_alt
 def plot_block_diagram(model=None, *, num_layers: int | None = None, title: str = ""):
     """Draw the tiny transformer as boxes, from token ids (bottom) to answer scores (top).
 
@@ -95,4 +97,8 @@ def plot_block_diagram(model=None, *, num_layers: int | None = None, title: str 
     ax.axis("off")
     sizes = f" (E = {E})" if config else ""
     ax.set_title(title or f"the tiny transformer, {layers} block{'s' if layers > 1 else ''}{sizes}")
+    set_alt(ax, f"Block diagram of the tiny transformer, read from bottom to top: token embedding plus position, "
+                f"then {layers} block{'s' if layers > 1 else ''}, each a layer norm, multi-head attention and an "
+                "addition to the residual path, then a layer norm, an MLP and another addition; a last layer "
+                "norm and the read-out.")
     return finish(fig)

@@ -10,6 +10,7 @@ from collections.abc import Mapping, Sequence
 
 import torch
 
+from .alt import number, set_alt, with_alt
 from .basic import _as_numpy, plot_heatmap
 from .style import GREY, category_style, finish
 
@@ -31,6 +32,7 @@ def _mark_phase(ax, phase, label: bool) -> None:
                label=f"phase change (step {phase.step})" if label else None)
 
 
+@with_alt
 def plot_phase_change(curves: Mapping[str, Sequence[float]], phase, *, scores: Mapping[str, tuple] | None = None,
                       window: int = 20, title: str = "the phase change"):
     """Loss curves over training with the phase change marked; below them, optionally, head scores over training.
@@ -90,9 +92,16 @@ def plot_phase_change(curves: Mapping[str, Sequence[float]], phase, *, scores: M
         ax2.grid(True, alpha=0.3)
         ax2.legend(fontsize=8, loc="center right")
     axes[-1, 0].set_xlabel("training step")
+    names = ", ".join(curves)
+    set_alt(fig, f"Line plot '{title}' of the loss over {len(next(iter(curves.values())))} training steps ({names}): "
+                 f"the first curve falls from {number(phase.before)} to {number(phase.after)}, halfway down at step "
+                 f"{phase.step}, with the middle half of the fall between steps {phase.begins} and {phase.ends} "
+                 f"(the grey band)" + (f"; below it, the head scores {', '.join(scores)} over the same steps"
+                                      if scores else "") + ".")
     return finish(fig)
 
 
+@with_alt
 def plot_head_maps(maps: Sequence[torch.Tensor], tokens: Sequence[str], *, titles: Sequence[str],
                    targets: Sequence[Sequence[tuple[int, int]]] = (), threshold: float = 0.1, suptitle: str = ""):
     """Draw attention maps of one sequence side by side, weights of at least ``threshold`` written in their cells,
@@ -146,6 +155,10 @@ def plot_head_maps(maps: Sequence[torch.Tensor], tokens: Sequence[str], *, title
             ax.add_patch(Rectangle((col - 0.5, row - 0.5), 1, 1, fill=False, edgecolor="#E69F00", linewidth=1.6))
         if cells:
             ax.set_xlabel("key (attended to)\norange squares: where the pattern predicts")
+            on_target = sum(m[r, c] for r, c in cells) / len(cells)
+            set_alt(ax, f"Heatmap '{title}' of {L} x {L} attention weights on '{''.join(tokens)}': the "
+                        f"{len(cells)} outlined cells, where the pattern predicts, hold {number(on_target)} of "
+                        f"their rows' weight on average.")
     if suptitle:
         fig.suptitle(suptitle)
     return finish(fig)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from .alt import set_alt, with_alt
 from .style import GREY, HATCHES, OKABE_ITO, finish
 
 
@@ -22,6 +23,7 @@ def program_tiles(L: int, S: int, block_l: int, block_s: int, is_causal: bool = 
     return programs
 
 
+@with_alt
 def plot_programs(L: int, S: int, block_l: int, block_s: int, *, is_causal: bool = False, title: str = ""):
     """Draw the ``(L, S)`` scores of one head cut into tiles: each program's row of tiles, its loop's order, the
     ragged edges (dashed: positions past ``L`` or ``S``, masked) and, with ``is_causal``, the skipped tiles.
@@ -73,6 +75,13 @@ def plot_programs(L: int, S: int, block_l: int, block_s: int, *, is_causal: bool
     ax.set_xlabel("keys (position)")
     ax.set_ylabel("queries (position)")
     ax.set_aspect("equal")
+    computed = sum(len(starts) for starts in programs)
+    total = len(programs) * (width_s // block_s)
+    set_alt(ax, f"Diagram of the {L} x {S} scores of one head cut into tiles of {block_l} x {block_s}: "
+                f"{len(programs)} programs, one per row of tiles, each owning a block of queries and visiting its "
+                f"key tiles in order; {computed} of {total} tiles are computed"
+                + (", the others are skipped because every key in them is in the future" if is_causal else "")
+                + "; positions past the last query and key are masked.")
     ax.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, -0.14), fontsize=8, ncol=2)
     ax.set_title(title or f"{len(programs)} programs per head, L = {L}, S = {S}, blocks of {block_l} x {block_s}"
                  f"{', causal' if is_causal else ''}\n(dashed: the last query and key; past them, masked)",

@@ -9,7 +9,7 @@ from collections.abc import Mapping, Sequence
 
 import torch
 
-from .alt import with_alt
+from .alt import number, set_alt, with_alt
 from .basic import _as_numpy, plot_heatmap
 from .style import finish
 
@@ -167,6 +167,7 @@ def plot_loss_curves(curves: Mapping[str, Sequence[float]], *, title: str = "tra
     return fig
 
 
+@with_alt
 def plot_shipped_overview(sentence: str = "near the dogs the small cat purr(s)", digits: str = "3 1 4 1 5 9 2 6"):
     """The picture of what the shipped models learned: reversal's anti-diagonal, and a verb finding its subject.
 
@@ -195,6 +196,7 @@ def plot_shipped_overview(sentence: str = "near the dogs the small cat purr(s)",
     layer, head = subject_head(agreement.model)
     fig, axes = plt.subplots(1, 2, figsize=(13.0, 5.2), gridspec_kw={"width_ratios": [1, 1.05]})
     tokens, answers, attention = reversal.run(digits)
+    digit_tokens, reversal_maps = tokens, attention
     plot_heatmap(attention[0][0], [f"{i}: {t} → {a}" for i, (t, a) in enumerate(zip(tokens, answers, strict=True))],
                  [f"{i}: {t}" for i, t in enumerate(tokens)], title="reversal, layer 0, head 0: the anti-diagonal",
                  vmin=0.0, vmax=1.0, fmt=".1f", ax=axes[0])
@@ -203,4 +205,11 @@ def plot_shipped_overview(sentence: str = "near the dogs the small cat purr(s)",
     plot_heatmap(attention[layer][head], rows, tokens, vmin=0.0, vmax=1.0, fmt=".1f", ax=axes[1],
                  title=f"agreement, layer {layer}, head {head}: the verb finds its subject")
     fig.suptitle("What the shipped tiny transformers of lesson 12 attend to")
+    mirror = float(torch.stack([reversal_maps[0][0][i, -1 - i] for i in range(len(digit_tokens))]).mean())
+    verb = next(i for i, a in enumerate(answers) if a)  # the one position with an answer
+    subject = max(range(verb), key=lambda j: float(attention[layer][head][verb, j]))
+    set_alt(fig, f"Two heatmaps. Left: reversal head 0 on '{digits}' puts on average {number(mirror)} of each "
+                 f"position's weight on its mirror position (the anti-diagonal). Right: agreement layer {layer}, "
+                 f"head {head} on '{sentence}': the verb puts {number(float(attention[layer][head][verb, subject]))} "
+                 f"of its weight on '{tokens[subject]}' and answers '{answers[verb]}'.")
     return finish(fig)
