@@ -30,6 +30,7 @@ import re
 import signal
 import sys
 import tempfile
+import threading
 import time
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
@@ -174,7 +175,8 @@ def execute(path: Path, cell_timeout: float = CELL_TIMEOUT, notebook_timeout: fl
                                 resources={"metadata": {"path": str(path.parent)}},
                                 on_cell_start=lambda cell, cell_index: current.update(cell=cell_index))
         client.widget_registry["@jupyter-widgets/output"]["OutputModel"] = QuietOutputWidget
-        alarm = hasattr(signal, "SIGALRM")  # the last resort: interrupts even a blocked event loop (POSIX)
+        # The last resort, should the event loop itself ever block: an alarm (POSIX, main thread only).
+        alarm = hasattr(signal, "SIGALRM") and threading.current_thread() is threading.main_thread()
         if alarm:
             previous = signal.signal(signal.SIGALRM, _alarm)
             signal.alarm(int(notebook_timeout + ALARM_GRACE))
