@@ -98,16 +98,18 @@ def online_update(running_max, running_sum, running_output, scores, value):
 
 
 def slip(no_guard=False, no_correction=False, block_shift=False, old_max=False, softmax_block=False,
-         output_not_corrected=False, divided=False):
+         output_not_corrected=False, divided=False, new_minus_old=False, value_transposed=False):
     def update(running_max, running_sum, running_output, scores, value):
         new_max = torch.maximum(running_max, scores.amax(dim=-1, keepdim=True))
         shift = new_max if no_guard else new_max.masked_fill(new_max == float("-inf"), 0.0)
         weights = torch.exp(scores - (scores.amax(dim=-1, keepdim=True) if block_shift else shift))
         if softmax_block:
             weights = torch.softmax(scores, dim=-1)
-        correction = 1.0 if no_correction else torch.exp(running_max - shift)
+        correction = torch.exp(shift - running_max) if new_minus_old else torch.exp(running_max - shift)
+        correction = 1.0 if no_correction else correction
         new_sum = running_sum * correction + weights.sum(-1, keepdim=True)
-        new_output = running_output * (1.0 if output_not_corrected else correction) + weights @ value
+        blend = weights @ value.transpose(-2, -1) if value_transposed else weights @ value
+        new_output = running_output * (1.0 if output_not_corrected else correction) + blend
         if divided:
             new_output = new_output / new_sum
         return (running_max if old_max else new_max), new_sum, new_output
@@ -129,6 +131,10 @@ ONLINE_WRONG_RESULTS = [
     (online_update_then(lambda m, s, o: (m, s)),
      "expected a tuple of three tensors (new_max, new_sum, new_output), but got a tuple of 2"),
     (online_update_then(lambda m, s, o: (m, s.tolist(), o)), "the new sum (result 2 of 3) should be a tensor"),
+    # Every result right, in the wrong order: the message says so (not "keepdim", not a largest difference).
+    (online_update_then(lambda m, s, o: (s, m, o)), "in the wrong order: you returned (new_sum, new_max, new_output)"),
+    (online_update_then(lambda m, s, o: (m, o, s)), "in the wrong order: you returned (new_max, new_output, new_sum)"),
+    (online_update_then(lambda m, s, o: (o, s, m)), "Return (new_max, new_sum, new_output)"),
 ]
 
 ONLINE_SOFTMAX_UPDATE = Exercise(
@@ -142,10 +148,15 @@ ONLINE_SOFTMAX_UPDATE = Exercise(
         (slip(softmax_block=True), "do not normalise the block with a softmax"),
         (slip(output_not_corrected=True), "multiply running_output by the same correction"),
         (slip(divided=True), "not divided by the running sum"),
+        (slip(new_minus_old=True), "the correction goes the other way: torch.exp(running_max - new_max)"),
+        (slip(new_minus_old=True), "the correction is at most 1"),
         *ONLINE_WRONG_RESULTS,
         (lambda m, s, o, scores, v: o, "expected a tuple of three tensors (new_max, new_sum, new_output)"),
     ],
-    crashes=[(lambda m, s, o, scores, v: scores @ scores, "RuntimeError")],
+    crashes=[(lambda m, s, o, scores, v: scores @ scores, "RuntimeError"),
+             # weights @ value.transpose(-2, -1): the hint says to remove the transpose, never to add one
+             (slip(value_transposed=True), "Remove the .transpose(-2, -1) on value"),
+             (slip(value_transposed=True, no_guard=True), "value is already (N, B, Ev)")],
     mistakes=memory._MISTAKES,
     passed_says="online_softmax_update",
 )
@@ -184,6 +195,13 @@ def own_column(length, dim):
     return out.float()
 
 
+def integer_division_by_hand(length, dim):
+    position = torch.arange(length)[:, None]  # (L, 1)
+    i = torch.arange(dim // 2)  # (E / 2,): the pair numbers
+    angle = position / 10000 ** (2 * i // dim)  # the slip: 2 * i // dim is 0 for every pair
+    return interleave(torch.sin(angle), torch.cos(angle))
+
+
 SINUSOIDAL_ENCODING = Exercise(
     check_sinusoidal_encoding,
     correct=[sinusoidal_encoding, encoding_by_hand, encoding_with_loops,
@@ -197,7 +215,10 @@ SINUSOIDAL_ENCODING = Exercise(
          "divide the position"),
         (lambda L, E: interleave(torch.sin(a := angles(L, E, first=1)), torch.cos(a)), "positions count from 0"),
         (lambda L, E: sinusoidal_encoding(L, E).T, "If you got (dim, length)"),
-        (lambda L, E: sinusoidal_encoding(L, E, base=1000.0), "the values differ from the reference"),
+        (lambda L, E: sinusoidal_encoding(L, E, base=1000.0), "the base is 10000 (ten thousand), not 1000"),
+        (lambda L, E: interleave(torch.sin(a := angles(L, E, lambda t, d: t // d)), torch.cos(a)),
+         "2 * i // dim is integer (floor) division"),
+        (integer_division_by_hand, "Use true division, 2 * i / dim"),
     ],
     crashes=[(lambda L, E: torch.zeros(L, E)[:, None] @ torch.zeros(3), "A @ B needs the last size of A")],
     mistakes=word_order.SINUSOIDAL_MISTAKES,
@@ -219,6 +240,13 @@ def cross_weights(scale=True, dim=-1):
     return attend
 
 
+def cross_scaled_by(size):
+    def attend(q, s):
+        weights = torch.softmax(q @ s.transpose(-2, -1) / math.sqrt(size(q, s)), dim=-1)  # (N, L, S)
+        return weights @ s, weights  # (N, L, S) @ (N, S, E) -> (N, L, E)
+    return attend
+
+
 def values_from_the_question(q, s):
     return calculate_attention(q, s, q)
 
@@ -232,6 +260,8 @@ CROSS_ATTENTION = Exercise(
         (lambda q, s: calculate_attention(q, q, q), "self-attention on the question"),
         (lambda q, s: calculate_attention(s, s, s), "self-attention on the sentence"),
         (cross_weights(scale=False), "divide the scores by sqrt(E)"),
+        (cross_scaled_by(lambda q, s: s.shape[-2]), "not by sqrt(S), the number of sentence words"),
+        (cross_scaled_by(lambda q, s: q.shape[-2]), "not by sqrt(L), the number of question words"),
         (cross_weights(dim=-2), "the softmax runs over the keys"),
         (lambda q, s: calculate_attention(q, s, s)[0], "return two tensors, (output, weights)"),
         (lambda q, s: calculate_attention(q, s, s)[1], "return two tensors, (output, weights)"),
@@ -241,7 +271,7 @@ CROSS_ATTENTION = Exercise(
         (lambda q, s: (calculate_attention(q, s, s)[0].transpose(-2, -1), calculate_attention(q, s, s)[1]),
          "the output should be (N, L, E)"),
         (lambda q, s: (calculate_attention(q, s, s)[0], calculate_attention(q, s, s)[1] * 2),
-         "the values differ from the reference"),
+         "the output is off by up to 0, the weights by up to"),
     ],
     crashes=[(values_from_the_question, "print the shape of each tensor")],
     mistakes=word_order.CROSS_MISTAKES,

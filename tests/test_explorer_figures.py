@@ -24,6 +24,7 @@ from attention_lib.plotting import (
     plot_mix,
     plot_online_softmax_steps,
 )
+from attention_lib.plotting.softmax_backward import plot_softmax_backward, softmax_jacobian
 from attention_lib.plotting.tiles import TILE_KINDS, causal_tile_kinds
 from attention_lib.widgets.online_softmax import EXAMPLE_SCORES, EXAMPLE_VALUES
 
@@ -165,7 +166,7 @@ def test_steps_figure_draws_the_running_numbers():
     fig = plot_online_softmax_steps(steps)
     assert list(fig.axes[0].get_lines()[0].get_ydata()) == [s.running_max for s in steps]
     assert [t.get_text() for t in fig.axes[0].get_xticklabels()] == ["0-1", "2-3", "4-5", "6-7"]
-    estimates = [line.get_ydata() for line in fig.axes[2].get_lines()[::2]]  # each curve, then its dotted line
+    estimates = [line.get_ydata() for line in fig.axes[3].get_lines()[::2]]  # each curve, then its dotted line
     assert [list(e) for e in estimates] == [[float(s.estimate[i]) for s in steps] for i in range(2)]
 
 
@@ -217,3 +218,36 @@ def test_loss_curves():
     assert fig.axes[0].get_yscale() == "log"
     with pytest.raises(ValueError, match="at least one non-empty curve"):
         plot_loss_curves({"a": []})
+
+
+def test_steps_figure_gives_each_running_number_its_own_labelled_axis():
+    fig = plot_online_softmax_steps(online_softmax_steps(*example(), 2))
+    assert [ax.get_ylabel() for ax in fig.axes] == ["score", "correction exp(old m - new m)", "running sum l",
+                                                    "output so far o / l"]
+    corrections = list(fig.axes[1].get_lines()[0].get_ydata())
+    assert corrections == [s.correction for s in online_softmax_steps(*example(), 2)]
+    assert fig.axes[1].get_ylim()[1] <= 1.1  # the correction (0..1) no longer shares its axis with the sum
+
+
+def test_softmax_backward_figure_draws_the_jacobian_and_ds():
+    p = torch.softmax(torch.tensor([0.0, 0.0, 2.0, 0.6], dtype=torch.float64), -1)
+    dp = torch.tensor([1.0, 1.3, 2.0, 1.4], dtype=torch.float64)
+    jacobian = softmax_jacobian(p)
+    s = torch.tensor([0.0, 0.0, 2.0, 0.6], dtype=torch.float64, requires_grad=True)
+    torch.testing.assert_close(jacobian, torch.autograd.functional.jacobian(lambda x: torch.softmax(x, -1), s))
+    fig = plot_softmax_backward(p, dp, ["the", "cat", "purred", "softly"])
+    (ds,) = torch.autograd.grad(torch.softmax(s, -1), s, dp)
+    heights = [bar.get_height() for bar in fig.axes[1].patches]
+    assert heights[:4] == pytest.approx(dp.tolist())
+    assert heights[8:] == pytest.approx(ds.tolist())
+    assert "purred\np = 0.659" in [t.get_text() for t in fig.axes[1].get_xticklabels()]
+
+
+@pytest.mark.parametrize(("args", "match"), [
+    ((torch.ones(2, 2), torch.ones(2, 2)), r"the weights of one query, a tensor \(S,\)"),
+    ((torch.ones(3), torch.ones(2)), r"grad_weights must have the shape of weights, \(3,\)"),
+    ((torch.ones(2), torch.ones(2), ["a"]), "expected 2 labels, one per key"),
+])
+def test_softmax_backward_figure_rejects_bad_input(args, match):
+    with pytest.raises(ValueError, match=match):
+        plot_softmax_backward(*args)

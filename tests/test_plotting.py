@@ -246,6 +246,8 @@ HELPERS = {
     "plot_phase_change": (lambda **k: plotting.plot_phase_change(
         {"repeated part": [3.0] * 50 + [0.5] * 50}, phase_change([3.0] * 50 + [0.5] * 50), **k),
         ["Line plot 'the phase change'", "falls from 3 to 0.5", "halfway down at step"]),
+    "plot_softmax_backward": (lambda **k: plotting.plot_softmax_backward(
+        torch.softmax(torch.tensor([0.0, 2.0]), -1), torch.tensor([1.0, 2.0]), ["a", "b"], **k), ["panels"]),
     "plot_head_maps": (lambda **k: plotting.plot_head_maps([torch.eye(3)], "abc", titles=["itself"],
                                                            targets=[[(0, 0), (1, 1)]], **k),
                        ["Heatmap 'itself'", "2 outlined cells", "hold 1 of"]),

@@ -7,6 +7,7 @@ a new block of keys (its scores and values) into the running maximum, sum and bl
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable
 
 import torch
@@ -37,7 +38,8 @@ def _inputs(seed: int):
 
 
 def _update(running_max, running_sum, running_output, scores, value, *, correct=True, guard=True,
-            shift_by="new", new_max_out=True, normalise_block=False, correct_output=True):
+            shift_by="new", new_max_out=True, normalise_block=False, correct_output=True, flipped=False,
+            value_transposed=False):
     """The online update with one of the typical slips switched on (used to recognise them)."""
     new_max = torch.maximum(running_max, scores.amax(dim=-1, keepdim=True))
     safe = new_max.masked_fill(new_max == -_INF, 0.0) if guard else new_max
@@ -45,9 +47,11 @@ def _update(running_max, running_sum, running_output, scores, value, *, correct=
     weights = torch.exp(scores - (safe if shift_by == "new" else block_max))
     if normalise_block:
         weights = torch.softmax(scores, dim=-1)
-    correction = torch.exp(running_max - safe) if correct else torch.ones_like(running_max)
+    correction = torch.exp((safe - running_max) if flipped else (running_max - safe))
+    correction = correction if correct else torch.ones_like(running_max)
     running_sum = running_sum * correction + weights.sum(dim=-1, keepdim=True)
-    running_output = running_output * (correction if correct_output else 1.0) + weights @ value
+    blend = weights @ (value.transpose(-2, -1) if value_transposed else value)  # (N, L, B) @ (N, B, Ev)
+    running_output = running_output * (correction if correct_output else 1.0) + blend
     return (new_max if new_max_out else running_max), running_sum, running_output
 
 
@@ -72,7 +76,18 @@ _MISTAKES = [
     (lambda *a: _update(*a, normalise_block=True),
      "do not normalise the block with a softmax: keep torch.exp(scores - new_max) and let running_sum do the "
      "dividing at the very end."),
+    (lambda *a: _update(*a, flipped=True),
+     "the correction goes the other way: torch.exp(running_max - new_max), old minus new. The maximum only "
+     "grows, so old - new <= 0 and the correction is at most 1: the old sum and blend hold exp(s - old max), "
+     "and exp(s - old max) * exp(old max - new max) = exp(s - new max). exp(new - old) is at least 1 and "
+     "blows them up instead of shrinking them."),
 ]
+
+#: The hint for ``weights @ value.transpose(-2, -1)``, which raises unless a block has as many keys as features.
+VALUE_TRANSPOSED = ("value is already (N, B, Ev): one row per key, just as the weights (N, L, B) have one column "
+                    "per key, so weights @ value pairs each key's weight with its value as they are: (N, L, B) @ "
+                    "(N, B, Ev) -> (N, L, Ev). Remove the .transpose(-2, -1) on value (it makes (N, Ev, B), whose "
+                    "rows are features, not keys).")
 
 
 def check_online_softmax_update(fn: Callable) -> CheckResult:
@@ -97,14 +112,45 @@ def check_online_softmax_update(fn: Callable) -> CheckResult:
         ❌ online_softmax_update: not quite. Hint: when the maximum grows, the old sum and the old blend were ...
     """
     result = check_function(fn, online_softmax_update, _inputs, name="online_softmax_update", mistakes=_MISTAKES)
+    if result.status == "error" and _transposes_value(fn):
+        lines = [f"Hint: {VALUE_TRANSPOSED}" if line.startswith("Hint:") else line
+                 for line in result.message.split("\n")]
+        return CheckResult("error", "\n".join(lines))
     if result.status != "failed" or "Hint:" in result.message:
         return result
     explained = _which_result_is_wrong(fn)
     return result if explained is None else explained
 
 
+def _same(got, expected) -> bool:
+    return (isinstance(got, tuple | list) and len(got) == len(expected)
+            and all(isinstance(g, torch.Tensor) and g.shape == e.shape
+                    and torch.allclose(g.detach().to(e.dtype), e, atol=1e-5, rtol=1e-4, equal_nan=True)
+                    for g, e in zip(got, expected, strict=True)))
+
+
+def _transposes_value(fn: Callable) -> bool:
+    """Whether ``fn`` blends with ``weights @ value.transpose(-2, -1)``: tried on a block of as many keys as
+    features (trial 1: ``B = Ev = 3``), where that product runs instead of raising."""
+    args = _inputs(1)
+    try:
+        got = fn(*args)
+    except Exception:  # noqa: BLE001 - it raises for some other reason: the crash's own hint stands
+        return False
+    return any(_same(got, _update(*args, value_transposed=True, guard=guard)) for guard in (True, False))
+
+
 _NAMES = ("the new max", "the new sum", "the new output")
+_VARIABLES = ("new_max", "new_sum", "new_output")
 _SHAPES = ("(N, L, 1)", "(N, L, 1)", "(N, L, Ev)")
+
+
+def _order(got, expected) -> tuple[int, ...] | None:
+    """The order ``p`` in which ``got`` holds the expected results (``got[i] == expected[p[i]]``), if any."""
+    for order in itertools.permutations(range(len(expected))):
+        if _same(got, [expected[i] for i in order]):
+            return order
+    return None
 
 
 def _which_result_is_wrong(fn: Callable) -> CheckResult | None:
@@ -116,6 +162,12 @@ def _which_result_is_wrong(fn: Callable) -> CheckResult | None:
         if not isinstance(got, tuple | list) or len(got) != 3:
             what = f"a {type(got).__name__}" + (f" of {len(got)}" if isinstance(got, tuple | list) else "")
             return _failed(f"expected a tuple of three tensors (new_max, new_sum, new_output), but got {what}.")
+        order = _order(got, expected)
+        if order is not None and order != (0, 1, 2):
+            returned = ", ".join(_VARIABLES[i] for i in order)
+            return _failed(f"all three results are right, but in the wrong order: you returned ({returned}). "
+                           f"Return (new_max, new_sum, new_output), the order in which the running state comes "
+                           f"in (running_max, running_sum, running_output), so that the next block can take it.")
         for position, (name, shape, g, e) in enumerate(zip(_NAMES, _SHAPES, got, expected, strict=True)):
             if not isinstance(g, torch.Tensor):
                 return _failed(f"{name} (result {position + 1} of 3) should be a tensor {shape}, but it is "

@@ -63,6 +63,16 @@ def _multiplied(length, dim):
     return _interleave(torch.sin(angle), torch.cos(angle))
 
 
+def _base_1000(length, dim):
+    angle = _angles(length, dim) * 10.0 ** (torch.arange(0, dim, 2, dtype=torch.float64) / dim)  # base 1000
+    return _interleave(torch.sin(angle), torch.cos(angle))
+
+
+def _integer_division(length, dim):
+    angle = _angles(length, dim, exponent=lambda two_i, dim: two_i // dim)  # 0 for every pair: 2i < dim
+    return _interleave(torch.sin(angle), torch.cos(angle))
+
+
 def _from_one(length, dim):
     angle = _angles(length, dim, first=1)
     return _interleave(torch.sin(angle), torch.cos(angle))
@@ -81,6 +91,11 @@ SINUSOIDAL_MISTAKES = [
     (_multiplied, "divide the position by 10000 ** (2i / dim); multiplying makes the waves faster and faster "
                   "instead of slower and slower."),
     (_from_one, "positions count from 0: the first row is sin(0) = 0 and cos(0) = 1 in every pair."),
+    (_base_1000, "the base is 10000 (ten thousand), not 1000: sin(pos / 10000 ** (2i / dim)). With 1000 the "
+                 "pairs turn faster than the paper's (the slowest nearly ten times faster)."),
+    (_integer_division, "2 * i // dim is integer (floor) division: 2i is always smaller than dim, so it rounds to "
+                        "0 and every pair gets the same frequency, one radian per position. Use true division, "
+                        "2 * i / dim (e.g. torch.arange(0, dim, 2) / dim gives floats)."),
 ]
 
 
@@ -132,6 +147,14 @@ def _unscaled(question, sentence):
     return weights @ sentence, weights
 
 
+def _scaled_by_length(which: int):
+    def attend(question, sentence):
+        length = (question, sentence)[which].shape[-2]  # L (the question's words) or S (the sentence's)
+        weights = torch.softmax(question @ sentence.transpose(-2, -1) / length ** 0.5, dim=-1)  # (N, L, S)
+        return weights @ sentence, weights
+    return attend
+
+
 def _wrong_dim(question, sentence):
     scores = question @ sentence.transpose(-2, -1) / question.shape[-1] ** 0.5  # (N, L, S)
     weights = torch.softmax(scores, dim=-2)
@@ -148,6 +171,11 @@ CROSS_MISTAKES = [
     (lambda question, sentence: calculate_attention(sentence, sentence, sentence),
      "that is self-attention on the sentence: the queries must come from the question."),
     (_unscaled, "divide the scores by sqrt(E) before the softmax (or let calculate_attention do it)."),
+    (_scaled_by_length(1), "divide the scores by sqrt(E), the size of each word's vector (question.size(-1)), not "
+                           "by sqrt(S), the number of sentence words (sentence.size(-2)): the scaling undoes the "
+                           "growth of a dot product of E numbers, whatever the length of the sentence."),
+    (_scaled_by_length(0), "divide the scores by sqrt(E), the size of each word's vector (question.size(-1)), not "
+                           "by sqrt(L), the number of question words (question.size(-2))."),
     (_wrong_dim, "the softmax runs over the keys, the sentence's words (dim=-1), so each question word's "
                  "weights add up to 1."),
 ]
@@ -204,4 +232,10 @@ def check_cross_attention(fn) -> CheckResult:
                                f" = {expected[what]} for a question of {L} words and a sentence of {S}, but it "
                                f"is {tuple(tensor.shape)}. Hint: one row per question word (query); one column "
                                f"per sentence word (key).")
+    if "largest difference unknown" in result.message:  # a pair: say how far each of the two is off
+        reference = _reference_cross(question, sentence)
+        gaps = [(g.detach().double() - r.double()).abs().max().item() for g, r in zip(got, reference, strict=True)]
+        return CheckResult("failed", result.message.replace(
+            "largest difference unknown", f"the output is off by up to {gaps[0]:.3g}, the weights by up to "
+                                          f"{gaps[1]:.3g}"))
     return result

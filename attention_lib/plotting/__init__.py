@@ -18,6 +18,7 @@ from .mix import plot_mix
 from .online_softmax import online_softmax_steps, plot_online_softmax_block, plot_online_softmax_steps
 from .positions import plot_position_encoding
 from .programs import plot_programs, program_tiles
+from .softmax_backward import plot_softmax_backward
 from .style import OKABE_ITO, category_style, plain_log_ticks
 from .tiles import plot_causal_tiles
 from .trained import plot_attention_grid, plot_attention_over_training, plot_loss_curves, plot_shipped_overview
@@ -48,6 +49,7 @@ __all__ = [
     "plot_position_encoding",
     "plot_programs",
     "plot_shipped_overview",
+    "plot_softmax_backward",
     "program_tiles",
     "set_alt",
 ]

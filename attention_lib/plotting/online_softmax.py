@@ -98,40 +98,50 @@ def online_softmax_steps(scores: torch.Tensor, value: torch.Tensor, block_size: 
 def plot_online_softmax_steps(steps: list[OnlineSoftmaxStep], *, title: str = ""):
     """Draw how the running max, the correction, the running sum and the output estimate evolve, block by block.
 
-    Built for ``notebooks/10_memory_efficient.ipynb``. Three panels share the x axis (after block 1, 2, ...):
-    the running max with each block's own max; the correction factor and the running sum; the running
-    estimate ``running_output / running_sum`` of every output feature, which reaches the exact output (dotted
-    lines, from the full softmax) after the last block.
+    Built for ``notebooks/10_memory_efficient.ipynb``. Four panels share the x axis (after block 1, 2, ...), each
+    with its own labelled y axis: the running max with each block's own max; the correction factor
+    ``exp(old m - new m)`` (between 0 and 1); the running sum; the running estimate ``running_output /
+    running_sum`` of every output feature, which reaches the exact output (dotted lines, from the full softmax)
+    after the last block.
 
     Returns:
         The ``matplotlib.figure.Figure``.
 
     Example:
         >>> fig = plot_online_softmax_steps(online_softmax_steps(torch.arange(4.0), torch.eye(4), 2))
-        >>> len(fig.axes)
-        3
+        >>> [ax.get_ylabel() for ax in fig.axes]
+        ['score', 'correction exp(old m - new m)', 'running sum l', 'output so far o / l']
     """
     import matplotlib.pyplot as plt
 
     x = list(range(1, len(steps) + 1))
     labels = [f"{s.first}-{s.last}" if s.last > s.first else f"{s.first}" for s in steps]
-    fig, axes = plt.subplots(1, 3, figsize=(12.5, 3.6))
+    fig, grid = plt.subplots(2, 2, figsize=(11, 6.6))
+    axes = list(grid.flat)
     ax = axes[0]
     ax.plot(x, [s.running_max for s in steps], label="running max m", **category_style(0))
     ax.plot(x, [s.block_max for s in steps], label="this block's max", color=OKABE_ITO[1], marker="s",
             linestyle="none", markersize=8)
+    ax.set_ylabel("score")
     ax.set_title("the maximum only grows")
     ax = axes[1]
-    ax.plot(x, [s.correction for s in steps], label="correction exp(old m - new m)", **category_style(3))
-    ax.plot(x, [s.running_sum for s in steps], label="running sum l", **category_style(2))
-    ax.set_title("old numbers shrink when m grows")
+    ax.plot(x, [s.correction for s in steps], label="correction", **category_style(3))
+    ax.axhline(1.0, color=GREY, linestyle="--", linewidth=1, label="1: m did not move")
+    ax.set_ylim(-0.05, 1.1)
+    ax.set_ylabel("correction exp(old m - new m)")
+    ax.set_title("below 1 whenever m grows")
     ax = axes[2]
+    ax.plot(x, [s.running_sum for s in steps], label="running sum l", **category_style(2))
+    ax.set_ylabel("running sum l")
+    ax.set_title("the old sum shrinks by the correction, the block adds")
+    ax = axes[3]
     final = steps[-1].estimate
     for i in range(final.shape[0]):
         style = category_style(i)
-        ax.plot(x, [float(s.estimate[i]) for s in steps], label=f"output[{i}] = o / l", **style)
+        ax.plot(x, [float(s.estimate[i]) for s in steps], label=f"output[{i}]", **style)
         ax.axhline(float(final[i]), color=style["color"], linestyle=":", linewidth=1)
-    ax.set_title("o / l reaches the output (dotted)")
+    ax.set_ylabel("output so far o / l")
+    ax.set_title("o / l reaches the exact output (dotted)")
     for ax in axes:
         ax.set_xticks(x, labels=labels)
         ax.set_xlabel("after the block of keys")
