@@ -172,8 +172,13 @@ def test_softmax_diagram_shows_rows_that_sum_to_one():
     shown = texts(fig)
     assert all(f"{w:.2f}" in shown for w in weights.flatten().tolist())
     assert shown.count("Σ = 1.00") == 2
+    assert "0.46" in texts(plot_softmax_diagram(torch.tensor([[0.46, 1.0]])))  # two decimals: 0.46 is not 0.5
+    assert "0.5" in texts(plot_softmax_diagram(torch.tensor([[0.46, 1.0]]), decimals=1))
+    assert shown.count("L = 2") == 1  # one row count, for both grids
     with pytest.raises(ValueError, match="2-D"):
         plot_softmax_diagram(torch.zeros(2, 2, 2))
+    with pytest.raises(TypeError, match="decimals must be a whole number"):
+        plot_softmax_diagram(scores, decimals=1.5)
 
 
 def test_heads_diagram_puts_each_heads_features_in_its_grid():

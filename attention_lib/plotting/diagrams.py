@@ -117,7 +117,7 @@ def plot_matmul_diagram(left: str = "Q", right: str = "Kᵀ", result: str = "sco
 
 @with_alt
 def plot_softmax_diagram(scores, row_labels: Sequence[str] | None = None, col_labels: Sequence[str] | None = None,
-                         *, title: str = "the softmax runs along each row (dim=-1)"):
+                         *, title: str = "the softmax runs along each row (dim=-1)", decimals: int = 2):
     """Draw a score matrix ``(L, S)``, an arrow along each row, and the weights: each row now sums to 1.
 
     Built for ``notebooks/05_percentages.ipynb``. The right-hand column shows every row's sum.
@@ -126,12 +126,14 @@ def plot_softmax_diagram(scores, row_labels: Sequence[str] | None = None, col_la
         scores: ``(L, S)`` tensor of scores.
         row_labels, col_labels: optional token labels for the rows (queries) and columns (keys).
         title: a title over the diagram.
+        decimals: how many decimals the scores are written with (the weights always get two).
 
     Returns:
         The ``matplotlib.figure.Figure``.
 
     Raises:
         ValueError: if ``scores`` is not 2-D or the labels do not match it.
+        TypeError: if ``decimals`` is not an int.
 
     Example:
         >>> fig = plot_softmax_diagram(torch.zeros(2, 4))
@@ -144,19 +146,23 @@ def plot_softmax_diagram(scores, row_labels: Sequence[str] | None = None, col_la
     if data.ndim != 2:
         raise ValueError(f"plot_softmax_diagram draws a 2-D (L, S) score matrix, but got shape "
                          f"{tuple(data.shape)}; pick one example and head, e.g. scores[0, 0].")
+    if isinstance(decimals, bool) or not isinstance(decimals, int) or decimals < 0:
+        raise TypeError(f"decimals must be a whole number of decimals such as 2, but got {decimals!r}.")
     L, S = data.shape
     rows = _check_labels(row_labels, L, "row_labels (query)")
     cols = _check_labels(col_labels, S, "col_labels (key)")
     weights = torch.softmax(torch.as_tensor(data), dim=-1).numpy()
-    x_scores, x_weights = 1.6, 1.6 + S + 3.2
+    x_scores, x_weights = 2.0, 2.0 + S + 3.2
     width = x_weights + S + 2.2
     fig, ax = _canvas(width, L + 2.8, scale=0.62)
     top = 1.6
-    _grid(ax, x_scores, top, L, S, name="scores", dims=("L", "S"), text=lambda i, j: f"{data[i, j]:.1f}",
-          side_label=False)
+    _grid(ax, x_scores, top, L, S, name="scores", dims=("L", "S"),
+          text=lambda i, j: f"{data[i, j]:.{decimals}f}", fontsize=9 if decimals < 2 else 8, side_label=False)
     _grid(ax, x_weights, top, L, S, name="weights", dims=("L", "S"),
           fill=lambda i, j: OKABE_ITO[4] if weights[i, j] == weights[i].max() else _LIGHT,
-          text=lambda i, j: f"{weights[i, j]:.2f}")
+          text=lambda i, j: f"{weights[i, j]:.2f}", side_label=False)
+    # One row count for both grids, left of the query labels (the rows are the same L queries in both).
+    ax.text(0.3, top + L / 2, f"L = {L}", ha="center", va="center", fontsize=9, color=GREY, rotation=90)
     for i in range(L):
         y = top + i + 0.5
         ax.annotate("", xy=(x_weights - 0.7, y), xytext=(x_scores + S + 0.2, y),
