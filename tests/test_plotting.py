@@ -328,11 +328,14 @@ def test_the_display_hook_puts_the_alt_in_the_png_metadata_and_a_caption_under_i
     from IPython.utils.capture import capture_output
 
     shell = InteractiveShell.instance()
-    select_figure_formats(shell, {"png"})
-    assert install_display_hook(shell)
-    fig = plot_bars(WEIGHTS[2], TOKENS, title="purred", alt="Purred listens to softly, 0.75.")
-    with capture_output() as captured:
-        display(fig)
+    try:
+        select_figure_formats(shell, {"png"})
+        assert install_display_hook(shell)
+        fig = plot_bars(WEIGHTS[2], TOKENS, title="purred", alt="Purred listens to softly, 0.75.")
+        with capture_output() as captured:
+            display(fig)
+    finally:  # no shell left behind: later tests (the explorers' doctests) run outside IPython
+        InteractiveShell.clear_instance()
     figure, caption = captured.outputs
     assert figure.data["image/png"]
     assert figure.metadata["image/png"]["alt"] == "Purred listens to softly, 0.75."

@@ -11,7 +11,6 @@ Everything is generated here, seeded, on the CPU (no downloads). The shipped mod
 
 from __future__ import annotations
 
-import pickle
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NamedTuple
@@ -20,6 +19,7 @@ import torch
 import torch.nn.functional as F
 
 from ..induction import AttentionOnlyTransformer, all_head_scores
+from .shipped import read_weights
 
 #: The 32 tokens: one character each, so a sequence can be typed as a string.
 VOCAB = tuple("abcdefghijklmnopqrstuvwxyz012345")
@@ -249,19 +249,8 @@ def load_induction(num_layers: int = 2, path=None) -> tuple[AttentionOnlyTransfo
         if num_layers not in (1, 2):
             raise ValueError(f"the shipped induction models have 1 or 2 layers, but num_layers={num_layers!r}.")
         path = TRAINED_DIR / f"induction-{num_layers}layer.pt"
-    path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"the weights file {path} is missing; reinstall attention_lib, or remake it with "
-                                f"`python -m attention_lib.training.induction`.")
-    try:
-        data = torch.load(path, map_location="cpu", weights_only=True)
-    except (pickle.UnpicklingError, RuntimeError, EOFError, OSError, ValueError) as error:
-        raise ValueError(f"{path} is not a readable weights file ({type(error).__name__}); it may be corrupt or "
-                         f"hold objects other than tensors. Remake it with "
-                         f"`python -m attention_lib.training.induction`.") from error
-    if not isinstance(data, dict) or data.get("format") != _FORMAT:
-        raise ValueError(f"{path} is not an induction model of attention_lib (expected a dict with "
-                         f"format={_FORMAT!r}).")
+    data = read_weights(path, _FORMAT, remake="python -m attention_lib.training.induction",
+                        what="an induction model")
     model = AttentionOnlyTransformer(**data["config"])
     try:
         model.load_state_dict(data["state_dict"])

@@ -95,6 +95,41 @@ def save_trained(model: TinyTransformer, task: str | Task, path, heldout_accurac
                 "heldout_accuracy": float(heldout_accuracy), "state_dict": state}, path)
 
 
+
+def read_weights(path, format: str, *, remake: str, what: str) -> dict:
+    """Read a shipped weights file safely: ``torch.load(..., weights_only=True)``, then check its ``format`` tag.
+
+    Only tensors, numbers, strings and containers of them are accepted, never arbitrary pickled objects.
+    Shared by every loader of shipped models (:func:`load_trained`, lesson 13's ``load_induction``).
+
+    Args:
+        path: the ``.pt`` file.
+        format: the tag the file must carry in ``data["format"]``.
+        remake: the command that remakes the file, named in the error messages.
+        what: what the file should hold, for the error messages (e.g. ``"a trained model"``).
+
+    Returns:
+        The file's dict.
+
+    Raises:
+        FileNotFoundError: if the file is missing.
+        ValueError: if it is corrupt, holds objects other than tensors, or is not tagged ``format``.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"the weights file {path} is missing; reinstall attention_lib, or remake it with "
+                                f"`{remake}`.")
+    try:
+        data = torch.load(path, map_location="cpu", weights_only=True)
+    except (pickle.UnpicklingError, RuntimeError, EOFError, OSError, ValueError) as error:
+        raise ValueError(f"{path} is not a readable weights file ({type(error).__name__}: "
+                         f"{str(error).splitlines()[0] if str(error) else 'no details'}); it may be corrupt or "
+                         f"hold objects other than tensors. Reinstall attention_lib or remake it with "
+                         f"`{remake}`.") from error
+    if not isinstance(data, dict) or data.get("format") != format:
+        raise ValueError(f"{path} is not {what} of attention_lib (expected a dict with format={format!r}).")
+    return data
+
 def load_trained(task: str | Task, path=None) -> TrainedModel:
     """Load the shipped trained model for ``task``, ready to run (no training needed).
 
@@ -125,19 +160,7 @@ def load_trained(task: str | Task, path=None) -> TrainedModel:
         raise ValueError(f"no trained model of {spec.name!r} ships with attention_lib (only {list(SHIPPED)}); "
                          f"train one with attention_lib.training.train({spec.name!r}).")
     path = TRAINED_DIR / f"{spec.name}.pt" if path is None else Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"the weights file {path} is missing; reinstall attention_lib, or remake it with "
-                                f"`python -m attention_lib.training.shipped`.")
-    try:
-        data = torch.load(path, map_location="cpu", weights_only=True)
-    except (pickle.UnpicklingError, RuntimeError, EOFError, OSError, ValueError) as error:
-        raise ValueError(f"{path} is not a readable weights file ({type(error).__name__}: "
-                         f"{str(error).splitlines()[0] if str(error) else 'no details'}); it may be corrupt or "
-                         f"hold objects other than tensors. Reinstall attention_lib or remake it with "
-                         f"`python -m attention_lib.training.shipped`.") from error
-    if not isinstance(data, dict) or data.get("format") != _FORMAT:
-        raise ValueError(f"{path} is not a trained model of attention_lib (expected a dict with "
-                         f"format={_FORMAT!r}).")
+    data = read_weights(path, _FORMAT, remake="python -m attention_lib.training.shipped", what="a trained model")
     if data.get("task") != spec.name:
         raise ValueError(f"{path} holds a model for task {data.get('task')!r}, not {spec.name!r}.")
     model = TinyTransformer(**data["config"])

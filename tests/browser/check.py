@@ -102,6 +102,12 @@ def _keyboard_controls(page, explorer, figure_timeout: float):
         if focus["kind"] not in KEYS or focus["fixed"] or (focus["kind"] == "button" and focus["value"] == "true"):
             continue
         before_figure = _figure_signature(explorer)
+        if focus["kind"] == "button":  # a button has no value to change: pressing it must redraw the figure
+            page.keyboard.press("Space")
+            yield (f"button {focus['label']!r} pressed (Tab x{tabs}, Space)",
+                   _wait_for_new_figure(page, explorer, before_figure, figure_timeout))
+            tabs = 0
+            continue
         for keys in KEYS[focus["kind"]]:
             for key in keys:
                 page.keyboard.press(key)
