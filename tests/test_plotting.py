@@ -197,7 +197,7 @@ from notebook_rules import all_notebooks, figures_without_alt, read  # noqa: E40
 
 import attention_lib.plotting as plotting  # noqa: E402
 from attention_lib.plotting import alt_text  # noqa: E402
-from attention_lib.plotting.alt import caption_bundle, install_display_hook  # noqa: E402
+from attention_lib.plotting.display import caption_bundle, install_display_hook  # noqa: E402
 from attention_lib.plotting.online_softmax import online_softmax_steps  # noqa: E402
 
 WEIGHTS = torch.tensor([[0.7, 0.1, 0.1, 0.1], [0.2, 0.6, 0.1, 0.1], [0.1, 0.1, 0.05, 0.75], [0.25, 0.25, 0.25, 0.25]])

@@ -5,13 +5,15 @@ display; the functions work headless (the Agg backend) and take tensors on any d
 log-axis ticks follow :mod:`attention_lib.plotting.style` (Okabe-Ito, viridis, plain numbers).
 
 Every figure has a text alternative (:mod:`attention_lib.plotting.alt`): each helper takes ``alt="..."`` and
-otherwise describes what it drew. Importing this package inside IPython installs the display hook that gives
-every matplotlib figure, the lessons' own too, its text in the output's metadata and a caption under it.
+otherwise describes what it drew. Importing this package inside IPython installs the display hook of
+:mod:`attention_lib.plotting.display`, which gives every matplotlib figure, the lessons' own too, its text in the
+output's metadata and a caption under it.
 """
 
-from .alt import alt_text, install_display_hook, set_alt
+from .alt import alt_text, set_alt
 from .basic import plot_bars, plot_heatmap, plot_heatmaps, plot_lines
 from .blocks import plot_block_diagram
+from .display import install_display_hook
 from .induction import plot_head_maps, plot_phase_change
 from .masks import plot_mask
 from .mix import plot_mix
