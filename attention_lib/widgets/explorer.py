@@ -66,3 +66,23 @@ def make_explorer(render: Callable[..., object], controls: dict, *, title: str =
     box.figure = None
     refresh()
     return box
+
+
+def explain_unreadable(render: Callable[[], object], what: str = "input"):
+    """``render()``, or, when it raises ``ValueError`` (an input the model cannot read), a figure that says why.
+
+    Used by the explorers whose learners type their own input (lessons 12 and 13): a typo shows the error
+    message where the map would be, instead of a traceback.
+    """
+    import textwrap
+
+    import matplotlib.pyplot as plt
+
+    try:
+        return render()
+    except ValueError as error:
+        fig, ax = plt.subplots(figsize=(7.0, 2.0))
+        ax.axis("off")
+        ax.text(0.0, 0.5, "\n".join(textwrap.wrap(f"This {what} cannot be read: {error}", 90)), va="center",
+                fontsize=10, color="#D55E00")
+        return fig

@@ -7,6 +7,8 @@ the functions, so importing this module stays light.
 
 from __future__ import annotations
 
+from .explorer import explain_unreadable
+
 #: Sequences offered in the explorer's list (any other can be typed: a-z and 0-5, at most 32 tokens).
 EXAMPLES = ("qmxbtzqmxbtzpa", "thecatsatthecatsat", "abcdefghabcdefgh", "attentionattention", "k3v1r0wuk3v1r0wu")
 
@@ -78,18 +80,7 @@ def render_induction(text: str, layer: int = 1, head: int = 0, model=None):
 
 def _render_or_explain(model, text: str, layer: int, head: int):
     """What the explorer draws: the map, or for a sequence the model cannot read, what is allowed."""
-    import textwrap
-
-    import matplotlib.pyplot as plt
-
-    try:
-        return render_induction(text, layer=layer, head=head, model=model)
-    except ValueError as error:
-        fig, ax = plt.subplots(figsize=(7.0, 2.0))
-        ax.axis("off")
-        ax.text(0.0, 0.5, "\n".join(textwrap.wrap(f"This sequence cannot be read: {error}", 90)), va="center",
-                fontsize=10, color="#D55E00")
-        return fig
+    return explain_unreadable(lambda: render_induction(text, layer=layer, head=head, model=model), "sequence")
 
 
 def induction_explorer(model=None, examples=None):

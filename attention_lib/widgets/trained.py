@@ -6,6 +6,8 @@ and matplotlib are imported inside the functions, so importing this module stays
 
 from __future__ import annotations
 
+from .explorer import explain_unreadable
+
 
 def _trained(trained):
     from ..training.shipped import TrainedModel, load_trained
@@ -55,18 +57,7 @@ def render_trained(trained, text: str, layer: int = 0, head: int = 0):
 
 def _render_or_explain(trained, text: str, layer: int, head: int):
     """What the explorer draws: the map, or for an input the model cannot read, what is allowed."""
-    import textwrap
-
-    import matplotlib.pyplot as plt
-
-    try:
-        return render_trained(trained, text, layer=layer, head=head)
-    except ValueError as error:
-        fig, ax = plt.subplots(figsize=(7.0, 2.0))
-        ax.axis("off")
-        ax.text(0.0, 0.5, "\n".join(textwrap.wrap(f"This input cannot be read: {error}", 90)), va="center",
-                fontsize=10, color="#D55E00")
-        return fig
+    return explain_unreadable(lambda: render_trained(trained, text, layer=layer, head=head), "input")
 
 
 def trained_explorer(trained="agreement", examples=None, *, layer: int = 0, head: int = 0):
