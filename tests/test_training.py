@@ -84,6 +84,20 @@ def test_recipe_reproduces_the_agreement_model(agreement_run):
     assert max(float((a - b).abs().mean()) for a, b in zip(mine, shipped, strict=True)) < 0.01
 
 
+def test_other_runs_of_the_agreement_recipe_give_what_lesson_12_says():
+    """Lesson 12 says what other runs of the agreement recipe give: seeds 1, 2 and 3 reach 91 %, 89 % and 85 % on
+    the held-out structures, and 1,000 steps instead of 600 give a model right in 98 % of ``P S P P V P`` and
+    72 % of ``P P S P P V`` sentences (no adjectives). Within a point of the lesson's numbers."""
+    for seed, stated in ((1, 0.91), (2, 0.89), (3, 0.85)):
+        accuracy = evaluate(train("agreement", seed=seed).model, "agreement")["sequence_accuracy"]
+        assert abs(accuracy - stated) < 0.015, (seed, accuracy)
+    longer = train("agreement", steps=1000).model
+    layer, head = subject_head(longer)
+    probes = probe_agreement(longer, ["P S P P V P", "P P S P P V"], layer=layer, head=head, adjectives=0)
+    for probe, stated in zip(probes, (0.98, 0.72), strict=True):
+        assert abs(probe.accuracy - stated) < 0.015, (probe.structure, probe.accuracy)
+
+
 def test_without_positions_reversal_fails():
     run = train("reversal", use_positions=False)
     scores = evaluate(run.model, "reversal", n=1000, seed=FRESH_SEED)

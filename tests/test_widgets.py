@@ -357,6 +357,6 @@ def test_shipped_overview_shows_the_verb_head_on_a_moved_subject():
     fig = plot_shipped_overview()
     agreement = load_trained("agreement")
     layer, head = subject_head(agreement.model)
-    sentence = "near the dogs the small cat purr(s)"
+    sentence = "behind a cat the dogs bark(s)"
     torch.testing.assert_close(heatmap(fig, 1), agreement.run(sentence)[2][layer][head])
     assert [t.get_text() for t in fig.axes[0].get_xticklabels()][:2] == ["0: 3", "1: 1"]

@@ -168,7 +168,7 @@ def plot_loss_curves(curves: Mapping[str, Sequence[float]], *, title: str = "tra
 
 
 @with_alt
-def plot_shipped_overview(sentence: str = "near the dogs the small cat purr(s)", digits: str = "3 1 4 1 5 9 2 6"):
+def plot_shipped_overview(sentence: str = "behind a cat the dogs bark(s)", digits: str = "3 1 4 1 5 9 2 6"):
     """The picture of what the shipped models learned: reversal's anti-diagonal, and a verb finding its subject.
 
     Built in ``notebooks/12_learning_to_attend.ipynb``; it is the README's figure
