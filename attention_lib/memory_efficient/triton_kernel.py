@@ -84,17 +84,16 @@ def attention_forward_kernel(Q, K, V, Out, Lse,  # pointers to the first number 
     tl.store(Lse + bh * L + rows, running_max + tl.log(running_sum), mask=rows < L)  # one number per query
 
 
-def import_triton():
-    """``triton``, imported for the interpreter when there is no CUDA device, or an ``ImportError`` that says how
-    to get it.
+# Without a CUDA device, TRITON_INTERPRET=1 (unless set already), now: triton reads it when each ``triton.jit``
+# function is defined, its own library functions (``tl.zeros``, ``tl.sum``, ...) included, so it must be set before
+# the first ``import triton``, and other modules import triton too (``torch.profiler`` does). It stays set.
+if "triton" not in sys.modules and not torch.cuda.is_available():
+    os.environ.setdefault("TRITON_INTERPRET", "1")
 
-    Without a CUDA device this sets ``TRITON_INTERPRET=1`` (unless it is set already) *before* importing triton:
-    triton reads it when each ``triton.jit`` function is defined, its own library functions (``tl.zeros``,
-    ``tl.sum``, ...) included, so it must be set before the first import, and it stays set for the process.
-    """
+
+def import_triton():
+    """``triton`` (for the interpreter when there is no CUDA device), or an ``ImportError`` that says how to get it."""
     global tl
-    if "triton" not in sys.modules and not torch.cuda.is_available():
-        os.environ.setdefault("TRITON_INTERPRET", "1")
     try:
         import triton
         import triton.language

@@ -54,7 +54,8 @@ def plot_heatmap(matrix, row_labels: Sequence[str] | None = None, col_labels: Se
         title, xlabel, ylabel: text for the axes.
         annotate: write each value in its cell; by default only when the matrix has at most 12 x 12 cells.
         cmap, vmin, vmax: colours, as in ``matplotlib.pyplot.imshow``.
-        ax: draw into this axes instead of a new figure.
+        ax: draw into this axes instead of a new figure; its figure is then left for the caller to lay out
+            once, after its last panel (``attention_lib.plotting.style.finish(fig)``).
         fmt: format of the annotations.
         mask: optional bool ``(L, S)``, ``True`` = may attend (as in SDPA); ``False`` cells are drawn as blocked.
         colorbar: draw a colour bar beside the heatmap.
@@ -84,7 +85,8 @@ def plot_heatmap(matrix, row_labels: Sequence[str] | None = None, col_labels: Se
         if allowed.shape != data.shape:
             raise ValueError(f"mask must have the matrix's shape {tuple(data.shape)}, but got "
                              f"{tuple(allowed.shape)}; pick the same example and head, e.g. mask[0].")
-    if ax is None:
+    own_figure = ax is None
+    if own_figure:
         fig, ax = plt.subplots(figsize=(1.0 + 0.8 * len(cols), 0.8 + 0.6 * len(rows)))
     fig = ax.figure
     shown = data if allowed is None else np.ma.masked_where(~allowed, data)
@@ -110,7 +112,7 @@ def plot_heatmap(matrix, row_labels: Sequence[str] | None = None, col_labels: Se
                 ax.text(j, i, format(data[i, j], fmt), ha="center", va="center", color=colour, fontsize=9)
     if colorbar:
         fig.colorbar(image, ax=ax, fraction=0.046, pad=0.04)
-    return finish(fig)
+    return finish(fig) if own_figure else fig  # a layout per panel costs about 0.3 s each, and only the last counts
 
 
 def _draw_blocked(ax, allowed) -> None:

@@ -67,8 +67,7 @@ def plot_attention_grid(attention, tokens: Sequence[str], *, query_labels: Seque
                          annotate=annotate, fmt=".1f")
     if title:
         fig.suptitle(title)
-    fig.tight_layout()
-    return fig
+    return finish(fig)
 
 
 @with_alt
@@ -118,8 +117,7 @@ def plot_attention_over_training(snapshots: Mapping[int, Sequence[torch.Tensor]]
         plot_heatmap(snapshots[step][layer][example, head, :L, :L], tokens, tokens, title=f"after {step} steps",
                      vmin=0.0, vmax=1.0, ax=ax, fmt=".1f")
     fig.suptitle(title or f"layer {layer}, head {head} during training")
-    fig.tight_layout()
-    return fig
+    return finish(fig)
 
 
 @with_alt
@@ -163,8 +161,7 @@ def plot_loss_curves(curves: Mapping[str, Sequence[float]], *, title: str = "tra
     ax.set_title(title)
     ax.grid(True, alpha=0.3)
     ax.legend()
-    fig.tight_layout()
-    return fig
+    return finish(fig)
 
 
 @with_alt
