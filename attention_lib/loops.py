@@ -46,6 +46,8 @@ def loop_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, 
     batch = torch.broadcast_shapes(query.shape[:-2], key.shape[:-2], value.shape[:-2])
     weights = query.new_zeros(*batch, L, S)
     output = query.new_zeros(*batch, L, value.shape[-1])
+    if S == 0:  # no keys at all: nothing to blend, so zeros (as calculate_attention and SDPA give)
+        return output, weights
     for i in range(L):
         # The matchmaker and the scaler, one key at a time: a dot product of two E-vectors.
         scores = [(query[..., i, :] * key[..., j, :]).sum(-1) * scale for j in range(S)]

@@ -354,6 +354,14 @@ def test_no_keys_at_all_gives_zeros_like_sdpa(name):
     _assert_like_sdpa(name, q, k, v)
 
 
+def test_the_loop_version_with_no_keys_gives_zeros_like_the_recipe():
+    q, k, v = make_qkv((2,), 4, 0, 6, 6)
+    out, weights = al.loop_attention(q, k, v)
+    expected_out, expected_weights = al.calculate_attention(q, k, v)
+    assert torch.equal(out, expected_out) and torch.equal(weights, expected_weights)
+    assert out.shape == (2, 4, 6) and weights.shape == (2, 4, 0)
+
+
 @pytest.mark.parametrize("name", [n for n in EVERY_IMPLEMENTATION if n != "MultiHeadAttention"])
 def test_a_batch_dimension_only_value_has(name):
     q, k, _ = make_qkv((1,), 3, 4, 8, 5)

@@ -27,9 +27,15 @@ def test_temperature_matches_sdpa_scale():
     torch.testing.assert_close(temperature_weights(0.5), expected)
 
 
-@pytest.mark.parametrize("bad", [0, -1.0, True, "1"])
-def test_temperature_errors(bad):
-    with pytest.raises(ValueError, match="temperature must be a positive number"):
+@pytest.mark.parametrize(("bad", "error", "message"), [
+    (0, ValueError, "temperature must be positive, but temperature=0; use 1.0 for plain softmax"),
+    (-1.0, ValueError, "temperature must be positive, but temperature=-1.0"),
+    (float("inf"), ValueError, "temperature must be a finite number"),
+    (True, TypeError, r"temperature must be a number, but got bool \(True\)"),
+    ("1", TypeError, "temperature must be a number, but got str"),
+])
+def test_temperature_errors(bad, error, message):
+    with pytest.raises(error, match=message):
         temperature_weights(bad)
 
 

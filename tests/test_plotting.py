@@ -245,7 +245,7 @@ HELPERS = {
     "plot_block_diagram": (lambda **k: plotting.plot_block_diagram(num_layers=2, **k),
                            ["Block diagram", "2 blocks", "multi-head attention"]),
     "plot_shipped_overview": (lambda **k: plotting.plot_shipped_overview(**k),
-                              ["mirror position", "on 'dogs'", "answers 'bark'"]),
+                              ["mirror position", "on 'cat'", "answers 'purrs'"]),
     "plot_programs": (lambda **k: plotting.plot_programs(100, 100, 32, 32, is_causal=True, **k),
                       ["tiles of 32 x 32", "4 programs", "10 of 16 tiles are computed", "in the future"]),
     "plot_phase_change": (lambda **k: plotting.plot_phase_change(

@@ -77,25 +77,35 @@ def test_recipe_reproduces_the_reversal_model(reversal_run):
 def test_recipe_reproduces_the_agreement_model(agreement_run):
     assert evaluate(agreement_run.model, "agreement", n=3000, seed=FRESH_SEED)["sequence_accuracy"] >= 0.9
     probes = subject_probes(agreement_run.model, MOVED)
-    assert min(p.accuracy for p in probes) >= 0.9
+    assert min(p.accuracy for p in probes) >= 0.8, "right on at least 4 in 5 sentences of every moved structure"
     x, _ = make_batch("agreement", 200, seed=FRESH_SEED, split="heldout")
     with torch.no_grad():
         mine, shipped = agreement_run.model(x).attention, load_trained("agreement").model(x).attention
     assert max(float((a - b).abs().mean()) for a, b in zip(mine, shipped, strict=True)) < 0.01
 
 
+def test_a_structures_probe_does_not_depend_on_the_other_structures_listed():
+    model = load_trained("agreement").model
+    alone = probe_agreement(model, ["P S P P V P"], layer=1, head=0, n=200, adjectives=0)[0]
+    listed = probe_agreement(model, ["P P P P S V", "P S P P V P"], layer=1, head=0, n=200, adjectives=0)[1]
+    assert alone == listed
+
+
 def test_other_runs_of_the_agreement_recipe_give_what_lesson_12_says():
-    """Lesson 12 says what other runs of the agreement recipe give: seeds 1, 2 and 3 reach 91 %, 89 % and 85 % on
-    the held-out structures, and 1,000 steps instead of 600 give a model right in 98 % of ``P S P P V P`` and
-    72 % of ``P P S P P V`` sentences (no adjectives). Within a point of the lesson's numbers."""
-    for seed, stated in ((1, 0.91), (2, 0.89), (3, 0.85)):
-        accuracy = evaluate(train("agreement", seed=seed).model, "agreement")["sequence_accuracy"]
+    """Lesson 12 says what other seeds of the agreement recipe give: 92 %, 86 % and 89 % on the held-out structures
+    for seeds 1, 2 and 3; and, over seeds 0 to 3, 51 % to 54 % on ``P P P P S V`` sentences and 53 % to 95 % on
+    ``P S P P V P`` ones (no adjectives). Each within a point and a half of the lesson's numbers."""
+    models = {0: load_trained("agreement").model} | {seed: train("agreement", seed=seed).model for seed in (1, 2, 3)}
+    for seed, stated in ((1, 0.92), (2, 0.86), (3, 0.89)):
+        accuracy = evaluate(models[seed], "agreement")["sequence_accuracy"]
         assert abs(accuracy - stated) < 0.015, (seed, accuracy)
-    longer = train("agreement", steps=1000).model
-    layer, head = subject_head(longer)
-    probes = probe_agreement(longer, ["P S P P V P", "P P S P P V"], layer=layer, head=head, adjectives=0)
-    for probe, stated in zip(probes, (0.98, 0.72), strict=True):
-        assert abs(probe.accuracy - stated) < 0.015, (probe.structure, probe.accuracy)
+    beyond = {"P P P P S V": [], "P S P P V P": []}  # the lesson probes them in a longer list: same sentences
+    for model in models.values():  # the accuracy does not depend on which head is probed
+        for probe in probe_agreement(model, list(beyond), layer=1, head=0, adjectives=0):
+            beyond[probe.structure].append(probe.accuracy)
+    for structure, (low, high) in {"P P P P S V": (0.51, 0.54), "P S P P V P": (0.53, 0.95)}.items():
+        found = (min(beyond[structure]), max(beyond[structure]))
+        assert abs(found[0] - low) < 0.015 and abs(found[1] - high) < 0.015, (structure, found)
 
 
 def test_without_positions_reversal_fails():

@@ -140,8 +140,9 @@ ROWS = {
         w.render_percentages, w.percentages_explorer, bars(1),
         draws=({"temperature": 0.5, "word": "purred"}, lambda: temperature_weights(0.5)[2].double()),
         differ=({"temperature": 1.0, "word": "purred"}, {"temperature": 0.2, "word": "purred"}),
-        bad=[({"temperature": t}, ValueError, "temperature must be a positive number")
-             for t in (0.0, -1.0, float("nan"), "hot", True)]
+        bad=[({"temperature": t}, ValueError, "temperature must be positive") for t in (0.0, -1.0)]
+            + [({"temperature": float("nan")}, ValueError, "temperature must be a finite number")]
+            + [({"temperature": t}, TypeError, "temperature must be a number, but got") for t in ("hot", True)]
             + [({"word": "dog"}, ValueError, "word must be one of the sentence's tokens")],
         moves={"temperature": 0.3, "word": "cat"}),
     "blend": Row(
@@ -357,6 +358,6 @@ def test_shipped_overview_shows_the_verb_head_on_a_moved_subject():
     fig = plot_shipped_overview()
     agreement = load_trained("agreement")
     layer, head = subject_head(agreement.model)
-    sentence = "behind a cat the dogs bark(s)"
+    sentence = "near the dogs the cat purr(s)"
     torch.testing.assert_close(heatmap(fig, 1), agreement.run(sentence)[2][layer][head])
     assert [t.get_text() for t in fig.axes[0].get_xticklabels()][:2] == ["0: 3", "1: 1"]

@@ -12,6 +12,7 @@ import torch
 from ..attention import matchmaker, percentages, scaler
 from ..masks import causal_mask, padding_mask
 from ..multihead import MultiHeadAttention
+from ..validation import check_number
 from .data import FEATURES, toy_sentence
 
 #: The masks of lesson 08's explorer.
@@ -65,15 +66,14 @@ def temperature_weights(temperature: float = 1.0) -> torch.Tensor:
         The weights ``(4, 4)``, one row per word of "the cat purred softly", each summing to 1.
 
     Raises:
-        ValueError: if ``temperature`` is not a positive number.
+        TypeError: if ``temperature`` is not a number.
+        ValueError: if it is not a finite positive number.
 
     Example:
         >>> temperature_weights(1.0)[2].round(decimals=2)  # "purred" looks at "cat"
         tensor([0.0600, 0.7700, 0.1000, 0.0600])
     """
-    if isinstance(temperature, bool) or not isinstance(temperature, int | float) or not temperature > 0:
-        raise ValueError(f"temperature must be a positive number, but temperature={temperature!r}; "
-                         f"use 1.0 for plain softmax.")
+    temperature = check_number(temperature, "temperature", positive=True, fix="use 1.0 for plain softmax.")
     s = toy_sentence()
     scores = scaler(matchmaker(s.query, s.key), s.query.size(-1))  # (L, S)
     return percentages(scores / temperature)

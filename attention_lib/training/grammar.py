@@ -222,13 +222,13 @@ class AgreementTask(Task):
         return " ".join(a or t for t, a in zip(tokens, answers, strict=True))
 
 
-_RECIPE = {"embed_dim": 32, "num_heads": 2, "num_layers": 2, "mlp_dim": 64, "steps": 600, "batch_size": 128,
-           "lr": 3e-3}
+_RECIPE = {"embed_dim": 32, "num_heads": 2, "num_layers": 2, "mlp_dim": 64, "steps": 300, "batch_size": 128,
+           "lr": 6e-3}
 #: Agreement with the subject anywhere; whole structures held out to test on.
 AGREEMENT = AgreementTask("agreement", STRUCTURES, HELDOUT_STRUCTURES, recipe=_RECIPE, examples=(
     "near the dogs the cat purr(s)", "the small black cat purr(s)", "behind a cat the dogs bark(s)",
     "with the cats a white dog near the cats sit(s) softly", "the dogs near a cat bark(s) softly"))
-#: Agreement where the subject always comes first: the shortcut "look at the first noun" always works (and is
-#: learned in fewer steps: 100 already give 100 % on its held-out sentences).
+#: Agreement where the subject always comes first: the shortcut "look at the first noun" always works, and is
+#: learned in fewer steps.
 SUBJECT_FIRST = AgreementTask("agreement_subject_first", [s for s in STRUCTURES if s.startswith("S")],
-                              recipe=_RECIPE | {"steps": 150}, examples=AGREEMENT.examples)
+                              recipe=_RECIPE | {"steps": 100}, examples=AGREEMENT.examples)

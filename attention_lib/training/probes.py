@@ -7,6 +7,7 @@ including structures a model never trained on and structures the task itself nev
 
 from __future__ import annotations
 
+import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -72,7 +73,7 @@ def probe_agreement(model, structures: Sequence[str], *, layer: int, head: int, 
         structures: the structures to probe, e.g. ``["P S V", "P P P P S V"]`` (any that fit in ``max_len``).
         layer, head: the head whose verb row is measured.
         n: sentences per structure.
-        seed: their seed.
+        seed: their seed; a structure gets the same sentences whatever other structures are listed.
         adjectives: the chance of each adjective slot (default: as the task draws them; ``0`` for none).
         task: the agreement task whose vocabulary the model reads.
 
@@ -92,12 +93,14 @@ def probe_agreement(model, structures: Sequence[str], *, layer: int, head: int, 
     for name, value, size in (("layer", layer, config["num_layers"]), ("head", head, config["num_heads"])):
         if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < size:
             raise ValueError(f"{name} must be an index in 0..{size - 1}, but {name}={value!r}.")
-    g = torch.Generator().manual_seed(seed)
     plural = {task.vocab.index(w): int(w in NOUNS.values()) for pair in NOUNS.items() for w in pair}
     number = torch.tensor([plural.get(i, -1) for i in range(len(task.vocab))])  # -1: not a noun
     results = []
     for structure in structures:
         kwargs = {} if adjectives is None else {"adjectives": adjectives}
+        # One generator per structure, seeded by the seed and the structure: a structure's sentences do not depend
+        # on which other structures are listed, and two structures do not share their random draws.
+        g = torch.Generator().manual_seed(seed + zlib.crc32(structure.encode()))
         x, y = task.sentences([structure], n, g, **kwargs)
         parse = task.parse(x)
         rows = torch.arange(n)

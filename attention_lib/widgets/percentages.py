@@ -25,7 +25,8 @@ def render_percentages(temperature: float = 1.0, word: str = "purred"):
         A ``matplotlib.figure.Figure`` with two axes: the scores divided by the temperature, and the weights.
 
     Raises:
-        ValueError: if ``temperature`` is not positive or ``word`` is not in the sentence.
+        TypeError: if ``temperature`` is not a number.
+        ValueError: if ``temperature`` is not a finite positive number or ``word`` is not in the sentence.
 
     Example:
         >>> fig = render_percentages(0.5, "cat")
