@@ -230,7 +230,8 @@ HELPERS = {
                            ["2 heads of Dh = 2", "head 1 gets features 2 to 3"]),
     "plot_position_encoding": (lambda **k: plotting.plot_position_encoding(torch.zeros(6, 4), columns=[0], **k),
                                ["Heatmap", "Line plot"]),
-    "plot_causal_tiles": (lambda **k: plotting.plot_causal_tiles(8, 4, **k), ["Diagram"]),
+    "plot_causal_tiles": (lambda **k: plotting.plot_causal_tiles(8, 4, **k),
+                          ["A grid of 2 x 2 tiles", "the 1 above it are skipped", "3 of 4 tiles are computed"]),
     "plot_online_softmax_steps": (lambda **k: plotting.plot_online_softmax_steps(
         online_softmax_steps(torch.arange(4.0), torch.eye(4), 2), **k), ["panels"]),
     "plot_online_softmax_block": (lambda **k: plotting.plot_online_softmax_block(
@@ -298,6 +299,19 @@ def test_alt_passed_to_a_helper_wins_and_describes_its_panel():
     plot_bars(WEIGHTS[0], TOKENS, ax=left, alt="The first row.")
     plot_bars(WEIGHTS[1], TOKENS, ax=right)
     assert alt_text(fig).startswith("2 panels. (1) The first row. (2) Bar chart")
+
+
+def test_bars_side_by_side_are_described_series_by_series():
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots()
+    ax.bar([-0.2, 0.8], [0.5, 1.0], width=0.4, label="before")
+    ax.bar([0.2, 1.2], [0.25, 0.75], width=0.4, label="after")
+    ax.set_xticks([0, 1], labels=["animal", "action"])
+    ax.set_title("features")
+    assert alt_text(fig) == ("Grouped bar chart 'features', 2 series: before: animal 0.5, action 1; "
+                             "after: animal 0.25, action 0.75.")
+    plt.close(fig)
 
 
 @pytest.mark.parametrize(("alt", "error", "match"), [(3, TypeError, "alt must be a string"),

@@ -117,7 +117,7 @@ def describe_axes(ax) -> str:
     """A default description of one panel, read from what is drawn in it.
 
     A heatmap (an image) gives its rows, columns, value range and largest cell; a bar chart its bars' values
-    and the tallest; a line plot its axes and where each curve starts and ends; anything else (a diagram)
+    and the tallest (several series side by side: each series' values); a line plot its axes and where each curve starts and ends; anything else (a diagram)
     its title and the words written in it.
 
     Example:
@@ -140,6 +140,8 @@ def describe_axes(ax) -> str:
     bars = [c for c in ax.containers if isinstance(c, BarContainer)]
     if len(bars) == 1:
         return _describe_bars(ax, bars[0], named)
+    if bars:
+        return _describe_grouped_bars(ax, bars, named)
     lines = [line for line in ax.get_lines() if len(line.get_xdata()) > 1]
     if lines:
         return _describe_lines(ax, lines, named)
@@ -214,6 +216,25 @@ def _describe_bars(ax, bars, named: str) -> str:
     top = max(range(len(heights)), key=heights.__getitem__) if heights else None
     tallest = f"; the tallest is {names[top]} ({number(heights[top])})" if top is not None else ""
     return f"Bar chart{named}{ylabel}: {listed}{tallest}."
+
+
+def _describe_grouped_bars(ax, containers, named: str) -> str:
+    """Several series of bars side by side: each series' heights, named by the tick each bar stands nearest."""
+    ticks = [float(t) for t in ax.get_xticks()]
+    labels = [t.get_text() for t in ax.xaxis.get_ticklabels()]
+    series = []
+    for k, bars in enumerate(containers[:MAX_LISTED]):
+        name = bars.get_label() if bars.get_label() and not bars.get_label().startswith("_") else f"series {k + 1}"
+        values = []
+        for patch in bars.patches:
+            centre = patch.get_x() + patch.get_width() / 2
+            nearest = min(range(len(ticks)), key=lambda t: abs(ticks[t] - centre)) if ticks else None
+            where = labels[nearest] if nearest is not None and nearest < len(labels) and labels[nearest] else ""
+            values.append(f"{where or number(centre)} {number(patch.get_height())}")
+        series.append(f"{name}: {_listed(values)}")
+    more = f" ({len(containers) - MAX_LISTED} more series)" if len(containers) > MAX_LISTED else ""
+    ylabel = f" ({ax.get_ylabel()})" if ax.get_ylabel() else ""
+    return f"Grouped bar chart{named}{ylabel}, {len(containers)} series: {'; '.join(series)}{more}."
 
 
 def _describe_axis(ax, which: str, values) -> str:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import torch
 
-from .alt import with_alt
+from .alt import set_alt, with_alt
 from .style import GREY, HATCHES, PROGRESS_COLORS, finish
 
 #: What happens to a tile of scores under a causal mask, in the order of the colours.
@@ -78,4 +78,9 @@ def plot_causal_tiles(n: int, block_size: int, *, title: str = ""):
     ax.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, -0.22), fontsize=8, ncol=1)
     ax.set_title(title or f"causal, n = {n:,}, blocks of {block_size}:\n{int((kinds < 2).sum())} of {T * T} "
                           f"tiles computed", fontsize=10)
+    counts = [int((kinds == k).sum()) for k in range(3)]
+    set_alt(ax, f"A grid of {T} x {T} tiles of scores, {n:,} queries down and {n:,} keys across in blocks of "
+                f"{block_size}: the {counts[1]} tiles on the diagonal are computed, then masked; the {counts[0]} "
+                f"below it are computed; the {counts[2]} above it are skipped, all their keys in the future. "
+                f"{counts[0] + counts[1]} of {T * T} tiles are computed.")
     return finish(fig)
