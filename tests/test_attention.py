@@ -358,8 +358,10 @@ def test_the_loop_version_with_no_keys_gives_zeros_like_the_recipe():
     q, k, v = make_qkv((2,), 4, 0, 6, 6)
     out, weights = al.loop_attention(q, k, v)
     expected_out, expected_weights = al.calculate_attention(q, k, v)
-    assert torch.equal(out, expected_out) and torch.equal(weights, expected_weights)
-    assert out.shape == (2, 4, 6) and weights.shape == (2, 4, 0)
+    assert torch.equal(out, expected_out)
+    assert torch.equal(weights, expected_weights)
+    assert out.shape == (2, 4, 6)
+    assert weights.shape == (2, 4, 0)
 
 
 @pytest.mark.parametrize("name", [n for n in EVERY_IMPLEMENTATION if n != "MultiHeadAttention"])

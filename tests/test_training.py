@@ -105,7 +105,8 @@ def test_other_runs_of_the_agreement_recipe_give_what_lesson_12_says():
             beyond[probe.structure].append(probe.accuracy)
     for structure, (low, high) in {"P P P P S V": (0.51, 0.54), "P S P P V P": (0.53, 0.95)}.items():
         found = (min(beyond[structure]), max(beyond[structure]))
-        assert abs(found[0] - low) < 0.015 and abs(found[1] - high) < 0.015, (structure, found)
+        assert abs(found[0] - low) < 0.015, (structure, found)
+        assert abs(found[1] - high) < 0.015, (structure, found)
 
 
 def test_without_positions_reversal_fails():

@@ -117,8 +117,8 @@ def describe_axes(ax) -> str:
     """A default description of one panel, read from what is drawn in it.
 
     A heatmap (an image) gives its rows, columns, value range and largest cell; a bar chart its bars' values
-    and the tallest (several series side by side: each series' values); a line plot its axes and where each curve starts and ends; anything else (a diagram)
-    its title and the words written in it.
+    and the tallest (several series side by side: each series' values); a line plot its axes and where each
+    curve starts and ends; anything else (a diagram) its title and the words written in it.
 
     Example:
         >>> import matplotlib
