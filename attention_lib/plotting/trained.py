@@ -200,7 +200,7 @@ def plot_shipped_overview(sentence: str = "near the dogs the cat purr(s)", digit
     tokens, answers, attention = agreement.run(sentence)
     rows = [f"{t} → {a}" if a else t for t, a in zip(tokens, answers, strict=True)]
     plot_heatmap(attention[layer][head], rows, tokens, vmin=0.0, vmax=1.0, fmt=".1f", ax=axes[1],
-                 title=f"agreement, layer {layer}, head {head}: the verb looks hardest at its subject")
+                 title=f"agreement, layer {layer}, head {head}: where the verb looks")
     fig.suptitle("What the shipped tiny transformers of lesson 12 attend to")
     mirror = float(torch.stack([reversal_maps[0][0][i, -1 - i] for i in range(len(digit_tokens))]).mean())
     verb = next(i for i, a in enumerate(answers) if a)  # the one position with an answer
