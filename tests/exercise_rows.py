@@ -16,6 +16,7 @@ from typing import Any
 import torch
 
 from attention_lib import calculate_attention, sinusoidal_encoding
+from attention_lib.attention_only import all_head_scores, induction_score, previous_token_score
 from attention_lib.exercises import (
     check_cross_attention,
     check_induction_score,
@@ -319,6 +320,7 @@ REVERSAL_TARGET = Exercise(
     ],
     crashes=[(lambda d: 1 / 0, "ZeroDivisionError"), (lambda d: d[:, ::-1], "negative steps such as ::-1"),
              (lambda d: d[..., ::-1], "reverse a dimension with .flip")],
+    passed_says="correct on fixed batches of 8, 5, 4 and 3 digits",
 )
 
 WHERE_IT_LOOKS = Exercise(
@@ -350,9 +352,19 @@ PREVIOUS_TOKEN_SCORE = Exercise(
         (lambda w: w[:, :, 1:, 0].mean(dim=(0, -1)), "the weight on the first position"),
         (lambda w: w.diagonal(offset=-1, dim1=-2, dim2=-1).mean(dim=-1), "expected shape"),
         (lambda w: w.diagonal(offset=-1, dim1=-2, dim2=-1).mean(), "expected shape"),
+        (previous_token_score, "called the package's `previous_token_score`, which is the answer itself"),
+        (lambda w: all_head_scores((w,), 1)["previous token"][0], "called the package's"),
+        # the lesson's shortcut cell measures 15 positions back: copied unchanged, an empty diagonal on short maps
+        (lambda w: w.diagonal(offset=-15, dim1=-2, dim2=-1).mean(dim=(0, -1)), "the diagonal you took is empty"),
+        (lambda w: w.diagonal(offset=1, dim1=-2, dim2=-1).mean(dim=(0, -1)), "offset=+1 is above the diagonal"),
+        (lambda w: (w.argmax(-1) == torch.arange(w.shape[-1]) - 1)[..., 1:].float().mean(dim=(0, -1)),
+         "how often the previous position is a query's strongest key"),
+        (lambda w: (w.argmax(-1) == torch.arange(w.shape[-1]) - 1)[..., 2:].float().mean(dim=(0, -1)),
+         "your function used argmax"),
     ],
     crashes=[(lambda w: w[:, :, :, :-1] @ w, "RuntimeError")],
     mistakes=PREVIOUS_MISTAKES,
+    passed_says="three fixed causal maps of 5, 6 and 7 positions",
 )
 
 
@@ -371,9 +383,12 @@ INDUCTION_SCORE = Exercise(
         (lambda w, k: w.diagonal(offset=-1, dim1=-2, dim2=-1).mean(dim=(0, -1)), "the previous-token score"),
         (lambda w, k: stripe(w, k, 1) * 2, "the values differ from the reference"),
         (lambda w, k: w.diagonal(offset=-(k - 1), dim1=-2, dim2=-1)[..., 1:k + 1].mean(-1), "expected shape"),
+        (induction_score, "called the package's `induction_score`, which is the answer itself"),
+        (lambda w, k: all_head_scores((w,), k)["induction"][0], "called the package's"),
     ],
     crashes=[(lambda w, k: w[:, :, k + 100], "IndexError")],
     mistakes=INDUCTION_MISTAKES,
+    passed_says="k = 3, 4 and 5 in sequences of 8, 11 and 14 positions",
 )
 
 

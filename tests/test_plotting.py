@@ -241,6 +241,9 @@ HELPERS = {
     "plot_attention_over_training": (lambda **k: plotting.plot_attention_over_training(
         {0: (torch.full((1, 2, 2, 2), 0.5),), 10: (torch.eye(2).expand(1, 2, 2, 2),)}, ["a", "b"], **k),
         ["Heatmap"]),
+    "plot_attraction": (lambda **k: plotting.plot_attraction(
+        {"2 blocks": {0: (1.0, 0.9), 3: ((0.7, 0.6, 0.8), 0.5)}}, **k),
+        ["by the number of attractors, 0 to 3", "2 blocks: 100 % right with 0 attractors, 70 % with 3"]),
     "plot_loss_curves": (lambda **k: plotting.plot_loss_curves({"with positions": [2.3, 0.1, 0.01]}, **k),
                          ["Line plot 'training loss'", "with positions goes from 2.3"]),
     "plot_block_diagram": (lambda **k: plotting.plot_block_diagram(num_layers=2, **k),

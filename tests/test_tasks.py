@@ -197,10 +197,69 @@ def test_encode_rejects_what_is_neither_tokens_nor_ids():
 
 @pytest.mark.parametrize(("kwargs", "match"), [
     ({"task": "sorting", "n": 3}, r"unknown task 'sorting'; the tasks are \['agreement', "
-                                  r"'agreement_subject_first', 'reversal'\]"),
+                                  r"'agreement_attractors', 'agreement_subject_first', 'reversal'\]"),
     ({"task": "reversal", "n": 0}, "n must be positive, but n=0"),
     ({"task": "reversal", "n": 3, "split": "test"}, "split must be 'train' or 'heldout'"),
 ])
 def test_make_batch_errors(kwargs, match):
     with pytest.raises(ValueError, match=match):
         make_batch(**kwargs)
+
+
+# --- attractors: distractors whose number disagrees with the subject's ------------------------------------------
+
+def numbers_of(words):
+    """The subject's number and the distractors' numbers, read without the task's parser."""
+    subject = subject_of(words)
+    nouns = [w for w in words if w in NOUNS]
+    nouns.remove(subject)
+    return NOUNS[subject], [NOUNS[w] for w in nouns]
+
+
+@pytest.mark.parametrize("structure", ["P P P S V", "S P P V A", "P S V P", "P P S P P V"])
+def test_a_sentence_has_exactly_the_attractors_asked_for(structure):
+    g = torch.Generator().manual_seed(4)
+    distractors = structure.split().count("P")
+    adjectives = 0 if distractors > 3 else 0.4
+    for m in range(distractors + 1):
+        x, y = AGREEMENT.sentences([structure], 200, g, attractors=m, adjectives=adjectives)
+        for row, target in zip(x, y, strict=True):
+            subject, others = numbers_of(AGREEMENT.decode(row))
+            assert sum(n != subject for n in others) == m
+            assert int(target[target != IGNORE]) == subject
+        which = [[n != s for n in o] for s, o in map(numbers_of, map(AGREEMENT.decode, x))]
+        if 0 < m < distractors:  # which distractors disagree is drawn, not always the same ones
+            assert len({tuple(w) for w in which}) > 1
+
+
+def test_uniform_attractors_are_as_many_of_each_number():
+    x, _ = AGREEMENT.sentences(["P P P S V"], 4000, torch.Generator().manual_seed(5), attractors="uniform")
+    counts = torch.bincount(torch.tensor([sum(n != s for n in o)
+                                          for s, o in map(numbers_of, map(AGREEMENT.decode, x))]), minlength=4)
+    assert (counts - 1000).abs().max() < 120, counts  # a coin toss for each would give 500 / 1500 / 1500 / 500
+
+
+def test_by_default_each_distractor_is_a_coin_toss():
+    x, _ = AGREEMENT.sentences(["P P P S V"], 4000, torch.Generator().manual_seed(5))
+    counts = torch.bincount(torch.tensor([sum(n != s for n in o)
+                                          for s, o in map(numbers_of, map(AGREEMENT.decode, x))]), minlength=4)
+    assert (counts - torch.tensor([500, 1500, 1500, 500])).abs().max() < 120, counts
+
+
+def test_the_attractors_task_trains_on_attractors_and_is_measured_on_coin_tosses():
+    attractors = get_task("agreement_attractors")
+    assert attractors.structures == AGREEMENT.structures
+    assert attractors.heldout_structures == AGREEMENT.heldout_structures
+    for split in ("train", "heldout"):
+        mine, theirs = make_batch(attractors, 300, seed=2, split=split), make_batch(AGREEMENT, 300, seed=2, split=split)
+        assert torch.equal(mine[0], theirs[0]) == (split == "heldout")  # the held-out split is the same sentences
+
+
+@pytest.mark.parametrize(("kwargs", "match"), [
+    ({"attractors": 4}, r"'P P P S V' has 3 distractors \(P\), so it cannot have attractors=4; ask for 0 to 3"),
+    ({"attractors": -1}, "cannot have attractors=-1"),
+    ({"attractors": "all"}, "attractors must be None, a number of distractors or 'uniform', but got 'all'"),
+])
+def test_attractors_errors(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        AGREEMENT.sentences(["P P P S V"], 5, torch.Generator(), **kwargs)

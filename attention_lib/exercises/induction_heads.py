@@ -8,9 +8,10 @@ from collections.abc import Callable
 
 import torch
 
-from ..attention_only import induction_score, previous_token_score
+from ..attention_only import all_head_scores, induction_score, previous_token_score
 from ..validation import is_int
 from ._checker import CheckResult, check_function
+from ._running import run_learner
 
 
 def _causal_weights(seed: int, L: int) -> torch.Tensor:
@@ -24,6 +25,22 @@ def _causal_weights(seed: int, L: int) -> torch.Tensor:
 
 def _weights(seed: int) -> tuple[torch.Tensor]:
     return (_causal_weights(seed, 5 + seed),)
+
+
+#: What the checkers' fixed inputs are, for their messages.
+PREVIOUS_INPUTS = "three fixed causal maps of 5, 6 and 7 positions, with 1 to 3 heads"
+INDUCTION_INPUTS = "three fixed causal maps, k = 3, 4 and 5 in sequences of 8, 11 and 14 positions"
+#: The package's own scores are the answer: a learner's function may not call them.
+FORBIDDEN = {fn: "write it with tensor operations (torch.diagonal, indexing, mean); your function called the "
+                 "package's {call}, which is the answer itself." for fn in (previous_token_score, induction_score,
+                                                                            all_head_scores)}
+#: A score that counts strongest keys instead of averaging weights.
+ARGMAX_HINT = ("your function used argmax, which counts how often a key is a query's strongest; the score is the "
+               "mean weight the queries put on that key.")
+#: Why a score is NaN: the mean of no numbers, from a diagonal that lies outside the checker's short maps.
+EMPTY_DIAGONAL_HINT = ("your result is NaN, the mean of no numbers: the diagonal you took is empty on these maps "
+                       "({inputs}). A diagonal with offset -d exists only when a map has more than d positions; the "
+                       "previous token of query i is key i - 1, one step below the main diagonal: offset=-1.")
 
 
 def _weights_and_k(seed: int) -> tuple[torch.Tensor, int]:
@@ -40,6 +57,12 @@ PREVIOUS_MISTAKES = [
     (lambda w: w.diagonal(offset=-1, dim1=-2, dim2=-1).sum(dim=(0, -1)), "that is a sum; the score is a mean, "
      "between 0 and 1."),
     (lambda w: w[:, :, 1:, 0].mean(dim=(0, -1)), "that is the weight on the first position, not on the previous one."),
+    (lambda w: w.diagonal(offset=1, dim1=-2, dim2=-1).mean(dim=(0, -1)), "offset=+1 is above the diagonal, key i + 1, "
+     "the next token, which the causal mask hides (every weight there is 0); the previous token is below it: "
+     "offset=-1."),
+    (lambda w: (w.argmax(-1) == torch.arange(w.shape[-1]) - 1)[..., 1:].float().mean(dim=(0, -1)),
+     "that is how often the previous position is a query's strongest key; the score is the mean weight the "
+     "queries put on it."),
 ]
 
 #: Typical wrong induction scores and their hints (also used by the tests).
@@ -55,21 +78,39 @@ INDUCTION_MISTAKES = [
 ]
 
 
+def _with_inputs(result: CheckResult, inputs: str) -> CheckResult:
+    """Say what the checker's inputs are when it passes (they are fixed, not random)."""
+    if not result.passed:
+        return result
+    name = result.message.removeprefix("✅ ").split(":")[0]
+    return CheckResult("passed", f"✅ {name}: correct on {inputs}. Well done!")
+
+
 def check_previous_token_score(fn: Callable[[torch.Tensor], torch.Tensor]) -> CheckResult:
     """Check ``fn(weights)``: ``weights (N, H, L, L)`` -> ``(H,)``, each head's mean weight on the previous position.
 
     Built step by step in ``notebooks/13_induction_heads.ipynb``; the reference is
-    :func:`attention_lib.attention_only.previous_token_score`.
+    :func:`attention_lib.attention_only.previous_token_score`, which the learner's function may not call.
 
     Example:
-        >>> check_previous_token_score(previous_token_score).status
+        >>> check_previous_token_score(lambda w: w.diagonal(offset=-1, dim1=-2, dim2=-1).mean(dim=(0, -1))).status
         'passed'
+        >>> check_previous_token_score(previous_token_score).message[:52]
+        '❌ the previous-token score: not allowed here. Hint: '
         >>> check_previous_token_score(lambda w: w.diagonal(dim1=-2, dim2=-1).mean(dim=(0, -1))).message[:44]
         '❌ the previous-token score: not quite. Hint:'
     """
-    return check_function(fn, previous_token_score, _weights, name="the previous-token score",
-                          mistakes=PREVIOUS_MISTAKES,
-                          shape_hint="one score per head: average over the sequences (dim 0) and the queries.")
+    name = "the previous-token score"
+    first = run_learner(fn, _weights(0), FORBIDDEN)
+    got = first.result
+    if (first.error is None and first.forbidden is None and "diagonal" in first.ops and isinstance(got, torch.Tensor)
+            and got.is_floating_point() and bool(got.isnan().any())):
+        hint = EMPTY_DIAGONAL_HINT.format(inputs=PREVIOUS_INPUTS)
+        return CheckResult("failed", f"❌ {name}: not quite. Hint: {hint}")
+    return _with_inputs(check_function(fn, previous_token_score, _weights, name=name, mistakes=PREVIOUS_MISTAKES,
+                                       forbidden=FORBIDDEN, clues={"argmax": ARGMAX_HINT},
+                                       shape_hint="one score per head: average over the sequences (dim 0) and the "
+                                       "queries."), PREVIOUS_INPUTS)
 
 
 def check_induction_score(fn: Callable[[torch.Tensor, int], torch.Tensor]) -> CheckResult:
@@ -77,15 +118,20 @@ def check_induction_score(fn: Callable[[torch.Tensor, int], torch.Tensor]) -> Ch
     ``k..2k-1`` -> ``(H,)``, the mean weight of queries ``k..2k-1`` on position ``i - k + 1``.
 
     Built step by step in ``notebooks/13_induction_heads.ipynb``; the reference is
-    :func:`attention_lib.attention_only.induction_score`.
+    :func:`attention_lib.attention_only.induction_score`, which the learner's function may not call.
 
     Example:
-        >>> check_induction_score(induction_score).status
+        >>> def stripe(w, k):
+        ...     return w.diagonal(offset=-(k - 1), dim1=-2, dim2=-1)[..., 1:k + 1].mean(dim=(0, -1))
+        >>> check_induction_score(stripe).status
         'passed'
+        >>> check_induction_score(induction_score).status
+        'failed'
     """
-    return check_function(fn, induction_score, _weights_and_k, name="the induction score",
-                          mistakes=INDUCTION_MISTAKES,
-                          shape_hint="one score per head: average over the sequences and the k queries of the copy.")
+    return _with_inputs(check_function(fn, induction_score, _weights_and_k, name="the induction score",
+                                       mistakes=INDUCTION_MISTAKES, forbidden=FORBIDDEN, clues={"argmax": ARGMAX_HINT},
+                                       shape_hint="one score per head: average over the sequences and the k "
+                                       "queries of the copy."), INDUCTION_INPUTS)
 
 
 def _strongest_key(text: str, position: int, layer: int, head: int, model) -> tuple[int, float]:

@@ -55,7 +55,7 @@ def check_reversal_target(fn: Callable[[torch.Tensor], torch.Tensor]) -> CheckRe
         if shorter.error is not None or not (isinstance(shorter.result, torch.Tensor)
                                              and torch.equal(shorter.result, five.flip(-1))):
             return CheckResult("failed", f"❌ {name}: not quite. Hint: {FIXED_LENGTH_HINT.format(L='L = 5')}")
-    return check_function(
+    result = check_function(
         fn, lambda d: d.flip(-1), _digits, name=name,
         mistakes=[
             (lambda d: d.clone(), "that is the input itself: the answer at position i is the digit at position "
@@ -67,6 +67,9 @@ def check_reversal_target(fn: Callable[[torch.Tensor], torch.Tensor]) -> CheckRe
         ],
         shape_hint="keep the shape (N, L): one reversed row per example.",
     )
+    if result.passed:  # the inputs are fixed, not random: say which
+        return CheckResult("passed", f"✅ {name}: correct on fixed batches of 8, 5, 4 and 3 digits. Well done!")
+    return result
 
 
 def _learned_rows(trained=None) -> list[int]:

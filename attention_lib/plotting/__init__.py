@@ -16,6 +16,7 @@ from .blend import plot_mix
 from .diagrams import plot_heads_diagram, plot_matmul_diagram, plot_softmax_diagram
 from .display import install_display_hook
 from .induction_heads import plot_head_maps, plot_phase_change
+from .learning_to_attend.attraction import plot_attraction
 from .learning_to_attend.blocks import plot_block_diagram
 from .learning_to_attend.trained import (
     plot_attention_grid,
@@ -41,6 +42,7 @@ __all__ = [
     "plain_log_ticks",
     "plot_attention_grid",
     "plot_attention_over_training",
+    "plot_attraction",
     "plot_bars",
     "plot_block_diagram",
     "plot_causal_tiles",

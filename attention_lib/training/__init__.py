@@ -4,19 +4,26 @@
 - :mod:`~attention_lib.training.tasks`: the toy tasks, generated and seeded here (no downloads), and
   :mod:`~attention_lib.training.grammar`, the agreement sentences and their structures;
 - :mod:`~attention_lib.training.probes`: what an agreement model does, measured per sentence structure;
+- :mod:`~attention_lib.training.attraction`: agreement attraction, by the number of attractors, and a training change
+  against it, measured over seeds;
 - :mod:`~attention_lib.training.recipe`: the training recipe and the held-out evaluation;
+- :mod:`~attention_lib.training.bands`: what training gives, as a band over seeds and CPU paths, and the statement
+  a lesson prints about its own run;
 - :mod:`~attention_lib.training.shipped`: the shipped weights (``trained/*.pt``) and the one safe way to load them;
 - :mod:`~attention_lib.training.induction_heads`: lesson 13's repeated sequences, the recipe that grows induction heads
   and its shipped models (``notebooks/13_induction_heads.ipynb``).
 """
 
+from .attraction import BEYOND, HELDOUT_THREE, TRAINING_THREE, by_attractors, format_attraction, load_study, spread
+from .bands import band_text, within_band
 from .grammar import AGREEMENT, HELDOUT_STRUCTURES, SUBJECT_FIRST
 from .induction_heads import load_induction, make_repeats, train_induction
-from .probes import format_probes, probe_agreement, subject_head
+from .probes import format_probes, probe_agreement, probe_attraction, subject_head, subject_shares
 from .recipe import evaluate, train
 from .shipped import TrainedModel, load_trained
 from .tasks import REVERSAL, get_task, make_batch
 
-__all__ = ["AGREEMENT", "HELDOUT_STRUCTURES", "REVERSAL", "SUBJECT_FIRST", "TrainedModel", "evaluate", "format_probes",
-           "get_task", "load_induction", "load_trained", "make_batch", "make_repeats", "probe_agreement",
-           "subject_head", "train", "train_induction"]
+__all__ = ["AGREEMENT", "BEYOND", "HELDOUT_STRUCTURES", "HELDOUT_THREE", "REVERSAL", "SUBJECT_FIRST", "TRAINING_THREE",
+           "TrainedModel", "band_text", "by_attractors", "evaluate", "format_attraction", "format_probes", "get_task",
+           "load_induction", "load_study", "load_trained", "make_batch", "make_repeats", "probe_agreement",
+           "probe_attraction", "spread", "subject_head", "subject_shares", "train", "train_induction", "within_band"]

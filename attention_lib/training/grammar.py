@@ -8,11 +8,13 @@ reads a sentence whose verb is left open, ``purr(s)``, and chooses *purrs* (sing
 - ``P``: a prepositional phrase, a distractor noun with its own number ("near the dogs");
 - ``V``: the verb; ``A``: the adverb "softly".
 
-So "near the dogs the cat purr(s) softly" has the structure ``P S V A``. Up to two ``P`` come before the verb,
-before or after the subject, and one ``P`` or ``A`` may follow it. :data:`AGREEMENT` keeps whole structures
+So "near the dogs the cat purr(s) softly" has the structure ``P S V A``. Up to three ``P`` come before the verb,
+before or after the subject; then the verb may be followed by an ``A``, or, when at most two ``P`` came before it,
+by an ``A`` or one more ``P`` (26 structures in all, :data:`STRUCTURES`). :data:`AGREEMENT` keeps whole structures
 out of training (:data:`HELDOUT_STRUCTURES`): its held-out split is made only of them, so a model measured
 there meets sentence shapes it never saw. :data:`SUBJECT_FIRST` makes only the structures whose subject
 comes first, as in "the cat near the dogs purr(s)", the data on which a model can take a shortcut.
+:data:`ATTRACTORS` is :data:`AGREEMENT` trained on more sentences whose distractors disagree with the subject.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from typing import NamedTuple
 
 import torch
 
+from ..validation import is_int
 from .task import IGNORE, Task
 
 NOUNS = {"cat": "cats", "dog": "dogs"}  # singular -> plural: the course's animals
@@ -65,6 +68,9 @@ class AgreementTask(Task):
         heldout_structures: those of ``structures`` kept out of training; its held-out split is made of them.
             With none, examples are held out by a hash of their ids instead (about 1 in 8).
         recipe, examples: as for :class:`~attention_lib.training.task.Task`.
+        attractors: how the training sentences' distractors take their number (see :meth:`sentences`): ``None``
+            (the default), each a coin toss; ``"uniform"``, as many sentences with 0, 1, 2 or 3 attractors.
+            The held-out split always tosses the coin, so that models trained either way are measured alike.
 
     Example:
         >>> ids = AGREEMENT.encode("near the dogs the small cat purr(s)")
@@ -73,9 +79,10 @@ class AgreementTask(Task):
     """
 
     def __init__(self, name: str, structures: Sequence[str], heldout_structures: Sequence[str] = (), *,
-                 recipe: dict, examples: Sequence[str] = ()):
+                 recipe: dict, examples: Sequence[str] = (), attractors: int | str | None = None):
         super().__init__(name, VOCAB, ("singular", "plural"), 22, 0, recipe, examples)
         self.structures, self.heldout_structures = tuple(structures), tuple(heldout_structures)
+        self.attractors = attractors
         self.training_structures = tuple(s for s in self.structures if s not in self.heldout_structures)
         for structure in self.structures:
             if self.longest(structure) > self.max_len:
@@ -88,8 +95,8 @@ class AgreementTask(Task):
         return sum({"S": 4, "P": 5, "V": 1, "A": 1}[part] for part in structure.split())
 
     # -- drawing sentences ------------------------------------------------------------------------------------
-    def sentences(self, structures: Sequence[str], n: int, g: torch.Generator, *, adjectives: float = ADJECTIVE_RATE
-                  ) -> tuple[torch.Tensor, torch.Tensor]:
+    def sentences(self, structures: Sequence[str], n: int, g: torch.Generator, *, adjectives: float = ADJECTIVE_RATE,
+                  attractors: int | str | None = None) -> tuple[torch.Tensor, torch.Tensor]:
         """``n`` sentences, each of a structure drawn from ``structures`` (any, even ones the task never makes).
 
         Args:
@@ -97,13 +104,19 @@ class AgreementTask(Task):
             n: how many sentences.
             g: the random generator.
             adjectives: the chance that each adjective slot is filled (0: no adjectives).
+            attractors: how many distractors disagree with the subject in number (the **attractors** of
+                Linzen et al., 2016): ``None``, each distractor's number is a coin toss (the task's default);
+                an int ``m``, exactly ``m`` of them, chosen at random (every structure needs ``m`` ``P``);
+                ``"uniform"``, ``m`` drawn uniformly from ``0..`` the number of ``P``, for each sentence.
 
         Returns:
             ``(inputs (n, max_len), targets (n, max_len))``: the verb's target is 0 (singular) or 1 (plural).
 
         Raises:
-            ValueError: for an unknown part or a structure that may not fit.
+            ValueError: for an unknown part, a structure that may not fit, or more attractors than distractors.
         """
+        if not (attractors is None or attractors == "uniform" or is_int(attractors)):
+            raise ValueError(f"attractors must be None, a number of distractors or 'uniform', but got {attractors!r}.")
         for structure in structures:
             parts = structure.split()
             if set(parts) - {"S", "P", "V", "A"} or parts.count("S") != 1 or parts.count("V") != 1:
@@ -113,16 +126,19 @@ class AgreementTask(Task):
             if longest > self.max_len:
                 raise ValueError(f"structure {structure!r} can be {longest} tokens long, but the model reads at "
                                  f"most {self.max_len}; use fewer phrases or adjectives=0.")
+            if is_int(attractors) and not 0 <= attractors <= parts.count("P"):
+                raise ValueError(f"structure {structure!r} has {parts.count('P')} distractors (P), so it cannot have "
+                                 f"attractors={attractors}; ask for 0 to {parts.count('P')}.")
         which = torch.randint(len(structures), (n,), generator=g)
         inputs = torch.full((n, self.max_len), self.pad)
         targets = torch.full((n, self.max_len), IGNORE)
         for k, structure in enumerate(structures):
             rows = (which == k).nonzero().squeeze(1)
             if len(rows):
-                inputs[rows], targets[rows] = self._of_structure(structure, len(rows), g, adjectives)
+                inputs[rows], targets[rows] = self._of_structure(structure, len(rows), g, adjectives, attractors)
         return inputs, targets
 
-    def _of_structure(self, structure: str, n: int, g: torch.Generator, adjectives: float):
+    def _of_structure(self, structure: str, n: int, g: torch.Generator, adjectives: float, attractors=None):
         """``n`` sentences of one structure, at once: word slots, some left empty, then closed up to the left."""
 
         def draw(words) -> torch.Tensor:  # (n,) random words among ``words``
@@ -136,12 +152,22 @@ class AgreementTask(Task):
 
         always = torch.ones(n, dtype=torch.bool)
         plural = torch.rand(n, generator=g) < 0.5  # the subject's number: the answer
-        slots, present, verb_slot = [], [], None
+        disagree = None  # (n, P): which distractors disagree with the subject (None: a coin toss for each)
+        if attractors is not None:
+            p = structure.split().count("P")
+            m = (torch.randint(p + 1, (n,), generator=g) if attractors == "uniform"
+                 else torch.full((n,), int(attractors)))  # (n,): how many disagree
+            rank = torch.rand(n, p, generator=g).argsort(1).argsort(1)  # (n, P): a random order of the distractors
+            disagree = rank < m[:, None]  # the first m of that order disagree
+        slots, present, verb_slot, distractor = [], [], None, 0
         for part in structure.split():
             if part == "S":
                 words, shown = noun_phrase(plural)
             elif part == "P":
-                words, shown = noun_phrase(torch.rand(n, generator=g) < 0.5)  # a distractor: its own number
+                number = (torch.rand(n, generator=g) < 0.5 if disagree is None  # a distractor: its own number
+                          else plural ^ disagree[:, distractor])
+                distractor += 1
+                words, shown = noun_phrase(number)
                 words, shown = [draw(PREPOSITIONS), *words], [always, *shown]
             elif part == "V":
                 verb_slot = len(slots)
@@ -166,7 +192,9 @@ class AgreementTask(Task):
         """Held out by structure: training draws only training structures, held out only held-out ones."""
         if not self.heldout_structures:
             return super().sample(n, g, split)
-        return self.sentences(self.training_structures if split == "train" else self.heldout_structures, n, g)
+        if split == "train":
+            return self.sentences(self.training_structures, n, g, attractors=self.attractors)
+        return self.sentences(self.heldout_structures, n, g)
 
     def is_heldout(self, ids: torch.Tensor) -> torch.Tensor:
         """``(N,)`` bool: a held-out structure (or, for a task without any, the hash of the ids)."""
@@ -228,6 +256,10 @@ _RECIPE = {"embed_dim": 32, "num_heads": 2, "num_layers": 2, "mlp_dim": 64, "ste
 AGREEMENT = AgreementTask("agreement", STRUCTURES, HELDOUT_STRUCTURES, recipe=_RECIPE, examples=(
     "near the dogs the cat purr(s)", "the small black cat purr(s)", "behind a cat the dogs bark(s)",
     "with the cats a white dog near the cats sit(s) softly", "the dogs near a cat bark(s) softly"))
+#: Agreement with the subject anywhere, trained on as many sentences with 0, 1, 2 or 3 attractors (distractors whose
+#: number disagrees with the subject's) instead of a coin toss for each distractor: lesson 12's training change.
+ATTRACTORS = AgreementTask("agreement_attractors", STRUCTURES, HELDOUT_STRUCTURES, recipe=_RECIPE,
+                           examples=AGREEMENT.examples, attractors="uniform")
 #: Agreement where the subject always comes first: the shortcut "look at the first noun" always works, and is
 #: learned in fewer steps.
 SUBJECT_FIRST = AgreementTask("agreement_subject_first", [s for s in STRUCTURES if s.startswith("S")],

@@ -44,21 +44,36 @@ class StructureProbe:
     follows_first_noun: float = float("nan")
 
 
-def subject_head(model, task: AgreementTask = AGREEMENT, *, n: int = 500, seed: int = 0) -> tuple[int, int]:
-    """``(layer, head)`` whose verb row looks hardest at the subject most often, on the task's held-out sentences.
+def subject_shares(model, task: AgreementTask = AGREEMENT, *, n: int = 500, seed: int = 0) -> torch.Tensor:
+    """``(layers, H)``: for each head, the share of the task's held-out sentences whose verb looks hardest at the
+    subject (its verb row's strongest key is the subject).
+
+    Built step by step in ``notebooks/12_learning_to_attend.ipynb``.
 
     Example:
         >>> from attention_lib.training import load_trained
-        >>> subject_head(load_trained("agreement").model)
-        (1, 0)
+        >>> subject_shares(load_trained("agreement").model).shape
+        torch.Size([2, 2])
     """
     x, _ = task.sample(n, torch.Generator().manual_seed(seed), "heldout")
     parse = task.parse(x)
     with torch.no_grad():
         maps = model(x).attention  # one (N, H, L, L) per layer
     rows = torch.arange(n)
-    shares = torch.stack([(w[rows, :, parse.verb].argmax(-1) == parse.subject[:, None]).float().mean(0)
-                          for w in maps])  # (layers, H)
+    return torch.stack([(w[rows, :, parse.verb].argmax(-1) == parse.subject[:, None]).float().mean(0)
+                        for w in maps])  # (layers, H)
+
+
+def subject_head(model, task: AgreementTask = AGREEMENT, *, n: int = 500, seed: int = 0) -> tuple[int, int]:
+    """``(layer, head)`` whose verb row looks hardest at the subject most often, on the task's held-out sentences
+    (the largest of :func:`subject_shares`).
+
+    Example:
+        >>> from attention_lib.training import load_trained
+        >>> subject_head(load_trained("agreement").model)
+        (1, 0)
+    """
+    shares = subject_shares(model, task, n=n, seed=seed)
     best = int(shares.argmax())
     return best // shares.shape[1], best % shares.shape[1]
 
@@ -93,8 +108,6 @@ def probe_agreement(model, structures: Sequence[str], *, layer: int, head: int, 
     config = model.config
     for name, value, size in (("layer", layer, config["num_layers"]), ("head", head, config["num_heads"])):
         check_index(value, name, size)
-    plural = {task.vocab.index(w): int(w in NOUNS.values()) for pair in NOUNS.items() for w in pair}
-    number = torch.tensor([plural.get(i, -1) for i in range(len(task.vocab))])  # -1: not a noun
     results = []
     for structure in structures:
         kwargs = {} if adjectives is None else {"adjectives": adjectives}
@@ -102,26 +115,108 @@ def probe_agreement(model, structures: Sequence[str], *, layer: int, head: int, 
         # on which other structures are listed, and two structures do not share their random draws.
         g = torch.Generator().manual_seed(seed + zlib.crc32(structure.encode()))
         x, y = task.sentences([structure], n, g, **kwargs)
-        parse = task.parse(x)
-        rows = torch.arange(n)
-        answer = y[rows, parse.verb]  # (n,)
-        with torch.no_grad():
-            out = model(x)
-        said = out.logits[rows, parse.verb].argmax(-1)  # the model's answer: 0 singular, 1 plural
-        verb_row = out.attention[layer][rows, head, parse.verb]  # (n, L): where the verb looks
-        strongest = verb_row.argmax(-1)
-        is_noun = (number[x] >= 0) & (torch.arange(x.shape[1]) < parse.verb[:, None])  # nouns before the verb
-        nearest = torch.where(is_noun, torch.arange(x.shape[1]), -1).max(1).values
-        results.append(StructureProbe(
-            structure, " ".join(task.decode(x[0])),
-            accuracy=float((said == answer).float().mean()),
-            on_subject=float((strongest == parse.subject).float().mean()),
-            on_first_noun=float((strongest == parse.first_noun).float().mean()),
-            weight_on_subject=float(verb_row[rows, parse.subject].mean()),
-            first_noun_rule=float((number[x[rows, parse.first_noun]] == answer).float().mean()),
-            nearest_noun_rule=float((number[x[rows, nearest]] == answer).float().mean()),
-            follows_first_noun=float((number[x[rows, parse.first_noun]] == said).float().mean()),
-        ))
+        results.append(StructureProbe(structure, " ".join(task.decode(x[0])),
+                                      **_measure(model, x, y, layer, head, task)[0]))
+    return results
+
+
+def _number(task: AgreementTask) -> torch.Tensor:
+    """``(V,)``: 1 for a plural noun, 0 for a singular one, -1 for every other token."""
+    plural = {task.vocab.index(w): int(w in NOUNS.values()) for pair in NOUNS.items() for w in pair}
+    return torch.tensor([plural.get(i, -1) for i in range(len(task.vocab))])
+
+
+def _measure(model, x: torch.Tensor, y: torch.Tensor, layer: int, head: int, task: AgreementTask
+             ) -> tuple[dict, torch.Tensor]:
+    """The shares of :class:`StructureProbe` on the sentences ``x (n, L)`` with targets ``y (n, L)``, and whether
+    the verb's strongest key is an attractor, a noun whose number is not the subject's (``(n,)`` bool)."""
+    number = _number(task)
+    parse = task.parse(x)
+    n = x.shape[0]
+    rows = torch.arange(n)
+    answer = y[rows, parse.verb]  # (n,)
+    with torch.no_grad():
+        out = model(x)
+    said = out.logits[rows, parse.verb].argmax(-1)  # the model's answer: 0 singular, 1 plural
+    verb_row = out.attention[layer][rows, head, parse.verb]  # (n, L): where the verb looks
+    strongest = verb_row.argmax(-1)
+    is_noun = (number[x] >= 0) & (torch.arange(x.shape[1]) < parse.verb[:, None])  # nouns before the verb
+    nearest = torch.where(is_noun, torch.arange(x.shape[1]), -1).max(1).values
+    strongest_number = number[x[rows, strongest]]
+    on_attractor = (strongest_number >= 0) & (strongest_number != number[x[rows, parse.subject]])
+    return {"accuracy": float((said == answer).float().mean()),
+            "on_subject": float((strongest == parse.subject).float().mean()),
+            "on_first_noun": float((strongest == parse.first_noun).float().mean()),
+            "weight_on_subject": float(verb_row[rows, parse.subject].mean()),
+            "first_noun_rule": float((number[x[rows, parse.first_noun]] == answer).float().mean()),
+            "nearest_noun_rule": float((number[x[rows, nearest]] == answer).float().mean()),
+            "follows_first_noun": float((number[x[rows, parse.first_noun]] == said).float().mean())}, on_attractor
+
+
+@dataclass(frozen=True)
+class AttractionProbe:
+    """One model on sentences of one structure with a given number of attractors (all shares in 0..1).
+
+    An **attractor** is a distractor noun whose number disagrees with the subject's ("the key to the *cabinets*
+    are", Linzen, Dupoux & Goldberg, 2016, after Bock & Miller, 1991).
+
+    Attributes:
+        structure: e.g. ``"P P P S V"``.
+        attractors: how many of its distractors disagree with the subject.
+        accuracy: the share of verbs given the right form.
+        on_subject: the share of sentences where the verb's strongest key, in the probed head, is the subject.
+        on_attractor: the share where it is an attractor (a noun of the other number).
+        weight_on_subject: the mean weight the verb puts on the subject, in the probed head.
+    """
+
+    structure: str
+    attractors: int
+    accuracy: float
+    on_subject: float
+    on_attractor: float
+    weight_on_subject: float
+
+
+def probe_attraction(model, structures: Sequence[str], *, layer: int, head: int, n: int = 500, seed: int = 30,
+                     adjectives: float | None = None, task: AgreementTask = AGREEMENT) -> list[AttractionProbe]:
+    """Measure ``model`` by the number of attractors: for each structure, ``n`` fresh sentences with each number.
+
+    Built step by step in ``notebooks/12_learning_to_attend.ipynb``. For a structure with ``p`` distractors,
+    sentences with exactly ``0, 1, ..., p`` attractors (which distractors disagree is drawn at random).
+
+    Args:
+        model: a :class:`~attention_lib.encoder.TinyTransformer` trained on an agreement task.
+        structures: the structures to probe (any that fit in ``max_len``).
+        layer, head: the head whose verb row is measured.
+        n: sentences per structure and number of attractors.
+        seed: their seed; each (structure, number) gets its own sentences, whatever else is listed.
+        adjectives: the chance of each adjective slot (default: as the task draws them; ``0`` for none).
+        task: the agreement task whose vocabulary the model reads.
+
+    Returns:
+        One :class:`AttractionProbe` per structure and number of attractors, in order.
+
+    Raises:
+        ValueError: for a structure that does not fit, or a layer or head out of range.
+
+    Example:
+        >>> from attention_lib.training import load_trained
+        >>> rows = probe_attraction(load_trained("agreement").model, ["S P V"], layer=1, head=0, n=100)
+        >>> [(r.structure, r.attractors) for r in rows], rows[0].accuracy > 0.9
+        ([('S P V', 0), ('S P V', 1)], True)
+    """
+    config = model.config
+    for name, value, size in (("layer", layer, config["num_layers"]), ("head", head, config["num_heads"])):
+        check_index(value, name, size)
+    kwargs = {} if adjectives is None else {"adjectives": adjectives}
+    results = []
+    for structure in structures:
+        for m in range(structure.split().count("P") + 1):
+            g = torch.Generator().manual_seed(seed + zlib.crc32(f"{structure}/{m}".encode()))
+            x, y = task.sentences([structure], n, g, attractors=m, **kwargs)
+            shares, on_attractor = _measure(model, x, y, layer, head, task)
+            results.append(AttractionProbe(structure, m, shares["accuracy"], shares["on_subject"],
+                                           float(on_attractor.float().mean()), shares["weight_on_subject"]))
     return results
 
 

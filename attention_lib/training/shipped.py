@@ -20,8 +20,8 @@ from .tasks import Task, get_task
 
 #: Where the shipped weights live.
 TRAINED_DIR = Path(__file__).resolve().parent / "trained"
-#: The tasks whose trained models ship with the package.
-SHIPPED = ("reversal", "agreement")
+#: The trained models that ship with the package: ``(task, num_layers)``, ``None`` for the task's recipe.
+SHIPPED = (("reversal", None), ("agreement", None), ("agreement", 1), ("agreement_subject_first", None))
 _FORMAT = "attention_lib.trained/1"
 
 
@@ -130,7 +130,20 @@ def read_weights(path, format: str, *, remake: str, what: str) -> dict:
         raise ValueError(f"{path} is not {what} of attention_lib (expected a dict with format={format!r}).")
     return data
 
-def load_trained(task: str | Task, path=None) -> TrainedModel:
+def shipped_path(task: str | Task, num_layers: int | None = None) -> Path:
+    """Where the shipped model of ``task`` with ``num_layers`` blocks (``None``: the recipe's) lives.
+
+    Example:
+        >>> shipped_path("agreement", 1).name, shipped_path("agreement").name
+        ('agreement-1block.pt', 'agreement.pt')
+    """
+    spec = get_task(task)
+    if num_layers is None or num_layers == spec.recipe.get("num_layers", 1):
+        return TRAINED_DIR / f"{spec.name}.pt"
+    return TRAINED_DIR / f"{spec.name}-{num_layers}block.pt"
+
+
+def load_trained(task: str | Task, path=None, *, num_layers: int | None = None) -> TrainedModel:
     """Load the shipped trained model for ``task``, ready to run (no training needed).
 
     Built step by step in ``notebooks/12_learning_to_attend.ipynb``. The file is read with
@@ -138,8 +151,11 @@ def load_trained(task: str | Task, path=None) -> TrainedModel:
     accepted, never arbitrary pickled objects.
 
     Args:
-        task: ``"reversal"`` (reverse 8 digits) or ``"agreement"`` (the verb's form from its subject).
+        task: ``"reversal"`` (reverse 8 digits), ``"agreement"`` (the verb's form from its subject) or
+            ``"agreement_subject_first"`` (the same, trained only on sentences whose subject comes first).
         path: another weights file to read instead of the shipped one (e.g. one made by :func:`save_trained`).
+        num_layers: the shipped model with this many blocks (``None``: the recipe's); ``"agreement"`` ships with
+            1 block too, made by ``train("agreement", num_layers=1)``.
 
     Returns:
         A :class:`TrainedModel` in eval mode, on the CPU.
@@ -156,10 +172,15 @@ def load_trained(task: str | Task, path=None) -> TrainedModel:
         True
     """
     spec = get_task(task)
-    if path is None and spec.name not in SHIPPED:
-        raise ValueError(f"no trained model of {spec.name!r} ships with attention_lib (only {list(SHIPPED)}); "
-                         f"train one with attention_lib.training.train({spec.name!r}).")
-    path = TRAINED_DIR / f"{spec.name}.pt" if path is None else Path(path)
+    recipe_layers = spec.recipe.get("num_layers", 1)
+    wanted = (spec.name, None if num_layers in (None, recipe_layers) else num_layers)
+    if path is None and wanted not in SHIPPED:
+        shipped = [name if layers is None else f"{name} with num_layers={layers}" for name, layers in SHIPPED]
+        raise ValueError(f"no trained model of {spec.name!r}"
+                         f"{'' if wanted[1] is None else f' with num_layers={num_layers}'} ships with attention_lib "
+                         f"(only {shipped}); train one with attention_lib.training.train({spec.name!r}"
+                         f"{'' if wanted[1] is None else f', num_layers={num_layers}'}).")
+    path = shipped_path(spec, num_layers) if path is None else Path(path)
     data = read_weights(path, _FORMAT, remake="python -m attention_lib.training.shipped", what="a trained model")
     if data.get("task") != spec.name:
         raise ValueError(f"{path} holds a model for task {data.get('task')!r}, not {spec.name!r}.")
@@ -174,12 +195,14 @@ def load_trained(task: str | Task, path=None) -> TrainedModel:
 def main() -> None:  # pragma: no cover - run by hand to remake the shipped weights
     from .recipe import evaluate, train
 
+    torch.use_deterministic_algorithms(True)
     TRAINED_DIR.mkdir(exist_ok=True)
-    for name in SHIPPED:
-        run = train(name)
+    for name, num_layers in SHIPPED:
+        run = train(name, num_layers=num_layers)
         accuracy = evaluate(run.model, name)["sequence_accuracy"]
-        save_trained(run.model, name, TRAINED_DIR / f"{name}.pt", accuracy)
-        print(f"{name}: held-out sequence accuracy {accuracy:.1%}, {len(run.losses)} steps")
+        save_trained(run.model, name, shipped_path(name, num_layers), accuracy)
+        print(f"{shipped_path(name, num_layers).name}: held-out sequence accuracy {accuracy:.1%}, "
+              f"{len(run.losses)} steps")
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -10,7 +10,9 @@ are held out, how to read an input and how to show the model's answers.
   plural, from its subject, wherever the subject sits: "near the dogs the small cat purr(s)" -> "purrs".
   Whole sentence structures are kept out of training to test on.
 - ``"agreement_subject_first"``: the same sentences, but the subject always comes first (the shortcut
-  lesson 12 shows a model taking).
+  lesson 12 shows a model taking);
+- ``"agreement_attractors"``: the sentences of ``"agreement"``, trained on as many with 0, 1, 2 and 3 attractors
+  (distractors of the other number), lesson 12's training change against attraction.
 
 Each example is a row of token ids ``(N, L)`` with a target row ``(N, L)``; positions that are not scored
 hold :data:`IGNORE` (``-100``, what ``torch.nn.functional.cross_entropy`` skips).
@@ -21,7 +23,7 @@ from __future__ import annotations
 import torch
 
 from ..validation import check_int
-from .grammar import AGREEMENT, SUBJECT_FIRST, VERB_FORMS, AgreementTask
+from .grammar import AGREEMENT, ATTRACTORS, SUBJECT_FIRST, VERB_FORMS, AgreementTask
 from .task import IGNORE, Task, is_heldout
 
 #: How many digits the reversal task reads.
@@ -55,11 +57,12 @@ REVERSAL = ReversalTask("reversal", tuple("0123456789"), tuple("0123456789"), RE
 
 
 #: Every task by name.
-TASKS: dict[str, Task] = {task.name: task for task in (REVERSAL, AGREEMENT, SUBJECT_FIRST)}
+TASKS: dict[str, Task] = {task.name: task for task in (REVERSAL, AGREEMENT, SUBJECT_FIRST, ATTRACTORS)}
 
 
 def get_task(name: str | Task) -> Task:
-    """The task called ``name`` (``"reversal"``, ``"agreement"`` or ``"agreement_subject_first"``).
+    """The task called ``name`` (``"reversal"``, ``"agreement"``, ``"agreement_subject_first"`` or
+    ``"agreement_attractors"``).
 
     Raises:
         ValueError: if there is no such task.
@@ -110,5 +113,5 @@ def make_batch(task: str | Task, n: int, *, seed: int = 0, split: str = "train"
     return task.sample(n, torch.Generator().manual_seed(seed), split)
 
 
-__all__ = ["AGREEMENT", "IGNORE", "REVERSAL", "REVERSAL_LENGTH", "SUBJECT_FIRST", "TASKS", "VERB_FORMS",
+__all__ = ["AGREEMENT", "ATTRACTORS", "IGNORE", "REVERSAL", "REVERSAL_LENGTH", "SUBJECT_FIRST", "TASKS", "VERB_FORMS",
            "AgreementTask", "ReversalTask", "Task", "get_task", "is_heldout", "make_batch"]

@@ -1,0 +1,193 @@
+"""What training gives, as a band: each trained figure of lessons 12 and 13, measured over seeds and CPU paths.
+
+Built step by step in ``notebooks/12_learning_to_attend.ipynb`` and ``notebooks/13_induction_heads.ipynb``. A model
+trained for a few hundred steps is not bit-identical from one CPU to another: vectorised kernels differ in their
+last bits, and training amplifies the difference (a held-out accuracy of 94.2 % on one machine is 94.1 % on
+another). So a lesson prints each trained figure in a cell whose output is not compared, then checks it against
+the band this recipe gives, with :func:`within_band`, in a cell that is: the statement it prints holds on any
+machine whose run lies in the band, and fails the lesson's regression test when a run leaves it.
+
+Each band is the range of one figure over the runs of :data:`RUNS`: the recipe's seeds 0 to 4, each on every CPU
+path of :data:`CPU_PATHS` (``ATEN_CPU_CAPABILITY`` set before Python starts), one thread as the recipe trains.
+``python -m attention_lib.training.bands`` measures them again and rewrites
+:mod:`attention_lib.training.bands_measured`; the figures themselves are computed by
+:mod:`attention_lib.training.band_figures`, as the lessons compute them.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import NamedTuple
+
+#: The CPU paths every band is measured on: ``ATEN_CPU_CAPABILITY``'s value (``None``: the machine's own).
+CPU_PATHS = (None, "avx2", "default")
+#: The seeds of the recipe every band is measured over (the lessons train with seed 0).
+SEEDS = (0, 1, 2, 3, 4)
+
+
+class Band(NamedTuple):
+    """The range of one trained figure over the measured runs.
+
+    Attributes:
+        low, high: the smallest and the largest value measured.
+        kind: ``"share"`` (a fraction, shown in whole percent), ``"step"`` (a training step) or ``"number"``.
+        digits: for a number, the decimals it is shown with.
+        seeds: ``"all"``: over every seed of :data:`SEEDS`; ``"0"``: over the CPU paths of seed 0 only (a figure
+            that compares a run with the shipped model of seed 0, which other seeds need not match).
+    """
+
+    low: float
+    high: float
+    kind: str = "share"
+    digits: int = 2
+    seeds: str = "all"
+
+    def shown(self) -> tuple[str, str, str]:
+        """``(low, high, unit)`` rounded outwards, as the statement shows them."""
+        if self.kind == "share":
+            return f"{math.floor(100 * self.low + 1e-9):d}", f"{math.ceil(100 * self.high - 1e-9):d}", " %"
+        if self.kind == "step":
+            return f"{math.floor(self.low):d}", f"{math.ceil(self.high):d}", ""
+        scale = 10 ** self.digits
+        return (f"{math.floor(self.low * scale + 1e-9) / scale:.{self.digits}f}",
+                f"{math.ceil(self.high * scale - 1e-9) / scale:.{self.digits}f}", "")
+
+    def holds(self, value: float) -> bool:
+        """Whether ``value`` lies in the band as shown (rounded outwards)."""
+        low, high, _ = self.shown()
+        scale = 100.0 if self.kind == "share" else 1.0
+        return float(low) <= value * scale <= float(high)
+
+
+def _runs(band: Band) -> str:
+    paths = f"{len(CPU_PATHS)} CPU paths"
+    return f"seed 0 on {paths}" if band.seeds == "0" else f"seeds {SEEDS[0]}-{SEEDS[-1]} on {paths}"
+
+
+def within_band(name: str, value: float) -> str:
+    """A statement that ``value`` lies in the band measured for the trained figure ``name`` (or that it does not).
+
+    Built step by step in ``notebooks/12_learning_to_attend.ipynb`` and ``notebooks/13_induction_heads.ipynb``: a
+    lesson prints the exact figure in a cell that is not compared, then this statement in one that is.
+
+    Args:
+        name: the figure, a key of :data:`~attention_lib.training.bands_measured.BANDS`.
+        value: what this run gives (a share as a fraction, a step, or a number).
+
+    Returns:
+        ``"within the 84-95 % this recipe gives (seeds 0-4 on 3 CPU paths)"``, or the same sentence starting with
+        ``"OUTSIDE"`` and ending with the value, which fails the lesson's comparison.
+
+    Raises:
+        ValueError: for a figure no band was measured for.
+
+    Example:
+        >>> within_band("reversal: held-out sequence accuracy", 1.0)
+        'at 100 %, as every run of this recipe gives (seeds 0-4 on 3 CPU paths)'
+    """
+    from .bands_measured import BANDS
+
+    if name not in BANDS:
+        raise ValueError(f"no band was measured for {name!r}; the figures with a band are {sorted(BANDS)}. Add it "
+                         f"to attention_lib/training/band_figures.py and run `python -m attention_lib.training.bands`.")
+    band = Band(*BANDS[name])
+    low, high, unit = band.shown()
+    said = (f"at {low}{unit}, as every run of this recipe gives" if low == high
+            else f"within the {low}-{high}{unit} this recipe gives")
+    if band.holds(value):
+        return f"{said} ({_runs(band)})"
+    return (f"OUTSIDE the band: this run gives {value!r}, but the runs of this recipe give {low}-{high}{unit} "
+            f"({_runs(band)})")
+
+
+def band_text(name: str) -> str:
+    """The band of ``name`` as prose quotes it, e.g. ``"84-95 %"`` (or ``"100 %"``).
+
+    Example:
+        >>> band_text("reversal: held-out sequence accuracy")
+        '100 %'
+    """
+    from .bands_measured import BANDS
+
+    low, high, unit = Band(*BANDS[name]).shown()
+    return f"{low}{unit}" if low == high else f"{low}-{high}{unit}"
+
+
+def _measure_one(lesson: int, seed: int) -> dict[str, float]:
+    """Run ``lesson``'s trainings with ``seed`` in this process (its CPU path is set by its environment)."""
+    import torch
+
+    from .band_figures import FIGURES
+
+    torch.use_deterministic_algorithms(True)
+    return FIGURES[lesson](seed)
+
+
+def main(argv=None) -> None:  # pragma: no cover - run by hand, minutes: every lesson, seed and CPU path
+    """Measure the bands again: each lesson's figures for each seed, in a fresh Python per CPU path and seed."""
+    import argparse
+    import json
+    import os
+    import subprocess
+    import sys
+
+    from .band_figures import FIGURES
+
+    parser = argparse.ArgumentParser(description="Measure the bands of the trained figures of lessons 12 and 13.")
+    parser.add_argument("--lesson", type=int, nargs="+", default=sorted(FIGURES), help="the lessons to measure")
+    parser.add_argument("--one", nargs=2, type=int, metavar=("LESSON", "SEED"), help="measure one run, print JSON")
+    args = parser.parse_args(argv)
+    if args.one:
+        print(json.dumps(_measure_one(*args.one)))
+        return
+    runs: dict[str, list[tuple[int, float]]] = {}
+    for lesson in args.lesson:
+        for path in CPU_PATHS:
+            env = {k: v for k, v in os.environ.items() if k != "ATEN_CPU_CAPABILITY"}
+            env |= {"ATEN_CPU_CAPABILITY": path} if path else {}
+            for seed in SEEDS:
+                out = subprocess.run([sys.executable, "-m", "attention_lib.training.bands", "--one", str(lesson),
+                                      str(seed)], env=env, check=True, capture_output=True, text=True).stdout
+                for name, value in json.loads(out.splitlines()[-1]).items():
+                    runs.setdefault(name, []).append((seed, value))
+                print(f"lesson {lesson}, CPU path {path or 'native'}, seed {seed}: {out.splitlines()[-1]}", flush=True)
+    write_bands(runs, args.lesson)
+
+
+def write_bands(runs: dict[str, list[tuple[int, float]]], lessons) -> None:  # pragma: no cover - by main
+    """Rewrite :mod:`attention_lib.training.bands_measured` with the bands of ``runs`` (``name: [(seed, value)]``)
+    for ``lessons``, keeping the bands of the other lessons as they are in the file now."""
+    import importlib
+    from pathlib import Path
+
+    import torch
+
+    from .band_figures import KINDS
+
+    try:
+        kept = importlib.reload(importlib.import_module(f"{__package__}.bands_measured")).BANDS
+    except ImportError:
+        kept = {}
+    bands = {name: band for name, band in kept.items() if name in KINDS and KINDS[name][0] not in lessons}
+    for name, values in runs.items():
+        _, kind, digits, seeds = KINDS[name]
+        chosen = [v for s, v in values if seeds == "all" or s == 0]
+        bands[name] = (min(chosen), max(chosen), kind, digits, seeds)
+    Path(__file__).with_name("bands_measured.py").write_text(format_bands(bands, torch.__version__,
+                                                                          torch.backends.cpu.get_cpu_capability()))
+    print(f"wrote {len(bands)} bands")
+
+
+def format_bands(bands: dict, torch_version: str, native: str) -> str:
+    """The source of :mod:`attention_lib.training.bands_measured` for ``bands``, in lines under 120 characters."""
+    paths = ", ".join(f"ATEN_CPU_CAPABILITY={p}" for p in CPU_PATHS if p)
+    lines = [f"    {name!r}:\n        {bands[name]!r}," for name in sorted(bands)]
+    return ('"""The measured bands of :mod:`attention_lib.training.bands`.\n\nWritten by `python -m '
+            'attention_lib.training.bands`; do not edit by hand. Measured with torch\n'
+            f'{torch_version}, one thread, seeds {SEEDS[0]}-{SEEDS[-1]}, on the CPU paths: native ({native}),\n{paths}.'
+            '\n"""\n\n#: ``name: (low, high, kind, digits, seeds)``, see :class:`attention_lib.training.bands.Band`.\n'
+            'BANDS = {\n' + "\n".join(lines) + "\n}\n")
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()
