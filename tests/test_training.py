@@ -1,15 +1,23 @@
 """The training recipe of lesson 12: the shipped models reach their stated accuracy on fresh held-out data,
 and the recipe in the package makes models of that quality (training takes seconds)."""
 
+import json
+import re
+from pathlib import Path
+
 import pytest
 import torch
 
 from attention_lib.training import evaluate, load_trained, make_batch, train
 from attention_lib.training.attraction import SEEDS, STUDY_STEPS, STUDY_TASKS, by_attractors, load_study, measure
+from attention_lib.training.band_figures import KINDS
+from attention_lib.training.bands import Band, band_text, within_band
+from attention_lib.training.bands_measured import BANDS
 from attention_lib.training.grammar import HELDOUT_STRUCTURES
 from attention_lib.training.probes import probe_agreement, probe_attraction, subject_head, subject_shares
 from attention_lib.training.tasks import get_task
 
+ROOT = Path(__file__).resolve().parents[1]
 FRESH_SEED = 20_261_130  # neither the training seed nor the seed of the stored held-out measurements
 
 
@@ -213,3 +221,49 @@ def test_evaluate_refuses_a_model_of_another_task():
 def test_train_errors(kwargs, match):
     with pytest.raises(ValueError, match=match):
         train(**kwargs)
+
+
+# --- the bands of trained figures -----------------------------------------------------------------------------
+
+def test_a_band_is_shown_rounded_outwards_and_holds_what_it_shows():
+    band = Band(0.8612, 0.9487)
+    assert band.shown() == ("86", "95", " %")
+    assert band.holds(0.8601)
+    assert band.holds(0.95)
+    assert not band.holds(0.951)
+    assert Band(151, 181, "step").shown() == ("151", "181", "")
+    assert Band(3.5763, 3.6070, "number", 1).shown() == ("3.5", "3.7", "")
+    assert Band(0.0, 2.05e-05, "number", 2, "0").shown() == ("0.00", "0.01", "")
+
+
+def test_within_band_says_what_the_band_supports_or_fails_loudly():
+    name = "induction: accuracy on the repeated part"
+    low, high, *_ = BANDS[name]
+    assert within_band(name, low) == "within the 93-95 % this recipe gives (seeds 0-4 on 3 CPU paths)"
+    assert within_band(name, high) == within_band(name, low), "the statement does not depend on the last digits"
+    outside = within_band(name, 0.5)
+    assert outside.startswith("OUTSIDE the band: this run gives 0.5, but the runs of this recipe give 93-95 %")
+    assert band_text("induction: steps from the loss halfway down to the induction score halfway up") == "-6 to 12"
+    with pytest.raises(ValueError, match="no band was measured for 'nothing'; the figures with a band are"):
+        within_band("nothing", 1.0)
+
+
+BAND_CALL = re.compile(r"""(?:within_band|band_text)\(\s*f?["']([^"'{]+)["']""")
+
+
+@pytest.mark.parametrize("lesson", ["12_learning_to_attend", "13_induction_heads"])
+def test_every_band_a_lesson_quotes_was_measured(lesson):
+    code = "\n".join("".join(c["source"]) for c in json.loads((ROOT / "notebooks" / f"{lesson}.ipynb").read_text())[
+        "cells"] if c["cell_type"] == "code")
+    names = BAND_CALL.findall(code)
+    assert names, "the lesson checks its trained figures against bands"
+    for name in names:
+        assert name in BANDS or any(b.startswith(name) for b in BANDS), name
+
+
+def test_every_figure_the_measurement_computes_has_its_band():
+    assert sorted(BANDS) == sorted(KINDS)
+    for name, (_lesson, kind, digits, seeds) in KINDS.items():
+        low, high, *rest = BANDS[name]
+        assert low <= high
+        assert tuple(rest) == (kind, digits, seeds), name

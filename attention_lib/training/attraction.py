@@ -154,8 +154,8 @@ def main() -> None:  # pragma: no cover - run by hand: about half an hour on a 2
     import torch
 
     study = run_study(verbose=True)
-    text = (f'"""The attraction study of :mod:`attention_lib.training.attraction` (written by `python -m '
-            f'attention_lib.training.attraction`\nwith torch {torch.__version__}; do not edit by hand)."""\n\n'
+    text = (f'"""The attraction study of :mod:`attention_lib.training.attraction`.\n\nWritten by `python -m '
+            f'attention_lib.training.attraction` with torch {torch.__version__}; do not edit by hand.\n"""\n\n'
             f'#: ``{{(task, steps): {{seed: measure(model)}}}}``, see '
             f':func:`attention_lib.training.attraction.run_study`.\nSTUDY = '
             f'{pprint.pformat(study, width=116, sort_dicts=False)}\n')

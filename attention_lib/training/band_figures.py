@@ -41,6 +41,8 @@ REPEATED_LOSS = _figure(13, "induction: loss on the repeated part", "number", 2)
 OTHER_LOSS = _figure(13, "induction: loss on the rest", "number", 2)
 PREVIOUS_UP = _figure(13, "induction: step where the previous-token score is halfway up", "step")
 INDUCTION_UP = _figure(13, "induction: step where the induction score is halfway up", "step")
+PREVIOUS_LAG = _figure(13, "induction: steps from the loss halfway down to the previous-token score halfway up", "step")
+INDUCTION_LAG = _figure(13, "induction: steps from the loss halfway down to the induction score halfway up", "step")
 INDUCTION_MAPS = _figure(13, "induction: largest difference from the shipped model's maps", "number", 2, "0")
 
 
@@ -77,6 +79,8 @@ def lesson_13(seed: int = 0) -> dict[str, float]:
     previous = int(run.scores[steps[-1]]["previous token"][0].argmax())  # the run's own previous-token head
     figures[PREVIOUS_UP] = halfway(steps, [float(run.scores[s]["previous token"][0, previous]) for s in steps])
     figures[INDUCTION_UP] = halfway(steps, [float(run.scores[s]["induction"][1].mean()) for s in steps])
+    figures[PREVIOUS_LAG] = figures[PREVIOUS_UP] - phase.step
+    figures[INDUCTION_LAG] = figures[INDUCTION_UP] - phase.step
     fresh = make_repeats(2000, seed=2024)
     figures[INDUCTION_MAPS] = _largest_difference(run.model, load_induction(2)[0], fresh.tokens)
     return figures

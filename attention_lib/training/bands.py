@@ -93,11 +93,16 @@ def within_band(name: str, value: float) -> str:
     band = Band(*BANDS[name])
     low, high, unit = band.shown()
     said = (f"at {low}{unit}, as every run of this recipe gives" if low == high
-            else f"within the {low}-{high}{unit} this recipe gives")
+            else f"within the {_span(low, high)}{unit} this recipe gives")
     if band.holds(value):
         return f"{said} ({_runs(band)})"
-    return (f"OUTSIDE the band: this run gives {value!r}, but the runs of this recipe give {low}-{high}{unit} "
+    return (f"OUTSIDE the band: this run gives {value!r}, but the runs of this recipe give {_span(low, high)}{unit} "
             f"({_runs(band)})")
+
+
+def _span(low: str, high: str) -> str:
+    """``"84-95"``, or ``"-6 to 12"`` when the low end is negative."""
+    return f"{low} to {high}" if low.startswith("-") else f"{low}-{high}"
 
 
 def band_text(name: str) -> str:
@@ -110,7 +115,7 @@ def band_text(name: str) -> str:
     from .bands_measured import BANDS
 
     low, high, unit = Band(*BANDS[name]).shown()
-    return f"{low}{unit}" if low == high else f"{low}-{high}{unit}"
+    return f"{low}{unit}" if low == high else f"{_span(low, high)}{unit}"
 
 
 def _measure_one(lesson: int, seed: int) -> dict[str, float]:

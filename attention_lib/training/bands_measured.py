@@ -7,6 +7,12 @@ ATEN_CPU_CAPABILITY=avx2, ATEN_CPU_CAPABILITY=default.
 
 #: ``name: (low, high, kind, digits, seeds)``, see :class:`attention_lib.training.bands.Band`.
 BANDS = {
+    'agreement: held-out accuracy':
+        (0.8629999756813049, 0.9415000081062317, 'share', 2, 'all'),
+    "agreement: largest difference from the shipped model's maps":
+        (0.0, 0.021658658981323242, 'number', 2, '0'),
+    "agreement_subject_first: largest difference from the shipped model's maps":
+        (0.0, 5.066394805908203e-06, 'number', 2, '0'),
     'induction: accuracy on the repeated part':
         (0.9373034238815308, 0.943343460559845, 'share', 2, 'all'),
     'induction: accuracy on the rest':
@@ -29,12 +35,40 @@ BANDS = {
         (126, 151, 'step', 2, 'all'),
     'induction: step where the previous-token score is halfway up':
         (175, 200, 'step', 2, 'all'),
+    'induction: steps from the loss halfway down to the induction score halfway up':
+        (-6, 12, 'step', 2, 'all'),
+    'induction: steps from the loss halfway down to the previous-token score halfway up':
+        (9, 27, 'step', 2, 'all'),
     'induction: steps the middle half of the fall takes':
         (43, 54, 'step', 2, 'all'),
+    'reversal without positions: digit accuracy':
+        (0.3189375102519989, 0.3226250112056732, 'share', 2, 'all'),
+    'reversal without positions: held-out sequence accuracy':
+        (0.0, 0.0, 'share', 2, 'all'),
+    'reversal: held-out sequence accuracy':
+        (1.0, 1.0, 'share', 2, 'all'),
+    "reversal: largest difference from the shipped model's maps":
+        (0.0, 3.0547380447387695e-06, 'number', 2, '0'),
+    'reversal: mean weight on the mirror position after 0 steps':
+        (0.11913634836673737, 0.140036940574646, 'number', 2, 'all'),
+    'reversal: mean weight on the mirror position after 20 steps':
+        (0.2818186283111572, 0.34005069732666016, 'number', 2, 'all'),
+    'reversal: mean weight on the mirror position after 250 steps':
+        (0.9477788805961609, 0.9708890318870544, 'number', 2, 'all'),
+    'reversal: mean weight on the mirror position after 30 steps':
+        (0.4488237202167511, 0.58721524477005, 'number', 2, 'all'),
+    'reversal: mean weight on the mirror position after 40 steps':
+        (0.6604149341583252, 0.8440033197402954, 'number', 2, 'all'),
+    'reversal: mean weight on the mirror position after 60 steps':
+        (0.9058303833007812, 0.9597526788711548, 'number', 2, 'all'),
+    'reversal: share of rows on the mirror position, lower head':
+        (1.0, 1.0, 'share', 2, 'all'),
     'shortcut: accuracy on the repeated part, k = 16':
         (0.9998999834060669, 1.0, 'share', 2, 'all'),
     'shortcut: accuracy on the repeated part, k from 6 to 15':
         (0.04702591523528099, 0.05430939048528671, 'share', 2, 'all'),
     'shortcut: share of copy queries whose strongest key is 15 back, in the lower layer-1 head':
         (0.9697611331939697, 0.9993952512741089, 'share', 2, 'all'),
+    'subject-first: held-out accuracy':
+        (0.9980000257492065, 1.0, 'share', 2, 'all'),
 }
