@@ -7,8 +7,8 @@ another). So a lesson prints each trained figure in a cell whose output is not c
 the band this recipe gives, with :func:`within_band`, in a cell that is: the statement it prints holds on any
 machine whose run lies in the band, and fails the lesson's regression test when a run leaves it.
 
-Each band is the range of one figure over the runs of :data:`RUNS`: the recipe's seeds 0 to 4, each on every CPU
-path of :data:`CPU_PATHS` (``ATEN_CPU_CAPABILITY`` set before Python starts), one thread as the recipe trains.
+Each band is the range of one figure over the recipe's seeds :data:`SEEDS`, each on every CPU path of
+:data:`CPU_PATHS` (``ATEN_CPU_CAPABILITY`` set before Python starts), on one thread as the lessons run.
 ``python -m attention_lib.training.bands`` measures them again and rewrites
 :mod:`attention_lib.training.bands_measured`; the figures themselves are computed by
 :mod:`attention_lib.training.band_figures`, as the lessons compute them.
@@ -125,6 +125,7 @@ def _measure_one(lesson: int, seed: int) -> dict[str, float]:
     from .band_figures import FIGURES
 
     torch.use_deterministic_algorithms(True)
+    torch.set_num_threads(1)  # as the lessons run
     return FIGURES[lesson](seed)
 
 
