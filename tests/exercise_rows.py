@@ -383,6 +383,8 @@ INDUCTION_SCORE = Exercise(
         (lambda w, k: w.diagonal(offset=-1, dim1=-2, dim2=-1).mean(dim=(0, -1)), "the previous-token score"),
         (lambda w, k: stripe(w, k, 1) * 2, "the values differ from the reference"),
         (lambda w, k: w.diagonal(offset=-(k - 1), dim1=-2, dim2=-1)[..., 1:k + 1].mean(-1), "expected shape"),
+        (lambda w, k: w.diagonal(offset=-(k - 1), dim1=-2, dim2=-1)[
+            ..., 1:k].mean(dim=(0, -1)), "the last one too"),
         (induction_score, "called the package's `induction_score`, which is the answer itself"),
         (lambda w, k: all_head_scores((w,), k)["induction"][0], "called the package's"),
     ],

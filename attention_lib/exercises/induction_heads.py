@@ -75,6 +75,8 @@ INDUCTION_MISTAKES = [
     (lambda w, k: w.diagonal(offset=-(k - 1), dim1=-2, dim2=-1)[..., :k].mean(dim=(0, -1)), "the queries of the "
      "copy start at position k: the stripe i - k + 1 starts at row k - 1, so skip its first entry."),
     (lambda w, k: w.diagonal(offset=-1, dim1=-2, dim2=-1).mean(dim=(0, -1)), "that is the previous-token score."),
+    (lambda w, k: w.diagonal(offset=-(k - 1), dim1=-2, dim2=-1)[..., 1:k].mean(dim=(0, -1)), "the score counts all k "
+     "queries of the copy, k to 2k - 1: the last one too, although the token after it is random."),
 ]
 
 

@@ -26,7 +26,7 @@ BANDS = {
     'induction: loss on the repeated part, last 20 steps':
         (0.5605094045400619, 0.6178292900323867, 'number', 1, 'all'),
     'induction: loss on the rest':
-        (3.6615257263183594, 3.6683056354522705, 'number', 2, 'all'),
+        (3.661525249481201, 3.6683058738708496, 'number', 2, 'all'),
     'induction: step where the induction score is halfway up':
         (150, 175, 'step', 2, 'all'),
     'induction: step where the loss is halfway down':
