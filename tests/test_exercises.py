@@ -29,7 +29,6 @@ import attention_lib as al
 from attention_lib.exercises import (
     blend,
     check_calculate_attention,
-    check_causal_mask,
     check_function,
     check_masked_softmax,
     check_matchmaker,
@@ -41,6 +40,7 @@ from attention_lib.exercises import (
     check_stable_softmax,
     check_tune_in,
     check_weights_no_loops,
+    check_window_mask,
     cocktail_party,
     detective_team,
     library_search,
@@ -291,65 +291,145 @@ CALCULATE_ATTENTION = Exercise(
 )
 
 
-# -- 07: weights_no_loops(query (N, L, E), key (N, S, E)) -> (N, L, S) ---------------------------------------------
+# -- 07: weights_no_loops(query (N, L, E), key (N, S, E)) -> (N, L, S): cosine attention, no loops ------------------
+def unit(x, dim=-1):
+    return x / x.norm(dim=dim, keepdim=True)
+
+
+def cosine(q, k, dim=-1, temperature=0.1):
+    return sm(unit(q) @ T(unit(k)) / temperature, dim=dim)  # (N, L, E) @ (N, E, S) -> (N, L, S)
+
+
 def loop_over_sentences(q, k):
-    return torch.stack([sm(q[n] @ k[n].T / math.sqrt(q.size(-1)), dim=-1) for n in range(q.shape[0])])
+    return torch.stack([cosine(q[n], k[n]) for n in range(q.shape[0])])
 
 
 def loop_over_words(q, k):
-    return torch.stack([sm(q[:, i:i + 1] @ T(k) / math.sqrt(q.size(-1)), dim=-1)[:, 0] for i in range(q.shape[1])],
-                       dim=1)
+    return torch.stack([cosine(q[:, i:i + 1], k)[:, 0] for i in range(q.shape[1])], dim=1)
+
+
+def loop_over_features(q, k):
+    qu, ku = unit(q), unit(k)
+    return sm(sum(qu[..., e, None] * ku[..., None, :, e] for e in range(q.shape[-1])) / 0.1, dim=-1)
+
+
+def loop_in_plain_python(q, k):
+    """Right numbers, and a Python loop with no PyTorch call in it: only the lines of Python grow."""
+    ones = [1.0 for _ in range(q.shape[1])]  # one per query
+    return cosine(q, k) * torch.tensor(ones)[:, None]
+
+
+def loop_over_lists(q, k):
+    rows = []
+    for qn, kn in zip(q.tolist(), k.tolist(), strict=True):
+        rows.append([[sum(a * b for a, b in zip(qi, kj, strict=True)) for kj in kn] for qi in qn])
+    return sm(torch.tensor(rows) / (q.norm(dim=-1, keepdim=True) * T(k.norm(dim=-1, keepdim=True))) / 0.1, dim=-1)
+
+
+def loop_over_numpy(q, k):
+    import numpy as np
+
+    qn, kn = np.asarray(q), np.asarray(k)
+    scores = np.zeros((qn.shape[0], qn.shape[1], kn.shape[1]), dtype=np.float32)
+    for n in range(qn.shape[0]):
+        for i in range(qn.shape[1]):
+            for j in range(kn.shape[1]):
+                scores[n, i, j] = qn[n, i] @ kn[n, j] / np.linalg.norm(qn[n, i]) / np.linalg.norm(kn[n, j])
+    return sm(torch.from_numpy(scores) / 0.1, dim=-1)
+
+
+def weights_from_sdpa(q, k):
+    eye = torch.eye(k.shape[-2]).expand(k.shape[0], -1, -1)  # value = identity: the output is the weights
+    return F.scaled_dot_product_attention(unit(q), unit(k), eye, scale=10.0)
 
 
 WEIGHTS_NO_LOOPS = Exercise(
     check_weights_no_loops,
-    correct=[lambda q, k: sm(q @ T(k) / math.sqrt(q.size(-1)), dim=-1),
-             lambda q, k: al.percentages(al.scaler(al.matchmaker(q, k), q.size(-1)))],
+    correct=[cosine, lambda q, k: sm(F.normalize(q, dim=-1) @ T(F.normalize(k, dim=-1)) * 10, dim=-1),
+             lambda q, k: sm(F.cosine_similarity(q[:, :, None], k[:, None], dim=-1) / 0.1, dim=-1),
+             lambda q, k: sm(q @ T(k) / (q.norm(dim=-1, keepdim=True) * T(k.norm(dim=-1, keepdim=True))) / 0.1, -1)],
     wrong=[
-        (lambda q, k: sm(q @ k / math.sqrt(q.size(-1)), dim=-1), "flip the key sideways"),
-        (lambda q, k: sm(k @ T(q) / math.sqrt(q.size(-1)), dim=-1), "is (..., S, L), the scores flipped"),
-        (lambda q, k: sm(q @ T(k), dim=-1), "divide the scores by √d_k"),
-        (lambda q, k: sm(q @ T(k) / q.size(-1), dim=-1), "not by d_k itself"),
-        (lambda q, k: sm(q @ T(k) * math.sqrt(q.size(-1)), dim=-1), "you multiplied"),
-        (lambda q, k: sm(q @ T(k) / math.sqrt(q.size(-2)), dim=-1), "divide by √E, not √L"),
-        (lambda q, k: sm(q @ T(k) / math.sqrt(k.size(-2)), dim=-1), "divide by √E, not √S"),
-        (lambda q, k: sm(q @ T(k) / math.sqrt(q.size(0)), dim=-1), "divide by √E, not √N"),
-        (lambda q, k: sm(q @ T(k) / math.sqrt(q.size(-1)), dim=-2), "not each column (dim=-2)"),
-        (lambda q, k: sm(q @ T(k) / math.sqrt(q.size(-1)), dim=0), "dim=0 runs over the first dimension"),
-        (lambda q, k: q @ T(k) / math.sqrt(q.size(-1)), "turn the scores into weights"),
-        (lambda q, k: naive_softmax(q @ T(k) / math.sqrt(q.size(-1))), "subtract each row's max first"),
-        (lambda q, k: sm(q @ T(k), dim=-1) / math.sqrt(q.size(-1)), "scale the scores before the softmax"),
-        (loop_over_sentences, "no Python loops"),
-        (loop_over_words, "no Python loops"),
-        (lambda q, k: al.loop_attention(q[0], k[0], k[0])[1], "handles the batch dimension N"),
+        (lambda q, k: sm(q @ T(k) / 0.1, dim=-1), "divide by the lengths too"),
+        (lambda q, k: sm(unit(q) @ T(k) / 0.1, dim=-1), "by the queries' lengths only"),
+        (lambda q, k: sm(q @ T(unit(k)) / 0.1, dim=-1), "by the keys' lengths only"),
+        (lambda q, k: sm(unit(q, -2) @ T(unit(k, -2)) / 0.1, dim=-1), "dim=-2 runs across the words"),
+        (lambda q, k: sm(q @ T(k) / (q.norm(dim=-1, keepdim=True) * k.norm(dim=-1, keepdim=True)) / 0.1, dim=-1),
+         "the key lengths belong to the columns"),
+        (lambda q, k: cosine(q, k, temperature=10.0), "you multiplied"),
+        (lambda q, k: cosine(q, k, temperature=1.0), "divide the cosines by the temperature, 0.1, before"),
+        (lambda q, k: cosine(q, k, temperature=0.1 * math.sqrt(q.size(-1))), "there is no √d_k here"),
+        (lambda q, k: sm(q @ T(k) / math.sqrt(q.size(-1)), dim=-1), "the scaled dot product of lessons 03 to 06"),
+        (lambda q, k: unit(q) @ T(unit(k)) / 0.1, "turn the scores into weights"),
+        (lambda q, k: cosine(q, k, dim=-2), "not each column (dim=-2)"),
+        (lambda q, k: cosine(q, k, dim=0), "dim=0 runs over the first dimension"),
+        (lambda q, k: sm(unit(q) @ unit(k) / 0.1, dim=-1), "flip the key sideways"),
+        (loop_over_sentences, "so it loops in Python"),
+        (loop_over_sentences, "PyTorch operations on the smallest input"),
+        (loop_over_words, "so it loops in Python"),
+        (loop_over_features, "so it loops in Python"),
+        (loop_in_plain_python, "lines of Python on the smallest input"),
+        (loop_over_lists, "your function called `tolist`, which turns the tensor into Python lists"),
+        (loop_over_numpy, "your function called `__array__`, which turns the tensor into a NumPy array"),
+        (lambda q, k: torch.from_numpy(cosine(q, k).numpy()), "stay in PyTorch"),
+        (weights_from_sdpa, "your function called `scaled_dot_product_attention`"),
+        (lambda q, k: al.calculate_attention(unit(q), unit(k), unit(k), scale=10.0)[1],
+         "your function called `calculate_attention`"),
+        (lambda q, k: al.percentages(unit(q) @ T(unit(k)) / 0.1), "your function called `percentages`"),
+        (lambda q, k: al.loop_attention(unit(q), unit(k), unit(k), scale=10.0)[1],
+         "your function called `loop_attention`"),
+        (lambda q, k: cosine(q[0], k[0]), "one row per query, one column per key, for every sentence"),
     ],
     crashes=[(lambda q, k: torch.mm(q, k.T), "torch.mm and torch.mv take plain matrices"),
-             (lambda q, k: sm(q @ T(k) / math.sqrt(q.size(-1)), dim=3), "dim=3 counts from the front"),
-             (lambda q, k: sm(q @ k.T / math.sqrt(q.size(-1)), dim=-1), "with every dimension reversed")],
+             (lambda q, k: sm(q @ T(k) / (q.norm(dim=-1) * k.norm(dim=-1)) / 0.1, dim=-1),
+              "without keepdim=True drops the dimension"),
+             (lambda q, k: cosine(q, k, dim=3), "dim=3 counts from the front"),
+             (lambda query, key: sm(unit(query) @ unit(key).T / 0.1, dim=-1), "with every dimension reversed")],
     mistakes=no_loops.MISTAKES,
+    passed_says="with no Python loop",
 )
 
 
-# -- 08: causal_mask(L, S) and masked_softmax(scores, mask) --------------------------------------------------------
-CAUSAL_MASK = Exercise(
-    check_causal_mask,
-    correct=[al.causal_mask, lambda L, S: torch.ones(L, S, dtype=torch.bool).tril(),
-             lambda L, S: torch.tril(torch.ones(L, S)).bool(),
-             lambda L, S: torch.arange(S)[None, :] <= torch.arange(L)[:, None],
-             lambda L, S: ~torch.ones(L, S, dtype=torch.bool).triu(diagonal=1)],
+# -- 08: window_mask(L, S, window) and masked_softmax(scores, mask) -------------------------------------------------
+def ones(L, S):
+    return torch.ones(L, S, dtype=torch.bool)
+
+
+def band(L, S, lowest, highest):
+    offset = torch.arange(S)[None, :] - torch.arange(L)[:, None]  # (L, S): j - i
+    return (offset >= lowest) & (offset <= highest)
+
+
+WINDOW_MASK = Exercise(
+    check_window_mask,
+    correct=[lambda L, S, w: ones(L, S).tril() & ones(L, S).triu(1 - w),
+             lambda L, S, w: ones(L, S).tril() & ~ones(L, S).tril(-w),
+             lambda L, S, w: (torch.arange(S)[None, :] <= torch.arange(L)[:, None])
+             & (torch.arange(S)[None, :] > torch.arange(L)[:, None] - w),
+             lambda L, S, w: al.causal_mask(L, S) & ones(L, S).triu(1 - w),
+             lambda L, S, w: torch.ones(L, S).tril().triu(1 - w).bool()],
     wrong=[
-        (lambda L, S: torch.ones(L, S, dtype=torch.bool).triu(), "upper triangle (triu)"),
-        (lambda L, S: ~al.causal_mask(L, S), "True and False are swapped"),
-        (lambda L, S: torch.ones(L, S, dtype=torch.bool).triu(diagonal=1), "True and False are swapped"),
-        (lambda L, S: torch.ones(L, S, dtype=torch.bool).tril(diagonal=-1), "a word cannot see itself"),
-        (lambda L, S: torch.ones(L, S, dtype=torch.bool).tril(diagonal=S - L), "Align it top-left"),
-        (lambda L, S: torch.zeros(L, S).masked_fill(~al.causal_mask(L, S), INF), "the additive form"),
-        (lambda L, S: torch.ones(L, L, dtype=torch.bool).tril(), "Did you use L for both sizes?"),
-        (lambda L, S: torch.ones(L, S).tril(), "return a bool tensor"),
-        (lambda L, S: torch.ones(L, S, dtype=torch.bool), "the values differ from the reference"),
+        (lambda L, S, w: ones(L, S).tril(), "that is the causal mask"),
+        (lambda L, S, w: al.causal_mask(L, S), "that is the causal mask"),
+        (lambda L, S, w: band(L, S, -w, 0), "one key too many"),
+        (lambda L, S, w: band(L, S, 2 - w, 0), "one key too few"),
+        (lambda L, S, w: band(L, S, 1 - w, -1), "a word cannot see itself"),
+        (lambda L, S, w: band(L, S, 0, w - 1), "that window looks ahead"),
+        (lambda L, S, w: (ones(S, L).tril() & ones(S, L).triu(1 - w)).T, "that window looks ahead"),
+        (lambda L, S, w: (torch.arange(S)[None, :] - torch.arange(L)[:, None]).abs() < w, "reaches both ways"),
+        (lambda L, S, w: ones(L, S).triu(1 - w), "the future included"),
+        (lambda L, S, w: ~(ones(L, S).tril() & ones(L, S).triu(1 - w)), "True and False are swapped"),
+        (lambda L, S, w: band(L, S, 1 - w + S - L, S - L), "Align it top-left"),
+        (lambda L, S, w: torch.zeros(L, S).masked_fill(~band(L, S, 1 - w, 0), INF), "the additive form"),
+        (lambda L, S, w: ones(S, L).tril() & ones(S, L).triu(1 - w), "you returned (S, L) = (7, 4)"),
+        (lambda L, S, w: ones(S, L).tril() & ones(S, L).triu(1 - w), "the mask transposed"),
+        (lambda L, S, w: ones(L, L).tril() & ones(L, L).triu(1 - w), "Did you use L for both sizes?"),
+        (lambda L, S, w: ones(S, S).tril() & ones(S, S).triu(1 - w), "Did you use S for both sizes?"),
+        (lambda L, S, w: (ones(L, S).tril() & ones(L, S).triu(1 - w)).float(), "return a bool tensor"),
+        (lambda L, S, w: ones(L, S), "the values differ from the reference"),
     ],
-    crashes=[(lambda L, S: torch.ones(L).tril(), "print the shape of each tensor")],
-    mistakes=masking.CAUSAL_MISTAKES,
+    crashes=[(lambda L, S, w: torch.ones(L).tril(), "print the shape of each tensor")],
+    mistakes=masking.WINDOW_MISTAKES,
+    passed_says="four fixed sizes",
 )
 
 
@@ -357,73 +437,100 @@ def masked(s, m, fill=INF, dim=-1):
     return sm(s.masked_fill(~m, fill), dim=dim)
 
 
+def zero_empty_rows(weights, m):
+    return weights.masked_fill(~m.any(dim=-1, keepdim=True), 0.0)
+
+
 MASKED_SOFTMAX = Exercise(
     check_masked_softmax,
-    correct=[lambda s, m: al.percentages(s, attn_mask=m), lambda s, m: masked(s, m).nan_to_num(0.0),
-             lambda s, m: masked(s, m).masked_fill(~m.any(dim=-1, keepdim=True), 0.0),
+    correct=[lambda s, m: masked(s, m).nan_to_num(0.0), lambda s, m: zero_empty_rows(masked(s, m), m),
              lambda s, m: masked(s, m, fill=-1e9) * m.any(dim=-1, keepdim=True)],
     wrong=[
         (lambda s, m: sm(s.masked_fill(m, INF), dim=-1), "you blocked the allowed keys"),
+        (lambda s, m: sm(s.masked_fill(m, INF), dim=-1).nan_to_num(0.0), "you blocked the allowed keys"),
+        (lambda s, m: zero_empty_rows(sm(s.masked_fill(m, INF), dim=-1), m), "you blocked the allowed keys"),
         (lambda s, m: sm(s, dim=-1).masked_fill(~m, 0.0), "mask *before* the softmax"),
+        (lambda s, m: zero_empty_rows(sm(s, dim=-1).masked_fill(~m, 0.0), m).nan_to_num(0.0),
+         "mask *before* the softmax"),
         (lambda s, m: sm(s, dim=-1) * m, "mask *before* the softmax"),
         (lambda s, m: sm(s * m, dim=-1), "e^0 = 1 still gets weight"),
         (lambda s, m: sm(s.masked_fill(~m, 0.0), dim=-1), "a blocked score set to 0 (by masked_fill(~mask, 0.0)"),
+        (lambda s, m: zero_empty_rows(sm(s.masked_fill(~m, 0.0), dim=-1), m), "e^0 = 1 still gets weight"),
         (lambda s, m: masked(s, m, dim=-2), "not each column (dim=-2)"),
+        (lambda s, m: masked(s, m, dim=-2).nan_to_num(0.0), "not each column (dim=-2)"),
         (masked, "its softmax is 0 / 0 = NaN"),
         (lambda s, m: masked(s, m, fill=-1e9), "a uniform average over keys it must not see"),
         (lambda s, m: masked(s, m, fill=torch.finfo(s.dtype).min), "a uniform average over keys it must not see"),
+        (lambda s, m: al.percentages(s, attn_mask=m), "your function called `percentages`"),
+        (lambda s, m: al.calculate_attention(s, s, s, attn_mask=m)[1] * 0 + al.percentages(s, attn_mask=m),
+         "not allowed here"),
+        (lambda s, m: F.scaled_dot_product_attention(torch.eye(s.shape[-1])[None, :s.shape[-2]].expand(2, -1, -1),
+                                                     torch.eye(s.shape[-1])[None].expand(2, -1, -1),
+                                                     torch.eye(s.shape[-1])[None].expand(2, -1, -1), attn_mask=m),
+         "your function called `scaled_dot_product_attention`"),
         (lambda s, m: sm(s, dim=-1), "the values differ from the reference"),
         (lambda s, m: s[m], "the weights have the scores' shape"),
     ],
     crashes=[(lambda s, m: sm(s.masked_fill(1 - m, INF), dim=-1), "invert it with ~mask"),
              (lambda s, m: sm(s.masked_fill(~m.float(), INF), dim=-1), "invert it with ~mask")],
     mistakes=masking.MASKED_SOFTMAX_MISTAKES,
+    passed_says="in two, a query has every key blocked",
 )
 
 
-# -- 09: split_heads(x (N, L, E), num_heads) -> (N, H, L, Dh) and merge_heads -----------------------------------------
+# -- 09: split_heads(x (L, N, E), num_heads) -> (N, H, L, Dh) and merge_heads, words first ----------------------------
 SPLIT_HEADS = Exercise(
     check_split_heads,
-    correct=[lambda x, h: x.view(x.shape[0], x.shape[1], h, -1).permute(0, 2, 1, 3),
-             lambda x, h: torch.stack(x.chunk(h, dim=-1), dim=1),
-             lambda x, h: x.unflatten(-1, (h, -1)).transpose(1, 2).contiguous()],
+    correct=[lambda x, h: x.reshape(x.shape[0], x.shape[1], h, -1).permute(1, 2, 0, 3),
+             lambda x, h: x.view(x.shape[0], x.shape[1], h, -1).permute(1, 2, 0, 3),
+             lambda x, h: x.transpose(0, 1).reshape(x.shape[1], x.shape[0], h, -1).transpose(1, 2),
+             lambda x, h: torch.stack(x.chunk(h, dim=-1), dim=0).permute(2, 0, 1, 3),
+             lambda x, h: x.unflatten(-1, (h, -1)).permute(1, 2, 0, 3).contiguous()],
     wrong=[
-        (lambda x, h: x.reshape(x.shape[0], h, x.shape[1], -1), "reads the numbers in memory order"),
-        (lambda x, h: x.reshape(x.shape[0], x.shape[1], -1, h).permute(0, 3, 1, 2), "not every H-th feature"),
-        (lambda x, h: x.reshape(x.shape[0], x.shape[1], h, -1), "the last step is missing: .transpose(1, 2)"),
-        (lambda x, h: x.transpose(1, 2).reshape(x.shape[0], h, x.shape[1], -1), "reshape first, then transpose"),
-        (lambda x, h: x.reshape(x.shape[0], x.shape[1], h, -1).transpose(2, 3),
-         "the transpose swapped the last two dimensions (H and Dh)"),
-        (lambda x, h: x.reshape(x.shape[0], x.shape[1], h, -1).transpose(1, 2) * 2, "the values differ"),
+        (lambda x, h: x.reshape(x.shape[0], x.shape[1], h, -1).transpose(1, 2), "you got (L, H, N, Dh)"),
+        (lambda x, h: x.reshape(x.shape[0], x.shape[1], h, -1).transpose(1, 2),
+         ".transpose(1, 2) is the move for batch-first (N, L, E) inputs"),
+        (lambda x, h: x.reshape(x.shape[1], h, x.shape[0], -1), "reads the numbers in memory order"),
+        (lambda x, h: x.reshape(x.shape[1], x.shape[0], h, -1).transpose(1, 2), "x is (L, N, E), words first"),
+        (lambda x, h: x.reshape(x.shape[0], x.shape[1], -1, h).permute(1, 3, 0, 2), "not every H-th feature"),
+        (lambda x, h: x.transpose(0, 1).reshape(x.shape[1], h, x.shape[0], -1), "you put the sentences first"),
+        (lambda x, h: x.reshape(x.shape[0], x.shape[1], h, -1), "the last step is missing: .permute(1, 2, 0, 3)"),
+        (lambda x, h: x.reshape(x.shape[0], x.shape[1], h, -1).permute(2, 1, 0, 3), "you got (H, N, L, Dh)"),
+        (lambda x, h: x.reshape(x.shape[0], x.shape[1], h, -1).permute(1, 0, 2, 3), "the heads must come before"),
+        (lambda x, h: x.reshape(x.shape[0], x.shape[1], h, -1).permute(1, 2, 0, 3) * 2, "the values differ"),
         (lambda x, h: x.tolist(), "expected a torch.Tensor"),
-        (al.split_heads, "your function called the library's `split_heads`"),
-        (lambda x, h: al.split_heads(x.clone(), h) + 0, "your function called the library's `split_heads`"),
+        (lambda x, h: al.split_heads(x.transpose(0, 1), h), "your function called the library's `split_heads`"),
     ],
     crashes=[(lambda x, h: x.reshape(x.shape[0], x.shape[1], h, x.shape[2] / h), "use integer division"),
              (lambda x, h: x.reshape(x.shape[0], 7, h, -1), "exactly as many numbers as the old one")],
     mistakes=detective_team.SPLIT_MISTAKES,
+    passed_says="L, N and H all different",
 )
 
 MERGE_HEADS = Exercise(
     check_merge_heads,
-    correct=[lambda x: x.permute(0, 2, 1, 3).flatten(2), lambda x: torch.cat(x.unbind(dim=1), dim=-1)],
+    correct=[lambda x: x.permute(2, 0, 1, 3).flatten(2), lambda x: torch.cat(x.unbind(dim=1), dim=-1).transpose(0, 1),
+             lambda x: x.transpose(1, 2).reshape(x.shape[0], x.shape[2], -1).transpose(0, 1)],
     wrong=[
-        (lambda x: x.reshape(x.shape[0], x.shape[2], -1), "mixes words and heads"),
-        (lambda x: x.permute(0, 2, 3, 1).flatten(2), "not interleaved"),
-        (lambda x: x.transpose(1, 2), "finish with .reshape(N, L, H * Dh)"),
-        (lambda x: x.transpose(1, 2).flatten(2) + 1, "the values differ"),
-        (lambda x: x.flip(1).transpose(1, 2).flatten(2), "the heads are in reversed order"),
-        (lambda x: torch.cat(x.unbind(dim=1)[::-1], dim=-1), "the heads are in reversed order"),
-        (lambda x: x.sum(dim=1), "the heads were added up"),
+        (lambda x: x.transpose(1, 2).reshape(x.shape[0], x.shape[2], -1), "the batch-first layout"),
+        (lambda x: x.reshape(x.shape[2], x.shape[0], -1), "mixes sentences, heads and words"),
+        (lambda x: x.transpose(1, 2).reshape(x.shape[2], x.shape[0], -1), "after .transpose(1, 2) the tensor is"),
+        (lambda x: x.permute(2, 0, 3, 1).flatten(2), "not interleaved"),
+        (lambda x: x.permute(2, 0, 1, 3), "finish with .reshape(L, N, H * Dh)"),
+        (lambda x: x.permute(2, 0, 1, 3).flatten(2) + 1, "the values differ"),
+        (lambda x: x.flip(1).permute(2, 0, 1, 3).flatten(2), "the heads are in reversed order"),
+        (lambda x: torch.cat(x.unbind(dim=1)[::-1], dim=-1).transpose(0, 1), "the heads are in reversed order"),
+        (lambda x: x.sum(dim=1).transpose(0, 1), "the heads were added up"),
         (lambda x: x.mean(dim=1), "the heads were added up (or averaged)"),
-        (al.merge_heads, "your function called the library's `merge_heads`"),
+        (lambda x: al.merge_heads(x).transpose(0, 1), "your function called the library's `merge_heads`"),
     ],
-    crashes=[(lambda x: x.transpose(1, 2).view(x.shape[0], x.shape[2], -1), "use .reshape(...)")],
+    crashes=[(lambda x: x.permute(2, 0, 1, 3).view(x.shape[2], x.shape[0], -1), "use .reshape(...)")],
     mistakes=detective_team.MERGE_MISTAKES,
+    passed_says="L, N and H all different",
 )
 
 EXERCISES = [TUNE_IN, SOFT_LOOKUP, MATCHMAKER, SCALED_SCORES, STABLE_SOFTMAX, CALCULATE_ATTENTION, WEIGHTS_NO_LOOPS,
-             CAUSAL_MASK, MASKED_SOFTMAX, SPLIT_HEADS, MERGE_HEADS, *ROWS]
+             WINDOW_MASK, MASKED_SOFTMAX, SPLIT_HEADS, MERGE_HEADS, *ROWS]
 
 
 def rows(field: str):
