@@ -738,3 +738,57 @@ def test_the_online_softmax_inputs_exercise_every_case():
     moved = scores.amax(-1, keepdim=True) > running_max
     assert bool(moved[:, 1:-1].any())  # the max moves in some rows ...
     assert not bool(moved[:, -1].any())  # ... and not in the last
+
+
+# -- the no-loops rule ----------------------------------------------------------------------------------------------
+def _sizes_inputs():
+    return [(torch.ones(2, 3),), (torch.ones(5, 3),)]
+
+
+@pytest.mark.parametrize(("fn", "what"), [
+    (lambda x: torch.stack([row.sum() for row in x]), "PyTorch operations"),  # a loop over tensors
+    (lambda x: torch.tensor([sum(row) for row in x.tolist()]), "lines of Python"),  # over a list: no op in it
+    (lambda x: x.sum(dim=-1) * torch.tensor([1.0 for _ in range(x.shape[0])]), "lines of Python"),
+])
+def test_a_loop_is_seen_in_what_grows(fn, what):
+    from attention_lib.exercises._running import loop_growth
+
+    grown, smallest, largest = loop_growth(fn, _sizes_inputs())
+    assert grown == what
+    assert smallest < largest
+
+
+def test_code_without_a_loop_runs_the_same_counts_on_every_input():
+    from attention_lib.exercises._running import loop_growth
+
+    assert loop_growth(lambda x: x.sum(dim=-1), _sizes_inputs()) is None
+    assert loop_growth(lambda x: torch.vmap(lambda row: row.sum())(x), _sizes_inputs()) is None
+    assert loop_growth(lambda x: [x.sum() for _ in range(2)][0], _sizes_inputs()) is None  # a fixed count is no loop
+
+
+def test_counting_lines_leaves_the_trace_function_as_it_was():
+    import sys
+
+    from attention_lib.exercises._running import run_learner
+
+    def tracer(frame, event, arg):
+        return None
+
+    sys.settrace(tracer)
+    try:
+        run = run_learner(lambda x: x + 1, (torch.ones(2),), count_lines=True)
+        assert sys.gettrace() is tracer
+    finally:
+        sys.settrace(None)
+    assert run.lines == 1
+
+
+@pytest.mark.parametrize(("fn", "call"), [(lambda x: torch.tensor(x.tolist()), "`tolist`"),
+                                          (lambda x: torch.from_numpy(x.numpy()), "`numpy`"),
+                                          (lambda x: torch.tensor(__import__("numpy").asarray(x)), "`__array__`")])
+def test_leaving_torch_is_named(fn, call):
+    from attention_lib.exercises._running import LEAVING_TORCH, run_learner
+
+    run = run_learner(fn, (torch.ones(2),), LEAVING_TORCH)
+    assert call in run.forbidden
+    assert "stay in PyTorch" in run.forbidden
