@@ -54,7 +54,9 @@ WINDOW_MISTAKES = [
      "that is the causal mask: every earlier word is allowed. The window keeps only the last `window` keys: query "
      "i may also not attend to keys j <= i - window (block them with a second triangle, e.g. .triu(1 - window), "
      "or compare positions)."),
-    (lambda L, S, w: ~window_mask(L, S, w), HINTS["mask_swapped"]),
+    (lambda L, S, w: ~window_mask(L, S, w),
+     "True and False are swapped. In SDPA's convention True means 'may attend', so the keys inside the window are "
+     "True and all the others False (nn.MultiheadAttention uses the opposite)."),
     (lambda L, S, w: _band(L, S, -w, 0),
      "one key too many: a window of `window` keys is the query's own key and the window - 1 keys before it, "
      "i - window < j <= i. Yours also lets query i see key i - window."),
@@ -71,7 +73,9 @@ WINDOW_MISTAKES = [
     (lambda L, S, w: _band(L, S, 1 - w, S),
      "your mask lets query i see every key from i - window + 1 on, the future included: keep only the keys at or "
      "before the query as well, j <= i (.tril())."),
-    (lambda L, S, w: _band(L, S, 1 - w + (S - L), S - L), HINTS["mask_bottom_right"]),
+    (lambda L, S, w: _band(L, S, 1 - w + (S - L), S - L),
+     "the window is aligned at the bottom-right corner (query i's window ends at key i + S - L). Align it top-left "
+     "like SDPA's is_causal: query i's window ends at key i, whatever L and S."),
 ]
 
 
