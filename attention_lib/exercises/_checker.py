@@ -283,4 +283,5 @@ def library_shortcuts(hint: str, *, also: Sequence[str] = ("scaled_dot_product_a
             function = obj.forward if isinstance(obj, type) and hasattr(obj, "forward") else obj
             if obj is not al.get_device and hasattr(function, "__code__"):
                 found[function] = hint.replace("{call}", f"`{prefix}{name}`")
+    found[torch.nn.MultiheadAttention.forward] = hint.replace("{call}", "`nn.MultiheadAttention`")
     return {**found, **dict.fromkeys(also, hint)}

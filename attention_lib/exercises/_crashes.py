@@ -38,9 +38,13 @@ CRASH_HINTS: dict[str, str] = {
                              "`{name}`'s {a} rows. Drop the {how}: weights @ {name}.",
     "dim_range": "{dim} counts from the front and assumes a fixed number of dimensions; count from the end "
                        "(dim=-1 is the last).",
-    "no_transpose": "A @ B pairs the last size of A with the second-to-last of B ({a} with {b} here). Both "
-                          "are (..., words, features): flip the second with .transpose(-2, -1), so that "
-                          "(..., L, E) @ (..., E, S) -> (..., L, S).",
+    "no_transpose": "A @ B pairs the last size of A with the second-to-last of B ({a} with {b} here). B ends in the "
+                    "same size as A, {a}: it is stored the other way round (as keys are, (..., S, E), and as an "
+                    "nn.Linear weight is, (out, in)), so flip the second with .transpose(-2, -1): (..., L, E) @ "
+                    "(..., E, S) -> (..., L, S).",
+    "vector_per_batch": "`{name}` {short} holds one vector per batch entry, but @ takes a 2-D right operand as one "
+                        "matrix shared by the whole batch, {long} @ {short}. Give each vector its own column: "
+                        "{name}.unsqueeze(-1) is {column}, and {long} @ {column} -> {result}.",
     "matmul": "A @ B needs the last size of A ({a}) to equal the second-to-last of B ({b}), as in "
                     "(..., L, E) @ (..., E, S) -> (..., L, S).",
     "keepdim": "a reduction without keepdim=True drops the dimension: {short} no longer lines up with "
@@ -212,6 +216,11 @@ def _cause(error: BaseException, op: str | None, shapes: list[tuple], inputs: di
     if len(shapes) >= 2:
         a, b = shapes[0], shapes[1]
         if op in _MATMULS and a and b:
+            given = next((name for name, shape in inputs.items() if shape == b), None)
+            if given and len(b) == 2 and len(a) >= 3 and a[0] == b[0] and a[-1] == b[-1]:  # key @ query, (N, E)
+                column = (*b, 1)
+                return CRASH_HINTS["vector_per_batch"].format(name=given, short=_fmt(b), long=_fmt(a),
+                                                              column=_fmt(column), result=_fmt((*a[:-1], 1)))
             inner = b[-2] if len(b) > 1 else b[0]
             if len(b) > 1 and a[-1] == b[-1] and a[-1] != inner:
                 return CRASH_HINTS["no_transpose"].format(a=a[-1], b=inner)

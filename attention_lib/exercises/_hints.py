@@ -50,8 +50,8 @@ HINTS: dict[str, str] = {
     "scale_by_Ev": "divide by √E, not √Ev: d_k is the size of the query and key vectors, query.size(-1), not the "
                    "size of the value vectors.",
     "scale_by_N": "divide by √E, not √N: d_k is the last dimension, query.size(-1); size(0) is the batch size.",
-    "scale_half": "`d_k ** 1/2` is (d_k ** 1) / 2 = d_k / 2, because ** binds tighter than /: write d_k ** 0.5 "
-                  "or math.sqrt(d_k).",
+    "scale_half": "`d_k ** 1/2` is not √d_k: ** binds tighter than /, so it is (d_k ** 1) / 2, and "
+                  "`scores / d_k ** 1/2` is even (scores / d_k) / 2. Write d_k ** 0.5 or math.sqrt(d_k).",
     "scale_by_numel": "divide by √d_k, the size of one query vector (its last dimension), not by the square root of "
                       "all the numbers of a sentence's queries, √(L·d_k).",
     "scale_after_softmax": "scale the scores before the softmax, not the weights after it: scaled weights no "
@@ -185,7 +185,8 @@ def recipe(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor | None = 
     divisor = {"no_scale": 1.0, "scale_by_d_k": sizes["E"], "scale_multiplied": 1 / math.sqrt(sizes["E"]),
                "scale_by_S": math.sqrt(sizes["S"]), "scale_by_L": math.sqrt(sizes["L"]),
                "scale_by_Ev": math.sqrt(sizes["Ev"]), "scale_by_N": math.sqrt(sizes["N"]),
-               "scale_half": sizes["E"] / 2, "scale_by_numel": math.sqrt(sizes["L"] * sizes["E"]),
+               "scale_half": sizes["E"] / 2, "scale_half_inline": 2 * sizes["E"],
+               "scale_by_numel": math.sqrt(sizes["L"] * sizes["E"]),
                "scale_after_softmax": 1.0}.get(slip, math.sqrt(sizes["E"]))
     scaled = scores / divisor
     dim = {"softmax_dim_-2": -2, "softmax_dim_0": 0}.get(slip, -1)
@@ -200,6 +201,10 @@ def recipe(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor | None = 
     return SimpleNamespace(scores=scores, scaled=scaled, weights=weights, output=output)
 
 
+#: Slips that share another slip's hint: ``scores / d_k ** 1/2`` written in one line is (scores / d_k) / 2.
+SAME_HINT = {"scale_half_inline": "scale_half"}
+
+
 def recipe_mistakes(slips: Sequence[str], result: Callable[[SimpleNamespace], object],
                     inputs: Callable[..., tuple] = lambda *args: args) -> list[tuple[Callable, str]]:
     """``(wrong function, hint)`` pairs for the given slips of :func:`recipe`.
@@ -212,4 +217,5 @@ def recipe_mistakes(slips: Sequence[str], result: Callable[[SimpleNamespace], ob
     Returns:
         A list for the ``mistakes`` argument of :func:`~attention_lib.exercises._checker.check_function`.
     """
-    return [(lambda *args, s=slip: result(recipe(*inputs(*args), slip=s)), HINTS[slip]) for slip in slips]
+    return [(lambda *args, s=slip: result(recipe(*inputs(*args), slip=s)), HINTS[SAME_HINT.get(slip, slip)])
+            for slip in slips]

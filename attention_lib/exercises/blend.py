@@ -15,7 +15,7 @@ import torch
 
 from ..attention import calculate_attention
 from ._checker import CheckResult, check_function, library_shortcuts
-from ._hints import HINTS, recipe
+from ._hints import HINTS, SAME_HINT, recipe
 from ._running import Run, run_learner
 
 #: Trial 0 is square (L = S = N = E = Ev) so that the recipe applied without moving the batch still runs, and so
@@ -72,10 +72,10 @@ WEIGHTS_BATCH_FIRST = ("the weights come back batch first, (N, L, S), as nn.Mult
 #: the output left batch first, and the pair swapped.
 MISTAKES = [
     (_not_moved, MIXES_SENTENCES),
-    *((_slip(s), HINTS[s]) for s in ("no_transpose", "dot_T", "reversed_scores", "no_scale", "scale_by_d_k",
-                                     "scale_multiplied", "scale_half", "scale_by_S", "scale_by_L", "scale_by_Ev",
-                                     "scale_by_N", "softmax_dim_-2", "softmax_dim_0", "blend_scores", "blend_keys",
-                                     "no_softmax", "scale_after_softmax", "naive_exp")),
+    *((_slip(s), HINTS[SAME_HINT.get(s, s)]) for s in (
+        "no_transpose", "dot_T", "reversed_scores", "no_scale", "scale_by_d_k", "scale_multiplied", "scale_half",
+        "scale_half_inline", "scale_by_S", "scale_by_L", "scale_by_Ev", "scale_by_N", "softmax_dim_-2", "softmax_dim_0",
+        "blend_scores", "blend_keys", "no_softmax", "scale_after_softmax", "naive_exp")),
     (lambda q, k, v: _reference(q, k, v)[::-1], HINTS["swap_pair"]),
     (lambda q, k, v: (_reference(q, k, v)[0].transpose(0, 1), _reference(q, k, v)[1]), OUTPUT_BATCH_FIRST),
     (lambda q, k, v: (_reference(q, k, v)[0], _reference(q, k, v)[1].transpose(0, 1)), WEIGHTS_BATCH_FIRST),

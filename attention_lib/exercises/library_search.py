@@ -48,7 +48,8 @@ def _hard(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor) -> torch.
 
 #: Typical wrong answers: the recipe's slips for each reader's one question, and the hard lookup.
 MISTAKES = [
-    *recipe_mistakes(("blend_keys", "no_scale", "scale_by_d_k", "scale_multiplied", "scale_half", "scale_by_S",
+    *recipe_mistakes(("blend_keys", "no_scale", "scale_by_d_k", "scale_multiplied", "scale_half",
+                      "scale_half_inline", "scale_by_S",
                       "scale_by_Ev", "no_softmax"),
                      result=lambda r: r.output.squeeze(-2), inputs=_one_row),
     (_hard, HINTS["hard_lookup"]),

@@ -54,7 +54,7 @@ BY_D_MODEL = ("divide by √d_k, the size of the projected queries and keys, w_q
 #: Typical wrong answers: the matchmaker's slips, each wrong way to scale, and two ways to skip a projection.
 MISTAKES = [
     *recipe_mistakes(("no_transpose", "reversed_scores", "no_scale", "scale_by_d_k", "scale_multiplied",
-                      "scale_half", "scale_by_numel", "scale_by_L", "scale_by_N"),
+                      "scale_half", "scale_half_inline", "scale_by_numel", "scale_by_L", "scale_by_N"),
                      result=lambda r: r.scaled, inputs=_project),
     *recipe_mistakes(("scaled_then_softmax",), result=lambda r: torch.softmax(r.scaled, dim=-1), inputs=_project),
     (lambda x, wq, wk: (lambda q, k: q @ k.transpose(-2, -1) / math.sqrt(x.size(-1)))(*_project(x, wq, wk)),
