@@ -600,12 +600,73 @@ def qk(seed):
     (lambda q, k: q.sum(dim=5), "dim=5 counts from the front"),
     (lambda q: q, "with 2 arguments, (query, key)"),
     (lambda q, k: undefined_name, "NameError"),  # noqa: F821 - the learner's typo
+    (lambda q, k: torch.einsum("nle,nse->nls", q[None], k[None]), "Write ... for the dimensions in front"),
+    (lambda q, k: torch.einsum("nle,nse->nls", q[None], k[None]), "'nle,nse->nls' fits only inputs"),
+    (lambda q, k: torch.einsum("...le,...es->...ls", q, k), "'e' stands for 4 in one operand and 5 in another"),
+    (lambda q, k: q @ T(k) / torch.sqrt(q.size(-1)), "torch.sqrt takes a tensor, but got a plain Python int"),
+    (lambda q, k: q @ T(k) / torch.sqrt(q.size(-1)), "use math.sqrt(...) for a number (or d_k ** 0.5)"),
+    (lambda q, k: torch.softmax(q.size(-1), dim=-1), "torch.softmax takes a tensor"),
 ])
 def test_crash_causes_are_recognised(crash, fragment):
     result = check_function(crash, al.matchmaker, qk, name="scores")
     assert result.status == "error"
     assert "\nHint: " in result.message
     assert fragment in result.message
+
+
+def test_a_mistake_is_named_only_when_it_agrees_on_every_input():
+    """On a square input, √(L·E) is E: the slip agrees with "divide by d_k" there and only there. It gets the hint
+    of the mistake it makes everywhere, or none, never the one it matches by chance."""
+    def sizes(seed):
+        L, E = ((4, 4), (3, 5), (2, 6))[seed]
+        g = torch.Generator().manual_seed(seed)
+        return torch.randn(2, L, E, generator=g), torch.randn(2, 5, E, generator=g)
+
+    def scaled(divisor):
+        return lambda q, k: q @ T(k) / divisor(q)
+
+    by_d_k = (scaled(lambda q: q.size(-1)), "not by d_k itself")
+    reference = scaled(lambda q: math.sqrt(q.size(-1)))
+    slip = scaled(lambda q: math.sqrt(q.size(-2) * q.size(-1)))
+    assert "not by d_k itself" not in check_function(slip, reference, sizes, name="s", mistakes=[by_d_k]).message
+    assert check_function(by_d_k[0], reference, sizes, name="s", mistakes=[by_d_k]).message.endswith(by_d_k[1])
+
+
+def test_a_forbidden_call_is_named_even_when_the_answer_then_crashes():
+    def crashes_after_a_shortcut(q, k):
+        return al.matchmaker(q, k) @ k  # (2, 3, 5) @ (2, 5, 4) runs; then the shape is wrong
+    crash = lambda q, k: al.matchmaker(q, k) @ q  # noqa: E731 - (2, 3, 5) @ (2, 3, 4) raises
+    forbidden = {al.matchmaker: "no shortcut: {call}"}
+    for answer in (crashes_after_a_shortcut, crash):
+        result = check_function(answer, al.matchmaker, qk, name="scores", forbidden=forbidden)
+        assert result.message == "❌ scores: not allowed here. Hint: no shortcut: `matchmaker`"
+
+
+def test_a_difference_is_told_with_assert_close_report_in_a_few_words():
+    from attention_lib.exercises._checker import difference
+
+    assert difference(torch.ones(2, 3), torch.ones(2, 3)) is None
+    assert difference(torch.ones(2, 3, dtype=torch.float64), torch.ones(2, 3)) is None  # any float dtype
+    assert difference(torch.tensor([0.0, 1.0, 2.0]), torch.tensor([0.0, 1.5, 2.0])) == (
+        "1 of 3 numbers differ, largest difference 0.5 at index (1,)")
+    assert difference(torch.tensor([float("nan")]), torch.tensor([float("nan")])) is None
+    assert difference((4, 5), (4, 5, 6)) == "2 items where 3 are expected"
+    for not_sizes in (("4", "5"), (4.0, 5), (True, 5)):
+        assert difference(not_sizes, (4, 5)) is not None
+
+
+def test_the_library_shortcuts_cover_every_function_of_the_package():
+    from attention_lib.exercises._checker import library_shortcuts
+
+    shortcuts = library_shortcuts("you called {call}")
+    for name in al.__all__:
+        obj = getattr(al, name)
+        if callable(obj) and name != "get_device":
+            assert (obj.forward if isinstance(obj, type) else obj) in shortcuts, name
+    assert shortcuts[al.memory_efficient_attention] == "you called `al.memory_efficient_attention`"
+    assert shortcuts[torch.nn.MultiheadAttention.forward] == "you called `nn.MultiheadAttention`"
+    assert al.get_device not in shortcuts
+    assert {"scaled_dot_product_attention", "multi_head_attention_forward"} <= set(shortcuts)
 
 
 def test_a_flipped_tensor_is_named_as_the_learners_line_names_it():
