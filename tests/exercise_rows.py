@@ -55,14 +55,25 @@ class Exercise:
 # -- 00: scores_shape(query_shape, key_shape) -> shape ---------------------------------------------------------------
 SCORES_SHAPE = Exercise(
     check_scores_shape,
-    correct=[lambda q, k: (*q[:-1], k[-2]), lambda q, k: [*q[:-1], k[-2]]],
+    correct=[lambda q, k: (*q[:-1], k[-2]), lambda q, k: [*q[:-1], k[-2]],
+             lambda q, k: torch.Size([*q[:-1], k[-2]]), lambda q, k: tuple(q[:-1]) + (k[-2],)],
     wrong=[*welcome.MISTAKES,
            (lambda q, k: tuple((torch.empty(q) @ torch.empty(k).transpose(-2, -1)).shape),
             "without computing the product: your function called `matmul`"),
            (lambda q, k: tuple(torch.matmul(torch.empty(q, device="meta"), torch.empty(k, device="meta").mT).shape),
-            "work out the shape from the two tuples alone")],
+            "work out the shape from the two tuples alone"),
+           # a shape of the wrong length is never "the right shape"; strings and floats are not sizes
+           (lambda q, k: (*q[:-2], k[-2]), "returned (5,): 1 size, but the scores have as many dimensions as"),
+           (lambda q, k: (*q[:-1], k[-2], 1), "3 sizes, but the scores have as many dimensions as the query, 2"),
+           (lambda q, k: tuple(str(size) for size in (*q[:-1], k[-2])), "yours holds '4' (str)"),
+           (lambda q, k: tuple(float(size) for size in (*q[:-1], k[-2])), "yours holds 4.0 (float)"),
+           (lambda q, k: torch.zeros(*q[:-1], k[-2]), "a tensor. Return the shape itself"),
+           (lambda q, k: f"{q[:-1]}", "of type str"),
+           (lambda q, k: (*q[:-1], k[-2] + 1), "size 1 (counting from 0) is wrong"),
+           (lambda q, k: (*q[:-1], k[-2] + 1), "for query_shape (4, 8) and key_shape (5, 8)")],
     crashes=[(lambda q, k: q[5], "IndexError")],
     mistakes=welcome.MISTAKES,
+    passed_says="3 fixed pairs of shapes",
 )
 
 

@@ -16,7 +16,7 @@ from .masking import check_masked_softmax, check_window_mask
 from .matchmaker import check_matchmaker
 from .memory_efficient import check_online_softmax_update
 from .no_loops import check_weights_no_loops
-from .percentages import check_stable_softmax
+from .percentages import check_log_softmax
 from .predictions import check_prediction
 from .scaler import check_scaled_scores
 from .triton_kernel import check_attention_kernel
@@ -31,6 +31,7 @@ __all__ = [
     "check_cross_attention",
     "check_function",
     "check_induction_score",
+    "check_log_softmax",
     "check_masked_softmax",
     "check_matchmaker",
     "check_merge_heads",
@@ -44,7 +45,6 @@ __all__ = [
     "check_sinusoidal_encoding",
     "check_soft_lookup",
     "check_split_heads",
-    "check_stable_softmax",
     "check_tune_in",
     "check_weights_no_loops",
     "check_where_induction_looks",
