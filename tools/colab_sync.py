@@ -3,8 +3,9 @@
 The repository slug and git ref live only in ``[tool.course.colab]`` of ``pyproject.toml``. Each notebook gets:
 
 1. a first markdown cell (tagged ``colab-badge``) holding the badge that opens this very notebook on Colab;
-2. a second code cell (tagged ``colab-setup``) that, only on Colab, installs ``attention_lib`` from the same
-   repository and ref, and does nothing anywhere else (no output, no network);
+2. right after the lesson's title and goals (the markdown cell that says "By the end", else the title), and
+   before any other code, a code cell (tagged ``colab-setup``) that, only on Colab, installs ``attention_lib``
+   from the same repository and ref, and does nothing anywhere else (no output, no network);
 3. notebook metadata asking Colab for a GPU runtime.
 
 With ``--check`` nothing is written and the exit code says whether every notebook is up to date.
@@ -28,6 +29,9 @@ sys.path.insert(0, str(ROOT))
 from course import all_notebooks  # noqa: E402
 
 BADGE_TAG, SETUP_TAG = "colab-badge", "colab-setup"
+#: What a lesson's goals cell says ("By the end of this notebook you will be able to: ..."; tests/test_notebooks.py
+#: checks that every lesson has it).
+GOALS = "By the end"
 README_START, README_END = "<!-- colab-badges:start -->", "<!-- colab-badges:end -->"
 
 
@@ -64,8 +68,27 @@ def _tagged(cell, tag: str) -> bool:
     return tag in cell.get("metadata", {}).get("tags", [])
 
 
+def setup_position(cells) -> int:
+    """Where the setup cell goes among ``cells`` (a notebook's cells without its badge and setup cells): right
+    after the title and goals, and before the first code cell.
+
+    Example:
+        >>> cells = [nbformat.v4.new_markdown_cell("# 03 · A title"), nbformat.v4.new_markdown_cell("By the end ..."),
+        ...          nbformat.v4.new_markdown_cell("## Setup"), nbformat.v4.new_code_cell("import torch")]
+        >>> setup_position(cells), setup_position(cells[:1] + cells[2:]), setup_position(cells[3:])
+        (2, 1, 0)
+    """
+    first_code = next((i for i, c in enumerate(cells) if c.cell_type == "code"), len(cells))
+    markdown = [(i, c.source) for i, c in enumerate(cells) if c.cell_type == "markdown"]
+    goals = next((i for i, source in markdown if GOALS in source), None)
+    if goals is None:
+        goals = next((i for i, source in markdown if source.startswith("# ")), -1)
+    return min(goals + 1, first_code)
+
+
 def sync(nb, relpath: str, config: dict[str, str]) -> None:
-    """Put the badge and setup cells first (replacing old ones) and the Colab metadata in place."""
+    """Put the badge first and the setup cell after the title and goals (replacing old ones), and the Colab
+    metadata in place."""
     cells = [c for c in nb.cells if not (_tagged(c, BADGE_TAG) or _tagged(c, SETUP_TAG))]
     old = {tag: next((c for c in nb.cells if _tagged(c, tag)), None) for tag in (BADGE_TAG, SETUP_TAG)}
     badge = nbformat.v4.new_markdown_cell(badge_source(relpath, config), metadata={"tags": [BADGE_TAG]})
@@ -75,7 +98,8 @@ def sync(nb, relpath: str, config: dict[str, str]) -> None:
             new["id"] = old[tag]["id"]
     if old[SETUP_TAG] is not None and old[SETUP_TAG].source == setup.source:
         setup = old[SETUP_TAG]  # keep its execution count and (empty) outputs
-    nb.cells = [badge, setup, *cells]
+    at = setup_position(cells)
+    nb.cells = [badge, *cells[:at], setup, *cells[at:]]
     nb.metadata.update(colab_metadata())
 
 
