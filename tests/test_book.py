@@ -15,7 +15,7 @@ and ``test_the_accessibility_audit_covered_every_page`` prints the audit's summa
 that does not open that page's notebook. They
 save ``artifacts/screenshots/book-04_scaler.png`` and ``book-08_masking-dark.png`` (dark mode). Each check is
 shown to fail on a deliberately broken scratch page. Without Chromium or playwright they fail and say how to
-install them (``bash tools/install_browser.sh``); ``COURSE_SKIP_BROWSER=1`` skips them on purpose.
+install them (``python tools/install_browser.py``); ``COURSE_SKIP_BROWSER=1`` skips them on purpose.
 """
 
 from __future__ import annotations
@@ -195,14 +195,14 @@ def test_the_download_button_gives_the_committed_notebook(site):
 
 
 @pytest.fixture(scope="module")
-def browser(tmp_path_factory):
+def browser(tmp_path_factory, chromium):
     if os.environ.get("COURSE_SKIP_BROWSER") == "1":
         pytest.skip("COURSE_SKIP_BROWSER=1: the browser test was skipped on purpose")
     problem = site_browser_problem()
     if problem:
         pytest.fail(f"The browser test cannot run: {problem}", pytrace=False)
-    with LabBrowser(tmp_path_factory.mktemp("book-browser")) as chromium:
-        yield chromium
+    with LabBrowser(tmp_path_factory.mktemp("book-browser"), executable=chromium) as running:
+        yield running
 
 
 @pytest.fixture(scope="module")
