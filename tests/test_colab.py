@@ -113,9 +113,12 @@ def test_slug_is_defined_in_one_place():
     assert (ROOT / "pyproject.toml").read_text().count(slug) == 1
     assert holders <= {"pyproject.toml", "README.md"}
     readme = (ROOT / "README.md").read_text()
-    start, end = readme.index(colab_sync.README_START), readme.index(colab_sync.README_END)
-    outside = readme[:start] + readme[end:]
-    assert slug not in outside, "README mentions the slug outside the generated badge block"
+    outside = readme
+    blocks = ((colab_sync.README_START, colab_sync.README_END), (colab_sync.CLONE_START, colab_sync.CLONE_END))
+    for start, end in blocks:
+        outside = outside[:outside.index(start)] + outside[outside.index(end):]
+    assert slug not in outside, "README mentions the slug outside the generated blocks (badges, git clone)"
+    assert colab_sync.clone_block(CONFIG) in readme, "the README's git clone lines are not the generated ones"
 
 
 def _run_setup_cell(monkeypatch, on_colab: bool):

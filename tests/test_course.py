@@ -156,6 +156,25 @@ def test_course_parts_use_the_standard_library_only(clone):
     assert {str(clone / "tools" / name) for name in ("environment.py", "chromium.py", "steps.py")} <= set(loaded)
 
 
+def test_ci_runs_the_readme_command_in_both_environments_and_on_both_cpu_paths():
+    """.ci/run: the README's test command over everything (pinned torch), then in an environment made as the
+    default install makes it (no torch pin: the newest) the quick part and the notebooks that train, then those
+    notebooks under both other CPU kernel paths; the notebooks that train come from the ``trains`` marker."""
+    ci = (ROOT / ".ci" / "run").read_text()
+    commands = [line.strip() for line in ci.splitlines() if "course.py test" in line and not line.startswith("#")]
+    assert commands == [
+        'part "1/4 the whole suite, torch 2.13.0" "$PY" course.py test',
+        'part "2/4 the newest torch: the quick part" env COURSE_VENV=.venv-newest "$PY" course.py test -m "not slow"',
+        'env COURSE_VENV=.venv-newest "$PY" course.py test -m trains notebooks/',
+        'env ATEN_CPU_CAPABILITY=avx2 "$PY" course.py test -m trains notebooks/',
+        'env ATEN_CPU_CAPABILITY=default "$PY" course.py test -m trains notebooks/',
+    ]
+    assert "rm -rf .venv-newest" in ci
+    assert "export COURSE_TORCH=default" in ci
+    assert ".venv-newest/bin/python -m pip" not in ci, "the newest environment is made by course.py, as a learner's"
+    assert "python3 course.py test" in (ROOT / "README.md").read_text()
+
+
 def test_ci_pins_the_triton_that_the_cpu_option_installs(parts):
     """.ci/run installs the torch and Triton pair that course.py's ``--cpu`` path installs on a fresh machine."""
     ci = (ROOT / ".ci" / "run").read_text()
@@ -336,6 +355,16 @@ def test_the_readme_states_the_costs_the_course_says(parts):
         row = next(line for line in readme.splitlines() if line.startswith(f"| {name} |"))
         assert f"about {download}" in row, row
         assert disk in row, row
+
+
+def test_the_suite_time_is_stated_once():
+    """How long the whole suite takes is said in one place, the README's quick start; pyproject.toml gives no time."""
+    pyproject = (ROOT / "pyproject.toml").read_text()
+    pytest_section = pyproject[pyproject.index("[tool.pytest.ini_options]"):pyproject.index("[tool.ruff]")]
+    assert not re.search(r"\d+(\.\d+)? ?min", pytest_section), "say times in the README, not in pyproject.toml"
+    readme = (ROOT / "README.md").read_text()
+    stated = re.findall(r"(?:whole suite|every test of the course|everything)[^.|\n]*?\d+ min", readme)
+    assert stated == ["every test of the course: about 22 min"], stated
 
 
 def test_every_slow_entry_names_a_test_that_exists():

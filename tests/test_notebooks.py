@@ -20,6 +20,8 @@ from notebook_rules import (
     unstable_outputs,
 )
 
+from tools.project import TRAINING_NOTEBOOKS, training_notebooks
+
 NOTEBOOKS = all_notebooks()
 IDS = [p.relative_to(ROOT / "notebooks").as_posix() for p in NOTEBOOKS]
 
@@ -95,3 +97,19 @@ def test_lesson_imports_attention_lib_and_has_solution(path):
         assert solution.exists(), f"{path.name} has an exercise but no {solution.relative_to(ROOT)}"
         outputs = json.dumps(read(solution).cells, ensure_ascii=False)
         assert "✅" in outputs, f"{solution.name} must show its checker passing"
+
+
+#: A call of a training function (``train``, ``train_induction``, ...), not its definition.
+TRAINING_CALL = re.compile(r"(?<!def )\btrain(?:_\w+)?\(")
+
+
+def test_every_notebook_that_trains_is_listed():
+    """CI runs the notebooks that train under the newest torch and other CPUs' kernels: the list is
+    TRAINING_NOTEBOOKS in tools/project.py, and every notebook that calls a training function is on it."""
+    calling = [p.stem for p in NOTEBOOKS
+               if TRAINING_CALL.search("\n".join(c.source for c in read(p).cells if c.cell_type == "code"))]
+    assert calling, "no notebook calls a training function: the check checks nothing"
+    assert sorted(calling) == sorted(p.stem for p in training_notebooks())
+    assert len(training_notebooks()) == len(TRAINING_NOTEBOOKS), "a name in TRAINING_NOTEBOOKS has no notebook"
+    assert TRAINING_CALL.search("run = train(task)")
+    assert not TRAINING_CALL.search("def train(task):")

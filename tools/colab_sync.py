@@ -8,6 +8,8 @@ The repository slug and git ref live only in ``[tool.course.colab]`` of ``pyproj
    from the same repository and ref, and does nothing anywhere else (no output, no network);
 3. notebook metadata asking Colab for a GPU runtime.
 
+It also writes the README's table of badges and its ``git clone`` lines.
+
 With ``--check`` nothing is written and the exit code says whether every notebook is up to date.
 """
 
@@ -33,6 +35,8 @@ BADGE_TAG, SETUP_TAG = "colab-badge", "colab-setup"
 #: checks that every lesson has it).
 GOALS = "By the end"
 README_START, README_END = "<!-- colab-badges:start -->", "<!-- colab-badges:end -->"
+#: The README's ``git clone`` lines (the quick start), written from the same slug.
+CLONE_START, CLONE_END = "<!-- clone:start -->", "<!-- clone:end -->"
 
 
 def colab_config() -> dict[str, str]:
@@ -114,14 +118,22 @@ def readme_block(config: dict[str, str]) -> str:
     return "\n".join([README_START, *rows, README_END])
 
 
+def clone_block(config: dict[str, str]) -> str:
+    """The README's ``git clone`` lines for this repository (between the CLONE_START/END markers)."""
+    name = config["repository"].split("/")[-1]
+    lines = ["```bash", f"git clone https://github.com/{config['repository']}.git", f"cd {name}", "```"]
+    return "\n".join([CLONE_START, *lines, CLONE_END])
+
+
 def sync_readme(config: dict[str, str], check: bool) -> bool:
-    """Rewrite the README's badge table; return True when it was out of date."""
+    """Rewrite the README's badge table and clone lines; return True when they were out of date."""
     readme = ROOT / "README.md"
-    text = readme.read_text()
-    if README_START not in text:
-        return False
-    start, end = text.index(README_START), text.index(README_END) + len(README_END)
-    new = text[:start] + readme_block(config) + text[end:]
+    text = new = readme.read_text()
+    for start_marker, end_marker, block in ((README_START, README_END, readme_block(config)),
+                                            (CLONE_START, CLONE_END, clone_block(config))):
+        if start_marker in new:
+            start, end = new.index(start_marker), new.index(end_marker) + len(end_marker)
+            new = new[:start] + block + new[end:]
     if new != text and not check:
         readme.write_text(new)
     return new != text
@@ -145,7 +157,7 @@ def main(argv: list[str]) -> int:
     for path in stale:
         print(f"{verb}: {path}")
     if check and stale:
-        print("run `python course.py colab` (then `python course.py execute` for new setup cells)")
+        print("run `python3 course.py colab` (then `python3 course.py execute` for new setup cells)")
     return 1 if check and stale else 0
 
 
