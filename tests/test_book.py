@@ -26,6 +26,7 @@ import os
 import re
 import sys
 import time
+import types
 from pathlib import Path
 
 import nbformat
@@ -109,6 +110,28 @@ def test_the_colab_badge_gives_way_to_the_launch_button(notebook):
     setup = colab_sync.setup_source(colab_sync.colab_config())
     assert all("remove-cell" in c.metadata.get("tags", []) for c in site.cells if c.source == setup)
     assert "colab-badge.svg" not in nbformat.writes(site), "the badge picture would be fetched from the web"
+
+
+def test_figures_get_their_text_alternative_through_myst_nbs_render_plugin():
+    """book/conf.py chooses the ``course`` renderer (myst-nb's documented plug-in point, not a patch of myst-nb),
+    the entry point finds it, and an image output's ``alt`` comes from its output's metadata."""
+    from myst_nb.core.render import MimeData, NbElementRenderer, load_renderer
+
+    conf = (ROOT / "book" / "conf.py").read_text()
+    assert 'nb_render_plugin = "course"' in conf
+    assert "NbElementRenderer" not in conf, "conf.py must not patch myst-nb's renderer"
+    renderer = load_renderer("course")
+    assert issubclass(renderer, NbElementRenderer)
+    assert renderer.render_image is not NbElementRenderer.render_image
+    site = types.SimpleNamespace(get_cell_level_config=lambda *args, **kwargs: {})
+    element = renderer(site, logger=None)
+    element.write_file = lambda path, content, overwrite=False, exists_ok=False: "_images/figure.png"
+    png = "iVBORw0KGgo="
+    data = MimeData("image/png", png, output_metadata={"image/png": {"alt": "Two bars: cat 0.7, dog 0.3."}})
+    (image,) = element.render_image(data)
+    assert image["alt"] == "Two bars: cat 0.7, dog 0.3."
+    (plain,) = element.render_image(MimeData("image/png", png))
+    assert "alt" not in plain.attributes or not plain["alt"]
 
 
 def test_the_repository_slug_is_written_only_in_pyproject():
