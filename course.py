@@ -98,7 +98,7 @@ def main(argv: list[str]) -> int:
     if argv[0] not in COMMANDS:
         print(f"{argv[0]!r} is not a command of course.py; the commands:\n{__doc__}", file=sys.stderr)
         return 2
-    if "--cpu" in argv[1:]:  # an install option, not the command's: `python course.py lab --cpu`
+    if "--cpu" in argv[1:]:  # an install option, not the command's: `python3 course.py lab --cpu`
         argv = [arg for arg in argv if arg != "--cpu"]
         os.environ["COURSE_TORCH"] = "cpu"
     try:

@@ -1,4 +1,4 @@
-"""The course website (``python course.py book``): built from the stored outputs, checked in a real browser.
+"""The course website (``python3 course.py book``): built from the stored outputs, checked in a real browser.
 
 The first tests need no build: how a notebook is prepared for its static page (explorers become their stored
 static view, the Colab badge gives way to the launch button) and that the repository slug is written only in

@@ -1,8 +1,9 @@
 """Every lesson, run in JupyterLab in a real (headless) browser, the way a learner runs it.
 
 nbval checks what the kernel prints; this test checks what the learner *sees*. For each numbered lesson
-``notebooks/NN_*.ipynb`` (those that exist when pytest collects) it opens the notebook in JupyterLab, clears
-the outputs and runs *Run → Run All Cells* from the menu bar, waits for the kernel to go idle, and fails when
+``notebooks/NN_*.ipynb`` (those that exist when pytest collects) it opens the notebook in JupyterLab, checks that
+it opens unmodified (JupyterLab rewrote nothing as the kernel started, so its tab shows no dot), clears the
+outputs and runs *Run → Run All Cells* from the menu bar, waits for the kernel to go idle, and fails when
 a cell shows a traceback or an error output or did not run, a widget shows "Error displaying widget" (or never
 loads), a markdown cell has a LaTeX error or a picture that does not load, or JupyterLab's log console holds
 a traceback. Every explorer (ipywidgets controls above a figure) is operated with the keyboard only, as a
@@ -17,12 +18,13 @@ page at the first problem, else at the first explorer or figure) and, for a less
 
     python -m pytest tests/test_browser.py -k 04_scaler
 
-What it needs: Chromium and the Python package ``playwright`` (in the ``[dev]`` extras). ``python course.py test``
-installs Chromium when none is found: Debian's through apt as root or with passwordless sudo, else Playwright's
-own download (``tests/browser/lab.py`` finds either). Without a browser the test FAILS once
+What it needs: Chromium and the Python package ``playwright`` (in the ``[dev]`` extras). When the tests selected
+to run use the ``chromium`` fixture (``tests/conftest.py``) and no Chromium is found, the run installs one before
+its first test: Debian's through apt as root or with passwordless sudo, else Playwright's own download
+(``tools/chromium.py`` finds either). Without a browser the test FAILS once
 (``test_the_browser_is_available`` says how to get one; the other browser tests then skip); it never passes
 without having run. A learner who only wants the rest of the suite can opt out with ``COURSE_SKIP_BROWSER=1``, e.g.
-``COURSE_SKIP_BROWSER=1 python course.py test``. ``COURSE_CHROMIUM=/path/to/chrome`` picks another browser.
+``COURSE_SKIP_BROWSER=1 python3 course.py test``. ``COURSE_CHROMIUM=/path/to/chrome`` picks another browser.
 
 The test works on a temporary copy of ``notebooks/`` (the committed notebooks are never opened, autosave is
 off, and each check fails if the file it opened changed), starts one JupyterLab server (127.0.0.1, free port,

@@ -1,4 +1,4 @@
-"""The README's promise: on a fresh clone, `python course.py lab` and `python course.py test` do the right thing.
+"""The README's promise: on a fresh clone, `python3 course.py lab` and `python3 course.py test` do the right thing.
 
 Each test works on a fresh copy of the repository (the files git tracks, no ``.venv``). Nothing is downloaded:
 ``COURSE_DRY_RUN=1`` makes course.py print its plan (every step, then the command it would start) and run nothing,
@@ -250,8 +250,8 @@ def test_without_any_way_to_a_browser_one_message_names_the_choices(parts, monke
     out = capsys.readouterr().out
     assert out.count("Choose one:") == 1
     assert "apt: not run (needs root or passwordless sudo)" in out
-    assert "`COURSE_SKIP_BROWSER=1 python course.py test`" in out
-    assert "COURSE_CHROMIUM=/path/to/chrome python course.py test" in out
+    assert "`COURSE_SKIP_BROWSER=1 python3 course.py test`" in out
+    assert "COURSE_CHROMIUM=/path/to/chrome python3 course.py test" in out
 
 
 @pytest.mark.parametrize(("installed", "pins", "said"), [

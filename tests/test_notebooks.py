@@ -1,6 +1,6 @@
 """The stored notebooks are fit for strict nbval: executed, in order, error-free, stable, well formed.
 
-Strict nbval itself runs over every notebook as part of `python course.py test` (`--nbval`); these tests
+Strict nbval itself runs over every notebook as part of `python3 course.py test` (`--nbval`); these tests
 catch what nbval would silently let through.
 """
 
@@ -33,8 +33,8 @@ def test_there_are_notebooks():
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=IDS)
 def test_every_code_cell_was_executed(path):
     nb = read(path)
-    assert unexecuted_cells(nb) == [], f"{path.name}: run `python course.py execute {path.relative_to(ROOT)}`"
-    assert not out_of_order(nb), f"{path.name}: cells ran out of order; re-run `python course.py execute`"
+    assert unexecuted_cells(nb) == [], f"{path.name}: run `python3 course.py execute {path.relative_to(ROOT)}`"
+    assert not out_of_order(nb), f"{path.name}: cells ran out of order; re-run `python3 course.py execute`"
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=IDS)

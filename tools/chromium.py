@@ -18,7 +18,7 @@ from .steps import Step, StepFailed, dry_run, run_steps, say
 
 #: Where the browser tests look for Chromium on PATH (first match wins; COURSE_CHROMIUM overrides).
 CHROMIUM_NAMES = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
-SKIP_HINT = "COURSE_SKIP_BROWSER=1 python course.py test"
+SKIP_HINT = "COURSE_SKIP_BROWSER=1 python3 course.py test"
 
 
 def find_chromium() -> str | None:
@@ -83,8 +83,8 @@ def ensure_browser(python: Path) -> bool:
         tried.insert(0, "apt: not run (needs root or passwordless sudo)")
     print("\nThe browser test (tests/test_browser.py) needs Chromium: none was found, and none could be "
           "installed:\n" + "".join(f"  - {line}\n" for line in tried) + "Choose one:\n"
-          "  - install it as root (Debian/Ubuntu: `sudo apt-get install chromium`), then `python course.py test`;\n"
-          "  - with internet access, `python course.py test` downloads Playwright's Chromium;\n"
-          "  - use a Chrome or Chromium you have: `COURSE_CHROMIUM=/path/to/chrome python course.py test`;\n"
+          "  - install it as root (Debian/Ubuntu: `sudo apt-get install chromium`), then `python3 course.py test`;\n"
+          "  - with internet access, `python3 course.py test` downloads Playwright's Chromium;\n"
+          "  - use a Chrome or Chromium you have: `COURSE_CHROMIUM=/path/to/chrome python3 course.py test`;\n"
           f"  - skip the browser test: `{SKIP_HINT}`.", flush=True)
     return False

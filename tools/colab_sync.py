@@ -54,7 +54,7 @@ def setup_source(config: dict[str, str]) -> str:
     spec = f"attention-lib @ git+https://github.com/{config['repository']}@{config['ref']}"
     return (
         "# Colab only: install attention_lib at the same version as this notebook (elsewhere: does nothing).\n"
-        "# Written by `python course.py colab`; torch, matplotlib and ipywidgets are left as Colab has them.\n"
+        "# Written by `python3 course.py colab`; torch, matplotlib and ipywidgets are left as Colab has them.\n"
         "import sys\n"
         "\n"
         'if "google.colab" in sys.modules:\n'

@@ -1,4 +1,4 @@
-"""Regenerate the stored outputs of notebooks by executing them top to bottom (``python course.py execute``).
+"""Regenerate the stored outputs of notebooks by executing them top to bottom (``python3 course.py execute``).
 
 This is the only way notebook outputs are produced: never edit an output by hand. With no arguments, every
 notebook under ``notebooks/`` (solutions included) is executed; otherwise only the paths given. Each runs in

@@ -36,8 +36,8 @@ __all__ = ["LabBrowser", "LabServer", "browser_problem", "find_chromium", "free_
 ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOKS = ROOT / "notebooks"
 SCREENSHOTS = Path(os.environ.get("COURSE_SCREENSHOT_DIR", ROOT / "artifacts" / "screenshots"))
-INSTALL_HINT = ("`python course.py test` installs it when it can (or set COURSE_SKIP_BROWSER=1 to skip this test: "
-                "`COURSE_SKIP_BROWSER=1 python course.py test`)")
+INSTALL_HINT = ("`python3 course.py test` installs it when it can (or set COURSE_SKIP_BROWSER=1 to skip this test: "
+                "`COURSE_SKIP_BROWSER=1 python3 course.py test`)")
 
 #: The flags the issue asks for; Playwright adds ``--headless`` and its own automation flags.
 CHROMIUM_ARGS = [
