@@ -218,3 +218,81 @@ def padding_mask(lengths, S: int, device=None) -> torch.Tensor:
     # (1, S) < (N, 1) -> (N, S): position j is real when j < lengths[n]
     allowed = positions.unsqueeze(0) < lengths.unsqueeze(1)
     return allowed.unsqueeze(1)  # (N, S) -> (N, 1, S)
+
+
+def causal_mask_lower_right(L: int, S: int | None = None, device=None) -> torch.Tensor:
+    """A causal mask aligned to the **end** of the keys: query ``i`` of ``L`` may attend to keys ``0..S - L + i``.
+
+    Built step by step in ``notebooks/15_generation.ipynb``. ``True`` = **may attend**. While a model generates,
+    the keys are everything written so far (``S``, read from the cache) and the queries are only the newest
+    ``L`` tokens: the last query is the last token, so it must see every key, and query ``i`` sits at
+    position ``S - L + i``. That is this mask, ``torch.ones(L, S).tril(S - L)``, the mask of SDPA's
+    ``causal_lower_right(L, S)``.
+
+    :func:`causal_mask` (and SDPA's ``is_causal=True``) is aligned to the **top-left** corner instead: query
+    ``i`` sees keys ``0..i``. The two agree when ``L == S`` (a whole sequence at once), and only then: with one
+    new query over a cache of ``S`` keys, the top-left mask lets it see key 0 alone (pytorch/pytorch#103082),
+    and the model goes on writing fluent nonsense.
+
+    Args:
+        L: the number of queries (the newest tokens).
+        S: the number of keys (every token so far, the new ones included); defaults to ``L``.
+        device: where to create the mask; defaults to the CPU.
+
+    Returns:
+        A bool tensor ``(L, S)``; it broadcasts against scores ``(N, ..., L, S)``. When ``L > S`` the first
+        ``L - S`` rows see no key at all.
+
+    Raises:
+        TypeError: if ``L`` or ``S`` is not an integer.
+        ValueError: if ``L`` or ``S`` is negative.
+
+    Example:
+        >>> causal_mask_lower_right(2, 4).int()  # 2 new tokens after 2 cached ones
+        tensor([[1, 1, 1, 0],
+                [1, 1, 1, 1]], dtype=torch.int32)
+        >>> causal_mask(2, 4).int()  # top-left, as is_causal=True: wrong while decoding
+        tensor([[1, 0, 0, 0],
+                [1, 1, 0, 0]], dtype=torch.int32)
+        >>> torch.equal(causal_mask_lower_right(3), causal_mask(3))  # L == S: the same mask
+        True
+    """
+    fix = "pass the number of new tokens L and the number of keys S (cached + new)."
+    L = check_int(L, "L", minimum=0, fix=fix)
+    S = L if S is None else check_int(S, "S", minimum=0, fix=fix)
+    return torch.ones(L, S, dtype=torch.bool, device=device).tril(S - L)  # (L, S), aligned to the end
+
+
+def sliding_window_mask(L: int, S: int | None = None, window: int = 1, device=None) -> torch.Tensor:
+    """A causal mask, aligned to the end, that sees only the last ``window`` keys (itself included).
+
+    Built step by step in ``notebooks/15_generation.ipynb``. ``True`` = **may attend**. Query ``i`` of ``L``
+    sits at position ``p = S - L + i`` (as in :func:`causal_mask_lower_right`) and may attend to keys
+    ``p - window + 1 .. p``: the sliding window of Mistral (Jiang et al., 2023) and of transformers'
+    ``sliding_window``. A cache then never needs more than the last ``window - 1`` keys; what lies further
+    back reaches a token only through the layers below it.
+
+    Args:
+        L: the number of queries (the newest tokens).
+        S: the number of keys (defaults to ``L``).
+        window: how many keys each query sees at most, its own included (a positive int).
+        device: where to create the mask; defaults to the CPU.
+
+    Returns:
+        A bool tensor ``(L, S)``.
+
+    Raises:
+        TypeError: if a size is not an integer.
+        ValueError: if ``L`` or ``S`` is negative or ``window`` is not positive.
+
+    Example:
+        >>> sliding_window_mask(4, window=2).int()
+        tensor([[1, 0, 0, 0],
+                [1, 1, 0, 0],
+                [0, 1, 1, 0],
+                [0, 0, 1, 1]], dtype=torch.int32)
+    """
+    window = check_int(window, "window", minimum=1, fix="pass how many keys a query may see, its own included.")
+    causal = causal_mask_lower_right(L, S, device=device)  # (L, S)
+    L, S = causal.shape
+    return causal & ~torch.ones(L, S, dtype=torch.bool, device=device).tril(S - L - window)  # drop the far past
