@@ -190,6 +190,7 @@ class RotaryPositions(nn.Module):
             raise ValueError(f"dim must be even (RoPE turns pairs of features), but dim={dim}; use a head size "
                              f"such as {dim + 1}.")
         self.dim, self.base = dim, check_number(base, "base", positive=True, fix="Llama uses base=10000.0.")
+        self._table: tuple[torch.Tensor, torch.Tensor] | None = None  # cos and sin of the positions met so far
 
     def extra_repr(self) -> str:
         return f"dim={self.dim}, base={self.base:g}"
@@ -223,9 +224,17 @@ class RotaryPositions(nn.Module):
             raise ValueError(f"x must be (N, ..., L, E) with E = dim = {self.dim}, but x.shape={tuple(x.shape)}; "
                              f"rotate each head's queries and keys, (N, H, L, Dh), with RotaryPositions(Dh).")
         offset = check_int(offset, "offset", minimum=0, fix="pass the position of the first token (0 at the start).")
-        angle = self.angles(x.shape[-2], offset)  # (L, E / 2)
-        cos = torch.cat([angle.cos(), angle.cos()], dim=-1).to(device=x.device, dtype=x.dtype)  # (L, E)
-        sin = torch.cat([angle.sin(), angle.sin()], dim=-1).to(device=x.device, dtype=x.dtype)  # (L, E)
+        cos, sin = self._cos_sin(offset, offset + x.shape[-2], x)  # (L, E) each
         first, second = x.chunk(2, dim=-1)  # (N, ..., L, E / 2) twice: the two halves of every pair
         turned = torch.cat([-second, first], dim=-1)  # each pair turned by 90 degrees
         return x * cos + turned * sin  # (N, ..., L, E) * (L, E) -> (N, ..., L, E)
+
+    def _cos_sin(self, start: int, end: int, like: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """``cos`` and ``sin`` of positions ``start .. end - 1``, ``(L, E)`` each, from a table kept between calls
+        (one new token costs no trigonometry); the table doubles when a longer text comes."""
+        table = self._table
+        if table is None or table[0].shape[0] < end or table[0].device != like.device or table[0].dtype != like.dtype:
+            angle = self.angles(max(end, 64, 2 * (0 if table is None else table[0].shape[0])))  # (T, E / 2)
+            angle = torch.cat([angle, angle], dim=-1)  # (T, E): both features of a pair turn by the same angle
+            table = self._table = (angle.cos().to(like.device, like.dtype), angle.sin().to(like.device, like.dtype))
+        return table[0][start:end], table[1][start:end]
