@@ -17,7 +17,7 @@ from torch import nn
 from .attention import calculate_attention
 from .cache import KVCache
 from .grouped_query import group_heads, group_mask, ungroup_heads
-from .masks import causal_mask_lower_right, resolve_causal_bias, sliding_window_mask
+from .masks import decoding_mask, resolve_causal_bias
 from .positions import RotaryPositions
 from .validation import check_bool, check_int, check_is_tensor, check_multihead_inputs, check_probability, check_rotary
 
@@ -221,10 +221,7 @@ class MultiHeadAttention(nn.Module):
         if cache is not None:  # everything so far: (N, Hkv, S, Dh), the new keys last
             k, v = cache.update(k, v, self.layer_idx)
         if is_causal and (cache is not None or self.window is not None):  # the queries are the last L of S
-            L, S = q.size(-2), k.size(-2)
-            attn_mask = (causal_mask_lower_right(L, S, device=q.device) if self.window is None
-                         else sliding_window_mask(L, S, self.window, device=q.device))  # (L, S)
-            is_causal = False
+            attn_mask, is_causal = decoding_mask(q.size(-2), k.size(-2), self.window, q.device), False  # (L, S)
         if isinstance(attn_mask, torch.Tensor) and attn_mask.dim() == 2:
             attn_mask = attn_mask[None, None]  # (L, S) -> (1, 1, L, S), shared by sentences and heads
         grouped = self.num_kv_heads != self.num_heads

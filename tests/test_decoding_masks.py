@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 from torch.nn.attention.bias import causal_lower_right
 
 from attention_lib import calculate_attention, causal_mask, causal_mask_lower_right, sliding_window_mask
+from attention_lib.masks import decoding_mask
 from conftest import make_qkv
 
 
@@ -62,6 +63,18 @@ def test_sliding_window_keeps_the_last_window_keys(L, extra, window):
 def test_a_window_as_wide_as_the_keys_is_the_causal_mask():
     assert torch.equal(sliding_window_mask(3, 7, window=7), causal_mask_lower_right(3, 7))
     assert torch.equal(sliding_window_mask(4, window=1), torch.eye(4, dtype=torch.bool))
+
+
+@given(st.integers(1, 6), st.integers(0, 5), st.one_of(st.none(), st.integers(1, 8)))
+def test_decoding_mask_is_the_end_aligned_mask_or_none_when_it_allows_everything(L, extra, window):
+    S = L + extra
+    mask = decoding_mask(L, S, window)
+    full = causal_mask_lower_right(L, S) if window is None else sliding_window_mask(L, S, window)
+    if mask is None:
+        assert bool(full.all())
+        assert L == 1
+    else:
+        assert torch.equal(mask, full)
 
 
 @pytest.mark.parametrize(("call", "error", "match"), [
