@@ -34,7 +34,7 @@ def timings(device: str = "cuda", sizes=(32, 128, 512, 2048)) -> None:
     """Print loop / matrix / SDPA median times on ``device`` (the test suite runs it on the CPU, tiny)."""
     import attention_lib as al
     from attention_lib.bench import median_time
-    from attention_lib.lessons.data import random_qkv
+    from attention_lib.toy_data import random_qkv
 
     device = torch.device(device)
     clock = median_time  # warms up, synchronizes the GPU around the clock, returns the median
@@ -128,7 +128,7 @@ def triton_timings(triton_attention, device: str, sizes, batch) -> None:
 
     from attention_lib.bench import median_time
     from attention_lib.bench.measure import peak_memory
-    from attention_lib.lessons.data import random_qkv
+    from attention_lib.toy_data import random_qkv
 
     functions = {"triton": lambda q, k, v: triton_attention(q, k, v, is_causal=True),
                  "SDPA": lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True)}

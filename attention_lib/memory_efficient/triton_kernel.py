@@ -22,7 +22,7 @@ import sys
 
 import torch
 
-from ..validation import check_options, check_qkv
+from ..validation import check_options, check_qkv, is_int
 
 tl = None  # triton.language, imported by import_triton() when the first kernel is built
 
@@ -156,7 +156,7 @@ def _check(query, key, value, is_causal, scale, block_sizes) -> tuple[int, int]:
         raise ValueError(f"the Triton kernel needs at least one query and one key, but L={query.shape[-2]} and "
                          f"S={key.shape[-2]}.")
     sizes = DEFAULT_BLOCK_SIZES if block_sizes is None else tuple(block_sizes)
-    if len(sizes) != 2 or not all(isinstance(b, int) and not isinstance(b, bool) and _power_of_two(b) for b in sizes):
+    if len(sizes) != 2 or not all(is_int(b) and _power_of_two(b) for b in sizes):
         raise ValueError(f"block_sizes must be two powers of two of at least 16 (queries, keys per block), as tl.dot "
                          f"needs, but block_sizes={block_sizes!r}; try {DEFAULT_BLOCK_SIZES}.")
     return sizes
@@ -167,9 +167,9 @@ def triton_attention_forward(query: torch.Tensor, key: torch.Tensor, value: torc
                              block_sizes: tuple[int, int] | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """Run the Triton kernel: the attention output and the log-sum-exp of every query's scores (no gradients).
 
-    Built step by step in ``notebooks/14_triton_kernel.ipynb``. Without a CUDA device, CPU tensors run in
-    Triton's interpreter (slow, for checking); with one, CUDA tensors run the compiled kernel. Same conventions as
-    ``torch.nn.functional.scaled_dot_product_attention`` without ``attn_mask``.
+    The forward pass of the kernel that ``notebooks/14_triton_kernel.ipynb`` writes. Without a CUDA device, CPU
+    tensors run in Triton's interpreter (slow, for checking); with one, CUDA tensors run the compiled kernel. Same
+    conventions as ``torch.nn.functional.scaled_dot_product_attention`` without ``attn_mask``.
 
     Args:
         query: ``(N, H, L, E)``, float32, float16 or bfloat16; ``E`` a power of two from 16 to 256.

@@ -1,6 +1,6 @@
 """The detective-team explorer of ``notebooks/09_detective_team.ipynb``: change the detectives, watch them work.
 
-Every redraw runs :func:`attention_lib.lessons.experiments.detective_team`, i.e.
+Every redraw runs :func:`attention_lib.experiments.detective_team`, i.e.
 :class:`attention_lib.MultiHeadAttention`
 with lesson 09's hand-made projections, live: choose what each detective looks for (its key projection), how
 loudly the questions are asked (the query projection's size) and whether there is a team of two heads or one
@@ -9,19 +9,19 @@ lone detective. ipywidgets and matplotlib are imported inside the functions.
 
 from __future__ import annotations
 
-from ..lessons.data import FEATURES, TOKENS
-from ..lessons.experiments import detective_team
+from ..experiments import detective_team
+from ..toy_data import FEATURES, TOKENS
 
 
 def render_detective_team(word: str = "purred", clue_0: str = "animal", clue_1: str = "action",
                           loudness: float = 5.0, num_heads: int = 2):
     """Draw every head's attention map (``word``'s row framed) and ``word``'s weights in each head.
 
-    Built step by step in ``notebooks/09_detective_team.ipynb``. The weights are computed now, by
-    :func:`attention_lib.lessons.experiments.detective_team`, from the projections these arguments describe.
+    Drawn by the explorer of ``notebooks/09_detective_team.ipynb``. The weights are computed now, by
+    :func:`attention_lib.experiments.detective_team`, from the projections these arguments describe.
 
     Args:
-        word: whose row to frame and to draw as bars, one of ``attention_lib.lessons.data.TOKENS``.
+        word: whose row to frame and to draw as bars, one of ``attention_lib.toy_data.TOKENS``.
         clue_0, clue_1: the feature detective 0's and detective 1's keys advertise (what each looks for).
         loudness: how strongly the questions are asked (it scales the query projection), ``>= 0``.
         num_heads: ``2`` for the team, ``1`` for one lone detective with all four numbers.

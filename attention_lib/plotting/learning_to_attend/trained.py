@@ -9,9 +9,10 @@ from collections.abc import Mapping, Sequence
 
 import torch
 
-from .alt import number, set_alt, with_alt
-from .basic import _as_numpy, plot_heatmap
-from .style import finish
+from ...validation import check_index
+from ..alt import number, set_alt, with_alt
+from ..basic import _as_numpy, plot_heatmap
+from ..style import finish
 
 #: Okabe & Ito's colour-blind-safe palette (orange, sky blue, bluish green, vermillion, blue, reddish purple).
 OKABE_ITO = ("#E69F00", "#56B4E9", "#009E73", "#D55E00", "#0072B2", "#CC79A7", "#000000")
@@ -104,8 +105,7 @@ def plot_attention_over_training(snapshots: Mapping[int, Sequence[torch.Tensor]]
     first = snapshots[steps[0]]
     N, H = first[0].shape[:2]
     for name, value, size in (("layer", layer, len(first)), ("head", head, H), ("example", example, N)):
-        if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < size:
-            raise ValueError(f"{name} must be an index in 0..{size - 1}, but {name}={value!r}.")
+        check_index(value, name, size)
     L = len(tokens)
     ncols = min(3, len(steps))
     nrows = -(-len(steps) // ncols)
@@ -186,8 +186,8 @@ def plot_shipped_overview(sentence: str = "near the dogs the cat purr(s)", digit
     """
     import matplotlib.pyplot as plt
 
-    from ..training.probes import subject_head
-    from ..training.shipped import load_trained
+    from ...training.probes import subject_head
+    from ...training.shipped import load_trained
 
     reversal, agreement = load_trained("reversal"), load_trained("agreement")
     layer, head = subject_head(agreement.model)

@@ -13,7 +13,7 @@ from collections.abc import Callable
 import torch
 
 from ..memory_efficient.forward import online_softmax_update
-from .checker import CheckResult, check_function
+from ._checker import CheckResult, check_function
 
 _INF = float("inf")
 
@@ -103,7 +103,7 @@ def check_online_softmax_update(fn: Callable) -> CheckResult:
             value (N, B, Ev)) -> (new_max, new_sum, new_output)``.
 
     Returns:
-        A :class:`~attention_lib.exercises.checker.CheckResult` (shows "✅ ..." when correct).
+        A :class:`~attention_lib.exercises._checker.CheckResult` (shows "✅ ..." when correct).
 
     Example:
         >>> check_online_softmax_update(online_softmax_update).status

@@ -8,9 +8,9 @@ from collections.abc import Callable
 
 import torch
 
-from .checker import CheckResult, check_function
-from .crashes import explain_crash
-from .running import run_learner
+from ._checker import CheckResult, check_function
+from ._crashes import explain_crash
+from ._running import run_learner
 
 #: Why ``digits[:, ::-1]`` fails, and what to write instead.
 NEGATIVE_STEP_HINT = ("negative steps such as ::-1 are not supported by torch tensors (unlike Python lists and "

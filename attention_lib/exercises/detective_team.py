@@ -9,8 +9,8 @@ from __future__ import annotations
 import torch
 
 from ..multihead import merge_heads, split_heads
-from .checker import CheckResult, check_function
-from .hints import HINTS
+from ._checker import CheckResult, check_function
+from ._hints import HINTS
 
 #: (N, L, H, Dh) per trial, L != H so that a missing transpose shows up as a wrong shape. (With L == H,
 #: reshape(N, L, H, Dh) is the same tensor as the plain reshape to (N, H, L, Dh), which has its own hint.)

@@ -6,7 +6,7 @@ The next token is predictable only inside the copy, and only by looking back at 
 the copy starts changes from one sequence to the next, so no rule based on position alone can find it.
 Everything is generated here, seeded, on the CPU (no downloads). The shipped models
 (``trained/induction-2layer.pt``, ``trained/induction-1layer.pt``) were made by :func:`train_induction` with
-:data:`RECIPE`; ``python -m attention_lib.training.induction`` remakes them.
+:data:`RECIPE`; ``python -m attention_lib.training.induction_heads`` remakes them.
 """
 
 from __future__ import annotations
@@ -18,7 +18,8 @@ from typing import NamedTuple
 import torch
 import torch.nn.functional as F
 
-from ..induction import AttentionOnlyTransformer, all_head_scores
+from ..attention_only import AttentionOnlyTransformer, all_head_scores
+from ..validation import check_int
 from .shipped import read_weights
 
 #: The 32 tokens: one character each, so a sequence can be typed as a string.
@@ -30,7 +31,7 @@ RECIPE = {"embed_dim": 64, "num_heads": 2, "steps": 400, "batch_size": 64, "lr":
 #: The seed of the fresh sequences every evaluation uses (training uses ``seed``, by default 0).
 HELDOUT_SEED = 1234
 TRAINED_DIR = Path(__file__).resolve().parent / "trained"
-_FORMAT = "attention_lib.induction/1"
+_FORMAT = "attention_lib.induction/1"  # the file format's name, kept when modules move
 
 
 class RepeatBatch(NamedTuple):
@@ -56,8 +57,7 @@ def make_repeats(n: int, *, seed: int = 0, min_repeat: int = MIN_REPEAT, max_rep
         >>> torch.equal(batch.tokens[:, :3], batch.tokens[:, 3:6]), batch.lengths.tolist()
         (True, [3, 3])
     """
-    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-        raise ValueError(f"n must be a positive int, but n={n!r}.")
+    n = check_int(n, "n", minimum=1)
     if not (isinstance(min_repeat, int) and isinstance(max_repeat, int) and 1 <= min_repeat <= max_repeat
             and 2 * max_repeat <= length):
         raise ValueError(f"need 1 <= min_repeat <= max_repeat <= length // 2, but min_repeat={min_repeat!r}, "
@@ -115,7 +115,7 @@ class InductionRun:
     """What :func:`train_induction` returns.
 
     Attributes:
-        model: the trained :class:`~attention_lib.induction.AttentionOnlyTransformer`, in eval mode.
+        model: the trained :class:`~attention_lib.attention_only.AttentionOnlyTransformer`, in eval mode.
         repeated_losses: the loss on the repeated part of each training batch, one per step.
         other_losses: the loss on the other (random) predictions of each batch, one per step.
         scores: ``{step: all_head_scores(...)}`` on a fixed probe batch, every ``track_every`` steps.
@@ -157,8 +157,7 @@ def train_induction(num_layers: int = 2, *, seed: int = 0, steps: int | None = N
         (3, [0, 3], (2, 2))
     """
     steps = RECIPE["steps"] if steps is None else steps
-    if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
-        raise ValueError(f"steps must be a positive int, but steps={steps!r}.")
+    steps = check_int(steps, "steps", minimum=1)
     batches = make_repeats(steps * RECIPE["batch_size"], seed=seed, min_repeat=min_repeat, max_repeat=max_repeat)
     probe = make_repeats(256, seed=HELDOUT_SEED + 1)
     threads = torch.get_num_threads()
@@ -197,7 +196,7 @@ def evaluate_induction(model: AttentionOnlyTransformer, *, n: int = 2000, seed: 
     Built step by step in ``notebooks/13_induction_heads.ipynb``.
 
     Args:
-        model: an :class:`~attention_lib.induction.AttentionOnlyTransformer` trained on this task.
+        model: an :class:`~attention_lib.attention_only.AttentionOnlyTransformer` trained on this task.
         n, seed: how many fresh sequences, and their seed (training uses other seeds).
         min_repeat, max_repeat: the range of the repeat length.
         ablate: ``(layer, head)`` pairs to zero (see the model's ``forward``).
@@ -249,7 +248,7 @@ def load_induction(num_layers: int = 2, path=None) -> tuple[AttentionOnlyTransfo
         if num_layers not in (1, 2):
             raise ValueError(f"the shipped induction models have 1 or 2 layers, but num_layers={num_layers!r}.")
         path = TRAINED_DIR / f"induction-{num_layers}layer.pt"
-    data = read_weights(path, _FORMAT, remake="python -m attention_lib.training.induction",
+    data = read_weights(path, _FORMAT, remake="python -m attention_lib.training.induction_heads",
                         what="an induction model")
     model = AttentionOnlyTransformer(**data["config"])
     try:

@@ -10,9 +10,9 @@ from collections.abc import Sequence
 
 import torch
 
-from .alt import with_alt
-from .basic import plot_heatmap
-from .style import GREY, HATCHES, OKABE_ITO, finish
+from ..alt import with_alt
+from ..basic import plot_heatmap
+from ..style import GREY, HATCHES, OKABE_ITO, finish
 
 
 def softmax_jacobian(weights: torch.Tensor) -> torch.Tensor:

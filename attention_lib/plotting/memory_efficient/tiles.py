@@ -1,15 +1,15 @@
 """The tiles of memory-efficient attention: which blocks of scores a causal mask computes, masks or skips.
 
 Built for ``notebooks/10_memory_efficient.ipynb`` (the online softmax itself is drawn by
-:mod:`attention_lib.plotting.online_softmax`).
+:mod:`attention_lib.plotting.memory_efficient.online_softmax`).
 """
 
 from __future__ import annotations
 
 import torch
 
-from .alt import set_alt, with_alt
-from .style import GREY, HATCHES, PROGRESS_COLORS, finish
+from ..alt import set_alt, with_alt
+from ..style import GREY, HATCHES, PROGRESS_COLORS, finish
 
 #: What happens to a tile of scores under a causal mask, in the order of the colours.
 TILE_KINDS: tuple[str, ...] = ("computed", "computed, then masked (diagonal)", "skipped (all in the future)")

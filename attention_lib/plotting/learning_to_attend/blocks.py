@@ -5,8 +5,9 @@ Built in ``notebooks/12_learning_to_attend.ipynb``. matplotlib is imported insid
 
 from __future__ import annotations
 
-from .alt import set_alt, with_alt
-from .style import OKABE_ITO, finish
+from ...validation import check_int
+from ..alt import set_alt, with_alt
+from ..style import OKABE_ITO, finish
 
 # (label, detail, colour index) of every box, bottom to top; "+" marks the adders of the residual connections
 _EMBED = [("token embedding", "nn.Embedding: one vector per token", 4),
@@ -25,11 +26,11 @@ def plot_block_diagram(model=None, *, num_layers: int | None = None, title: str 
     """Draw the tiny transformer as boxes, from token ids (bottom) to answer scores (top).
 
     Built in ``notebooks/12_learning_to_attend.ipynb``. Each box is one part of
-    :class:`~attention_lib.model.TinyTransformer` with what it does; the blocks are framed, and each residual
+    :class:`~attention_lib.encoder.TinyTransformer` with what it does; the blocks are framed, and each residual
     connection is an arrow that goes around its part to a ``+``.
 
     Args:
-        model: a :class:`~attention_lib.model.TinyTransformer` to read the sizes from (optional).
+        model: a :class:`~attention_lib.encoder.TinyTransformer` to read the sizes from (optional).
         num_layers: how many blocks to draw (default: the model's, or 1).
         title: a title over the diagram.
 
@@ -49,8 +50,7 @@ def plot_block_diagram(model=None, *, num_layers: int | None = None, title: str 
 
     config = getattr(model, "config", None) or {}
     layers = num_layers if num_layers is not None else config.get("num_layers", 1)
-    if isinstance(layers, bool) or not isinstance(layers, int) or layers < 1:
-        raise ValueError(f"num_layers must be a positive int, but num_layers={layers!r}.")
+    layers = check_int(layers, "num_layers", minimum=1)
     E = config.get("embed_dim", "E")
     rows = [("token ids", "(N, L)", None), *_EMBED]
     blocks = []

@@ -43,7 +43,7 @@ def plot_phase_change(curves: Mapping[str, Sequence[float]], phase, *, scores: M
 
     Args:
         curves: ``{name: losses}``, one loss per step (steps count from 1).
-        phase: a :class:`attention_lib.induction.PhaseChange`.
+        phase: a :class:`attention_lib.attention_only.PhaseChange`.
         scores: optional ``{name: (steps, values)}``, drawn in a second panel with the same steps.
         window: the moving average's width.
         title: the title over the figure.
@@ -55,7 +55,7 @@ def plot_phase_change(curves: Mapping[str, Sequence[float]], phase, *, scores: M
         ValueError: if ``curves`` is empty.
 
     Example:
-        >>> from attention_lib.induction import phase_change
+        >>> from attention_lib.attention_only import phase_change
         >>> curve = [3.0] * 50 + [0.5] * 50
         >>> fig = plot_phase_change({"repeated part": curve}, phase_change(curve), scores={"s": ([0, 100], [0, 1])})
         >>> len(fig.axes)

@@ -3,7 +3,7 @@
 A hint that one lesson gives (say "divide by √E, not √S") reads the same in every exercise where a learner can
 make that slip. :data:`HINTS` holds the texts; :func:`recipe` computes the attention recipe with one slip
 switched on, and :func:`recipe_mistakes` turns a list of slips into the ``(wrong function, hint)`` pairs that
-:func:`~attention_lib.exercises.checker.check_function` recognises.
+:func:`~attention_lib.exercises._checker.check_function` recognises.
 """
 
 from __future__ import annotations
@@ -243,6 +243,6 @@ def recipe_mistakes(slips: Sequence[str], result: Callable[[SimpleNamespace], ob
         inputs: turns the exercise's arguments into ``(query, key[, value])`` for :func:`recipe`.
 
     Returns:
-        A list for the ``mistakes`` argument of :func:`~attention_lib.exercises.checker.check_function`.
+        A list for the ``mistakes`` argument of :func:`~attention_lib.exercises._checker.check_function`.
     """
     return [(lambda *args, s=slip: result(recipe(*inputs(*args), slip=s)), HINTS[slip]) for slip in slips]

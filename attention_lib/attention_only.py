@@ -22,6 +22,7 @@ from torch import nn
 from .masks import causal_mask
 from .multihead import MultiHeadAttention
 from .positions import LearnedPositions
+from .validation import check_int
 
 
 class InductionOutput(NamedTuple):
@@ -72,8 +73,7 @@ class AttentionOnlyTransformer(nn.Module):
                  num_layers: int = 2):
         super().__init__()
         for name, size in (("vocab_size", vocab_size), ("num_layers", num_layers)):
-            if isinstance(size, bool) or not isinstance(size, int) or size <= 0:
-                raise ValueError(f"{name} must be a positive int, but {name}={size!r}.")
+            check_int(size, name, minimum=1)
         self.config = {"vocab_size": vocab_size, "max_len": max_len, "embed_dim": embed_dim,
                        "num_heads": num_heads, "num_layers": num_layers}
         self.token_embedding = nn.Embedding(vocab_size, embed_dim)
@@ -194,7 +194,7 @@ def induction_score(weights: torch.Tensor, lengths) -> torch.Tensor:
     N, H, L, _ = weights.shape
     try:
         k = torch.as_tensor(lengths, device=weights.device)
-        ok = not isinstance(lengths, bool) and not k.is_floating_point() and k.dim() <= 1
+        ok = k.dtype != torch.bool and not k.is_floating_point() and k.dim() <= 1
         k = k.long().expand(N)  # one length per sequence: (N,)
     except (TypeError, ValueError, RuntimeError):
         ok = False
@@ -258,7 +258,8 @@ def phase_change(losses, window: int = 20) -> PhaseChange:
         101
     """
     y = torch.as_tensor(losses, dtype=torch.float64).reshape(-1)
-    if isinstance(window, bool) or not isinstance(window, int) or window < 1 or len(y) < 2 * window:
+    window = check_int(window, "window", minimum=1)
+    if len(y) < 2 * window:
         raise ValueError(f"phase_change needs at least 2 * window = {2 * window} losses and a positive window, "
                          f"but got {len(y)} losses and window={window!r}.")
     smooth = y.unfold(0, window, 1).mean(-1)  # (steps - window + 1,): smooth[j] = mean of steps j+1..j+window

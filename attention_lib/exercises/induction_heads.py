@@ -8,8 +8,9 @@ from collections.abc import Callable
 
 import torch
 
-from ..induction import induction_score, previous_token_score
-from .checker import CheckResult, check_function
+from ..attention_only import induction_score, previous_token_score
+from ..validation import is_int
+from ._checker import CheckResult, check_function
 
 
 def _causal_weights(seed: int, L: int) -> torch.Tensor:
@@ -58,7 +59,7 @@ def check_previous_token_score(fn: Callable[[torch.Tensor], torch.Tensor]) -> Ch
     """Check ``fn(weights)``: ``weights (N, H, L, L)`` -> ``(H,)``, each head's mean weight on the previous position.
 
     Built step by step in ``notebooks/13_induction_heads.ipynb``; the reference is
-    :func:`attention_lib.induction.previous_token_score`.
+    :func:`attention_lib.attention_only.previous_token_score`.
 
     Example:
         >>> check_previous_token_score(previous_token_score).status
@@ -76,7 +77,7 @@ def check_induction_score(fn: Callable[[torch.Tensor, int], torch.Tensor]) -> Ch
     ``k..2k-1`` -> ``(H,)``, the mean weight of queries ``k..2k-1`` on position ``i - k + 1``.
 
     Built step by step in ``notebooks/13_induction_heads.ipynb``; the reference is
-    :func:`attention_lib.induction.induction_score`.
+    :func:`attention_lib.attention_only.induction_score`.
 
     Example:
         >>> check_induction_score(induction_score).status
@@ -88,7 +89,7 @@ def check_induction_score(fn: Callable[[torch.Tensor, int], torch.Tensor]) -> Ch
 
 
 def _strongest_key(text: str, position: int, layer: int, head: int, model) -> tuple[int, float]:
-    from ..training.induction import encode, load_induction
+    from ..training.induction_heads import encode, load_induction
 
     model = load_induction(2)[0] if model is None else model
     with torch.no_grad():
@@ -108,7 +109,7 @@ def check_where_induction_looks(prediction, *, text: str, position: int, layer: 
         text: the sequence (one character per token).
         position: the query position asked about.
         layer, head: the head.
-        model: the model to measure (default: :func:`attention_lib.training.induction.load_induction`).
+        model: the model to measure (default: :func:`attention_lib.training.induction_heads.load_induction`).
 
     Example:
         >>> check_where_induction_looks(None, text="abcdefabcdef", position=8).status
@@ -120,7 +121,7 @@ def check_where_induction_looks(prediction, *, text: str, position: int, layer: 
                            f"`my_prediction`, then run this cell.")
     if isinstance(prediction, torch.Tensor) and prediction.numel() == 1:
         prediction = prediction.item()
-    if isinstance(prediction, bool) or not isinstance(prediction, int):
+    if not is_int(prediction):
         return CheckResult("failed", f"❌ {name}: a prediction is one position, a whole number from 0 to {position} "
                            f"(a query sees only itself and the positions before it), but got {prediction!r}.")
     key, weight = _strongest_key(text, position, layer, head, model)

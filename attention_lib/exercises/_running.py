@@ -2,7 +2,7 @@
 
 The watch is a ``TorchFunctionMode``: PyTorch hands it every function, method and operator the learner's code
 calls (``torch.softmax``, ``x.view``, ``@``, ``.T``, ...), but not the calls made inside them. It remembers
-the one that raised, so that :func:`~attention_lib.exercises.checker.explain_crash` can name the shapes that
+the one that raised, so that :func:`~attention_lib.exercises._checker.explain_crash` can name the shapes that
 met there.
 """
 

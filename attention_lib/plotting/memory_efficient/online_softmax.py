@@ -12,9 +12,10 @@ from dataclasses import dataclass
 
 import torch
 
-from ..memory_efficient.forward import online_softmax_update
-from .alt import with_alt
-from .style import GREY, HATCHES, OKABE_ITO, PROGRESS_COLORS, category_style, finish
+from ...memory_efficient.forward import online_softmax_update
+from ...validation import check_int
+from ..alt import with_alt
+from ..style import GREY, HATCHES, OKABE_ITO, PROGRESS_COLORS, category_style, finish
 
 
 def _vector(x: torch.Tensor) -> str:
@@ -74,8 +75,7 @@ def online_softmax_steps(scores: torch.Tensor, value: torch.Tensor, block_size: 
     if scores.dim() != 1 or value.dim() != 2 or value.shape[0] != scores.shape[0]:
         raise ValueError(f"expected the scores of one query (S,) and values (S, Ev), but got scores.shape="
                          f"{tuple(scores.shape)} and value.shape={tuple(value.shape)}; pick one row, e.g. scores[3].")
-    if isinstance(block_size, bool) or not isinstance(block_size, int) or block_size < 1:
-        raise ValueError(f"block_size must be a positive int, but block_size={block_size!r}.")
+    block_size = check_int(block_size, "block_size", minimum=1)
     scores, value = scores.detach().double().cpu(), value.detach().double().cpu()
     state = (torch.full((1, 1), -math.inf, dtype=torch.float64), torch.zeros(1, 1, dtype=torch.float64),
              torch.zeros(1, value.shape[1], dtype=torch.float64))  # (1, 1), (1, 1), (1, Ev): one query

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import torch
 
-from ..attention import calculate_attention
-from ..positions import sinusoidal_encoding
-from .checker import CheckResult
+from ...attention import calculate_attention
+from ...positions import sinusoidal_encoding
+from .._checker import CheckResult
 
 #: The possible answers: what happens to the outputs when the words of the sentence are shuffled.
 OUTCOMES = ("same", "shuffled", "changed")

@@ -6,6 +6,7 @@ and matplotlib are imported inside the functions, so importing this module stays
 
 from __future__ import annotations
 
+from ..validation import check_index
 from .explorer import explain_unreadable
 
 
@@ -44,8 +45,7 @@ def render_trained(trained, text: str, layer: int = 0, head: int = 0):
     trained = _trained(trained)
     tokens, answers, attention = trained.run(text)
     for name, value, size in (("layer", layer, len(attention)), ("head", head, attention[0].shape[0])):
-        if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < size:
-            raise ValueError(f"{name} must be an index in 0..{size - 1}, but {name}={value!r}.")
+        check_index(value, name, size)
     rows = [f"{t} → {a}" if a else t for t, a in zip(tokens, answers, strict=True)]
     answer = trained.task.answer_text(tokens, answers)
     fig = plot_heatmap(attention[layer][head], rows, tokens, title=f"layer {layer}, head {head} · answer: {answer}",
@@ -90,8 +90,7 @@ def trained_explorer(trained="agreement", examples=None, *, layer: int = 0, head
     trained = _trained(trained)
     config = trained.model.config
     for name, value, size in (("layer", layer, config["num_layers"]), ("head", head, config["num_heads"])):
-        if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < size:
-            raise ValueError(f"{name} must be an index in 0..{size - 1}, but {name}={value!r}.")
+        check_index(value, name, size)
     examples = list(trained.task.examples if examples is None else examples)
     controls = {
         "text": widgets.Combobox(options=examples, value=examples[0], ensure_option=False,

@@ -3,10 +3,10 @@
 A checker never raises and never prints a traceback: it returns a :class:`CheckResult` whose text is shown
 by the notebook. Chapters define their checkers in the sibling modules with :func:`check_function`.
 
-The learner's function runs under a watch (:mod:`attention_lib.exercises.running`) that counts its PyTorch
+The learner's function runs under a watch (:mod:`attention_lib.exercises._running`) that counts its PyTorch
 operations, notices calls an exercise forbids, and remembers the operation that raised; every error goes
-through :func:`~attention_lib.exercises.crashes.explain_crash`, the one place that turns an error inside the
-learner's code into a hint. The hint texts live in :mod:`attention_lib.exercises.hints`.
+through :func:`~attention_lib.exercises._crashes.explain_crash`, the one place that turns an error inside the
+learner's code into a hint. The hint texts live in :mod:`attention_lib.exercises._hints`.
 """
 
 from __future__ import annotations
@@ -17,9 +17,9 @@ from dataclasses import dataclass
 
 import torch
 
-from .crashes import explain_crash
-from .hints import HINTS
-from .running import Forbidden, Run, run_learner
+from ._crashes import explain_crash
+from ._hints import HINTS
+from ._running import Forbidden, Run, run_learner
 
 #: A typical mistake: a function that computes the wrong answer the way learners often do, and its hint.
 Mistake = tuple[Callable[..., object], str]
@@ -98,7 +98,7 @@ def check_function(learner_fn: Callable, reference_fn: Callable, make_inputs: Ca
         trials: how many random inputs to try.
         atol, rtol: the tolerance of the comparison.
         forbidden: shortcuts the exercise forbids, ``PyTorch operation name or Python function -> hint``
-            (see :data:`~attention_lib.exercises.running.Forbidden`); a call to one fails the check even when
+            (see :data:`~attention_lib.exercises._running.Forbidden`); a call to one fails the check even when
             the answer is right.
         no_loops: fail a correct answer whose number of PyTorch calls grows with the input (a Python loop).
         clues: ``PyTorch operation name -> hint`` for a wrong answer that matches no listed mistake but called

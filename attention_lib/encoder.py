@@ -29,7 +29,7 @@ from torch import nn
 
 from .multihead import MultiHeadAttention
 from .positions import LearnedPositions
-from .validation import check_is_tensor
+from .validation import check_int, check_is_tensor
 
 
 class TinyOutput(NamedTuple):
@@ -42,7 +42,7 @@ class TinyOutput(NamedTuple):
 class Block(nn.Module):
     """One pre-norm transformer block: ``x + attention(norm(x))``, then ``x + mlp(norm(x))``.
 
-    Built step by step in ``notebooks/12_learning_to_attend.ipynb``.
+    Part of the model that ``notebooks/12_learning_to_attend.ipynb`` trains.
 
     Args:
         embed_dim: ``E``, the size of every word's vector.
@@ -105,8 +105,7 @@ class TinyTransformer(nn.Module):
         mlp_dim = 4 * embed_dim if mlp_dim is None else mlp_dim
         for name, size in (("vocab_size", vocab_size), ("num_answers", num_answers), ("max_len", max_len),
                            ("num_layers", num_layers), ("mlp_dim", mlp_dim)):
-            if isinstance(size, bool) or not isinstance(size, int) or size <= 0:
-                raise ValueError(f"{name} must be a positive int, but {name}={size!r}.")
+            check_int(size, name, minimum=1)
         self.config = {"vocab_size": vocab_size, "num_answers": num_answers, "max_len": max_len,
                        "embed_dim": embed_dim, "num_heads": num_heads, "num_layers": num_layers,
                        "mlp_dim": mlp_dim, "use_positions": bool(use_positions), "pad": pad}

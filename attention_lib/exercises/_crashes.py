@@ -1,6 +1,6 @@
 """Explain an error raised inside the learner's code: the line, the shapes that met, the likely cause.
 
-Every checker goes through :func:`explain_crash` (via :func:`~attention_lib.exercises.checker.check_function`),
+Every checker goes through :func:`explain_crash` (via :func:`~attention_lib.exercises._checker.check_function`),
 so a learner never sees a bare PyTorch message: the hint comes first, PyTorch's own words last.
 """
 
@@ -13,7 +13,7 @@ from pathlib import Path
 
 import torch
 
-from .hints import HINTS
+from ._hints import HINTS
 
 _LIBRARY_DIRS = (str(Path(torch.__file__).parent), str(Path(__file__).parents[1]))
 _MATMULS = {"matmul", "__matmul__", "__rmatmul__", "einsum"}

@@ -1,16 +1,16 @@
 """Checkers for ``notebooks/11_word_order.ipynb``: the sinusoidal encoding and a cross-attention call.
 
 The lesson's predict-then-check on what shuffling the words does is checked in
-:mod:`attention_lib.exercises.shuffles`.
+:mod:`attention_lib.exercises.word_order.shuffles`.
 """
 
 from __future__ import annotations
 
 import torch
 
-from ..attention import calculate_attention
-from ..positions import sinusoidal_encoding
-from .checker import CheckResult, check_function
+from ...attention import calculate_attention
+from ...positions import sinusoidal_encoding
+from .._checker import CheckResult, check_function
 
 # -- Exercise 1: the sinusoidal encoding --------------------------------------------------------------------
 

@@ -36,7 +36,7 @@ def render_online_softmax(block: int = 1, block_size: int = 2, scores=EXAMPLE_SC
         >>> "correction = exp(0.500 - 1.500) = 0.368" in fig.axes[1].texts[0].get_text()
         True
     """
-    from ..plotting.online_softmax import plot_online_softmax_block
+    from ..plotting.memory_efficient.online_softmax import plot_online_softmax_block
 
     scores, value = torch.as_tensor(scores, dtype=torch.float64), torch.as_tensor(value, dtype=torch.float64)
     return plot_online_softmax_block(scores, value, block, block_size)

@@ -18,7 +18,7 @@ import torch
 import torch.nn.functional as F
 
 from ..memory_efficient.triton_kernel import import_triton, kernel_device, launch
-from .checker import CheckResult
+from ._checker import CheckResult
 
 _NAME = "attention kernel"
 _BLOCKS = (16, 16)
@@ -123,7 +123,7 @@ def check_attention_kernel(kernel) -> CheckResult:
         kernel: the learner's kernel, decorated with ``@triton.jit``.
 
     Returns:
-        A :class:`~attention_lib.exercises.checker.CheckResult` (shows "✅ ..." when correct).
+        A :class:`~attention_lib.exercises._checker.CheckResult` (shows "✅ ..." when correct).
 
     Example:
         >>> from attention_lib.memory_efficient.triton_kernel import attention_forward_kernel, import_triton

@@ -7,6 +7,7 @@ the functions, so importing this module stays light.
 
 from __future__ import annotations
 
+from ..validation import check_index
 from .explorer import explain_unreadable
 
 #: Sequences offered in the explorer's list (any other can be typed: a-z and 0-5, at most 32 tokens).
@@ -21,13 +22,13 @@ def random_repeat(seed: int, k: int = 8, length: int = 20) -> str:
         >>> text[:4] == text[4:8], len(text)
         (True, 10)
     """
-    from ..training.induction import decode, make_repeats
+    from ..training.induction_heads import decode, make_repeats
 
     return decode(make_repeats(1, seed=seed, min_repeat=k, max_repeat=k, length=length).tokens[0])
 
 
 def _model(model):
-    from ..training.induction import load_induction
+    from ..training.induction_heads import load_induction
 
     return load_induction(2)[0] if model is None else model
 
@@ -41,7 +42,7 @@ def render_induction(text: str, layer: int = 1, head: int = 0, model=None):
     Args:
         text: the sequence, one character per token (a-z, 0-5; spaces are ignored), at most 32 tokens.
         layer, head: which head.
-        model: an :class:`attention_lib.induction.AttentionOnlyTransformer` (default: the shipped two-layer one).
+        model: an :class:`attention_lib.attention_only.AttentionOnlyTransformer` (default: the shipped two-layer one).
 
     Returns:
         The ``matplotlib.figure.Figure``.
@@ -58,13 +59,12 @@ def render_induction(text: str, layer: int = 1, head: int = 0, model=None):
     import torch
 
     from ..plotting import plot_heatmap
-    from ..training.induction import decode, encode
+    from ..training.induction_heads import decode, encode
 
     model = _model(model)
     ids = encode(text)
     for name, value, size in (("layer", layer, model.config["num_layers"]), ("head", head, model.config["num_heads"])):
-        if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < size:
-            raise ValueError(f"{name} must be an index in 0..{size - 1}, but {name}={value!r}.")
+        check_index(value, name, size)
     with torch.no_grad():
         out = model(ids.unsqueeze(0))
     tokens, predicted = decode(ids), decode(out.logits[0].argmax(-1))
@@ -90,7 +90,7 @@ def induction_explorer(model=None, examples=None):
     random sequence with a repeat (:func:`random_repeat`) into the text box.
 
     Args:
-        model: an :class:`attention_lib.induction.AttentionOnlyTransformer` (default: the shipped two-layer one).
+        model: an :class:`attention_lib.attention_only.AttentionOnlyTransformer` (default: the shipped two-layer one).
         examples: sequences offered in the list (default :data:`EXAMPLES`).
 
     Returns:
