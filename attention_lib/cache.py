@@ -18,7 +18,26 @@ from __future__ import annotations
 
 import torch
 
+from .masks import sliding_window_mask
 from .validation import check_int, check_is_tensor
+
+
+def decoding_mask(L: int, S: int, window: int | None = None, device=None) -> torch.Tensor | None:
+    """The mask of the newest ``L`` queries over ``S`` keys (cached + new): ``None`` when it would allow everything.
+
+    Built step by step in ``notebooks/15_generation.ipynb``. :func:`~attention_lib.causal_mask_lower_right`, or
+    :func:`~attention_lib.sliding_window_mask` with a ``window``; one new token at the end (``L == 1``) may attend
+    to every key (within its window), so it needs no mask at all, and none is made.
+
+    Example:
+        >>> decoding_mask(1, 5) is None, decoding_mask(1, 5, window=3).int().tolist()
+        (True, [[0, 0, 1, 1, 1]])
+        >>> decoding_mask(2, 3).int().tolist()
+        [[1, 1, 0], [1, 1, 1]]
+    """
+    if L == 1 and (window is None or S <= window):
+        return None  # one query at the end sees every key
+    return sliding_window_mask(L, S, window, device=device)  # (L, S); window None: causal, aligned to the end
 
 
 class KVCache:

@@ -24,9 +24,10 @@ import torch.nn.functional as F
 from torch import nn
 
 from .cache import KVCache, SlidingWindowCache
+from .model_checks import check_token_ids
 from .multihead import MultiHeadAttention
 from .positions import RotaryPositions
-from .validation import check_int, check_number, check_token_ids
+from .validation import check_int, check_number
 
 
 class LlamaOutput(NamedTuple):

@@ -228,15 +228,13 @@ def causal_mask_lower_right(L: int, S: int | None = None, device=None) -> torch.
     """A causal mask aligned to the **end** of the keys: query ``i`` of ``L`` may attend to keys ``0..S - L + i``.
 
     Built step by step in ``notebooks/15_generation.ipynb``. ``True`` = **may attend**. While a model generates,
-    the keys are everything written so far (``S``, read from the cache) and the queries are only the newest
-    ``L`` tokens: the last query is the last token, so it must see every key, and query ``i`` sits at
-    position ``S - L + i``. That is this mask, ``torch.ones(L, S).tril(S - L)``, the mask of SDPA's
-    ``causal_lower_right(L, S)``.
+    the keys are every token so far (``S``, from the cache) and the queries only the newest ``L``: query ``i``
+    sits at position ``S - L + i``, and the last one sees every key. This is ``torch.ones(L, S).tril(S - L)``,
+    the mask of SDPA's ``causal_lower_right(L, S)``.
 
-    :func:`causal_mask` (and SDPA's ``is_causal=True``) is aligned to the **top-left** corner instead: query
-    ``i`` sees keys ``0..i``. The two agree when ``L == S`` (a whole sequence at once), and only then: with one
-    new query over a cache of ``S`` keys, the top-left mask lets it see key 0 alone (pytorch/pytorch#103082),
-    and the model goes on writing fluent nonsense.
+    :func:`causal_mask` (SDPA's ``is_causal=True``) is aligned **top-left**: query ``i`` sees keys ``0..i``. The
+    two agree when ``L == S``, and only then: one new query over ``S`` cached keys would see key 0 alone
+    (pytorch/pytorch#103082), and the model goes on writing fluent nonsense.
 
     Args:
         L: the number of queries (the newest tokens).
@@ -244,12 +242,10 @@ def causal_mask_lower_right(L: int, S: int | None = None, device=None) -> torch.
         device: where to create the mask; defaults to the CPU.
 
     Returns:
-        A bool tensor ``(L, S)``; it broadcasts against scores ``(N, ..., L, S)``. When ``L > S`` the first
-        ``L - S`` rows see no key at all.
+        A bool tensor ``(L, S)`` (when ``L > S`` the first ``L - S`` rows see no key at all).
 
     Raises:
-        TypeError: if ``L`` or ``S`` is not an integer.
-        ValueError: if ``L`` or ``S`` is negative.
+        TypeError, ValueError: if ``L`` or ``S`` is not an integer, or is negative.
 
     Example:
         >>> causal_mask_lower_right(2, 4).int()  # 2 new tokens after 2 cached ones
@@ -267,7 +263,7 @@ def causal_mask_lower_right(L: int, S: int | None = None, device=None) -> torch.
     return torch.ones(L, S, dtype=torch.bool, device=device).tril(S - L)  # (L, S), aligned to the end
 
 
-def sliding_window_mask(L: int, S: int | None = None, window: int = 1, device=None) -> torch.Tensor:
+def sliding_window_mask(L: int, S: int | None = None, window: int | None = 1, device=None) -> torch.Tensor:
     """A causal mask, aligned to the end, that sees only the last ``window`` keys (itself included).
 
     Built step by step in ``notebooks/15_generation.ipynb``. ``True`` = **may attend**. Query ``i`` of ``L``
@@ -277,17 +273,14 @@ def sliding_window_mask(L: int, S: int | None = None, window: int = 1, device=No
     back reaches a token only through the layers below it.
 
     Args:
-        L: the number of queries (the newest tokens).
-        S: the number of keys (defaults to ``L``).
-        window: how many keys each query sees at most, its own included (a positive int).
-        device: where to create the mask; defaults to the CPU.
+        L, S, device: as for :func:`causal_mask_lower_right`.
+        window: how many keys each query sees at most, its own included; ``None``: every earlier key.
 
     Returns:
         A bool tensor ``(L, S)``.
 
     Raises:
-        TypeError: if a size is not an integer.
-        ValueError: if ``L`` or ``S`` is negative or ``window`` is not positive.
+        TypeError, ValueError: if a size is not an integer, ``L`` or ``S`` is negative or ``window`` not positive.
 
     Example:
         >>> sliding_window_mask(4, window=2).int()
@@ -296,27 +289,10 @@ def sliding_window_mask(L: int, S: int | None = None, window: int = 1, device=No
                 [0, 1, 1, 0],
                 [0, 0, 1, 1]], dtype=torch.int32)
     """
-    window = check_int(window, "window", minimum=1, fix="pass how many keys a query may see, its own included.")
     causal = causal_mask_lower_right(L, S, device=device)  # (L, S)
+    if window is None:
+        return causal
+    window = check_int(window, "window", minimum=1, fix="pass how many keys a query may see, its own included.")
     L, S = causal.shape
     return causal & ~torch.ones(L, S, dtype=torch.bool, device=device).tril(S - L - window)  # drop the far past
 
-
-def decoding_mask(L: int, S: int, window: int | None = None, device=None) -> torch.Tensor | None:
-    """The mask of the newest ``L`` queries over ``S`` keys (cached + new): ``None`` when it would allow everything.
-
-    Built step by step in ``notebooks/15_generation.ipynb``. :func:`causal_mask_lower_right`, or
-    :func:`sliding_window_mask` with a ``window``; one new token at the end (``L == 1``) may attend to every key
-    (within its window), so it needs no mask at all, and none is made.
-
-    Example:
-        >>> decoding_mask(1, 5) is None, decoding_mask(1, 5, window=3).int().tolist()
-        (True, [[0, 0, 1, 1, 1]])
-        >>> decoding_mask(2, 3).int().tolist()
-        [[1, 1, 0], [1, 1, 1]]
-    """
-    if L == 1 and (window is None or S <= window):
-        return None  # one query at the end sees every key
-    if window is None:
-        return causal_mask_lower_right(L, S, device=device)
-    return sliding_window_mask(L, S, window, device=device)

@@ -15,11 +15,12 @@ import torch
 from torch import nn
 
 from .attention import calculate_attention
-from .cache import KVCache
+from .cache import KVCache, decoding_mask
 from .grouped_query import group_heads, group_mask, ungroup_heads
-from .masks import decoding_mask, resolve_causal_bias
+from .masks import resolve_causal_bias
+from .model_checks import check_multihead_inputs, check_rotary
 from .positions import RotaryPositions
-from .validation import check_bool, check_int, check_is_tensor, check_multihead_inputs, check_probability, check_rotary
+from .validation import check_bool, check_int, check_is_tensor, check_probability
 
 
 def split_heads(x: torch.Tensor, num_heads: int) -> torch.Tensor:

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 from torch.nn.attention.bias import causal_lower_right
 
 from attention_lib import calculate_attention, causal_mask, causal_mask_lower_right, sliding_window_mask
-from attention_lib.masks import decoding_mask
+from attention_lib.cache import decoding_mask
 from conftest import make_qkv
 
 
@@ -81,7 +81,7 @@ def test_decoding_mask_is_the_end_aligned_mask_or_none_when_it_allows_everything
     (lambda: causal_mask_lower_right(-1, 3), ValueError, "L must be non-negative"),
     (lambda: causal_mask_lower_right(2, 3.0), TypeError, r"S must be an int.*cached \+ new"),
     (lambda: sliding_window_mask(2, 3, window=0), ValueError, "window must be positive"),
-    (lambda: sliding_window_mask(2, 3, window=None), TypeError, "window must be an int"),
+    (lambda: sliding_window_mask(2, 3, window=2.0), TypeError, "window must be an int"),
 ])
 def test_errors(call, error, match):
     with pytest.raises(error, match=match):
