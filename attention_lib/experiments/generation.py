@@ -147,3 +147,39 @@ def time_per_token(model, prefixes: Sequence[int] = (4, 16, 64, 256, 1024), *, r
         for way in result:
             result[way].append(statistics.median(medians[way]))
     return result
+
+
+@torch.no_grad()
+def watch_generation(model, prompt: torch.Tensor, max_new_tokens: int) -> list[dict]:
+    """Greedy generation with the cache, one record per step: what the newest token saw, and what it wrote.
+
+    Built step by step in ``notebooks/15_generation.ipynb`` (its explorer steps through these records). Step ``t``
+    is the query of the last token so far: it attends over the ``S`` tokens in the cache (its own included) and
+    the model writes the next token from it.
+
+    Args:
+        model: a :class:`~attention_lib.TinyLlama`.
+        prompt: ``(P,)`` token ids of one text.
+        max_new_tokens: how many steps.
+
+    Returns:
+        ``[{"tokens": ids so far (S,), "written": the id chosen, "weights": (layers, H, S), "cache_bytes": int}]``.
+
+    Example:
+        >>> from attention_lib.training.generation import encode, load_lm
+        >>> steps = watch_generation(load_lm("mha")[0], encode("<bos> the cat"), 2)
+        >>> [tuple(s["weights"].shape) for s in steps]
+        [(2, 4, 3), (2, 4, 4)]
+    """
+    cache = model.new_cache(len(prompt) + max_new_tokens)
+    tokens = prompt[None]  # (1, P)
+    out = model(tokens, cache, need_weights=True)
+    steps = []
+    for _ in range(max_new_tokens):
+        weights = torch.stack([w[0, :, -1] for w in out.attentions])  # (layers, H, S): the newest query's rows
+        new = out.logits[:, -1].argmax(-1, keepdim=True)  # (1, 1)
+        steps.append({"tokens": tokens[0].clone(), "written": int(new), "weights": weights,
+                      "cache_bytes": cache.nbytes()})
+        tokens = torch.cat([tokens, new], dim=1)
+        out = model(new, cache, need_weights=True)
+    return steps

@@ -89,7 +89,7 @@ def make_texts(n: int, *, seed: int = 0, split: str = "train", structures: Seque
 
     Example:
         >>> decode(make_texts(1, seed=0, structures=["S V"])[0])
-        '<bos> a big white cat purrs .'
+        '<bos> the cat purrs .'
     """
     n = check_int(n, "n", minimum=1)
     if structures is None:
