@@ -499,7 +499,7 @@ def _generation_rows():
         return step(cache_k, cache_v, q, k, v)[0]
 
     gallery = {"no bug": {"well-formed": 1.0, "agreeing": 1.0}, "top-left mask while decoding": {"agreeing": 0.0},
-               "top-left mask in a chunked prefill": {"agreeing": 0.3}, "no mask in the prefill": {"agreeing": 0.8},
+               "top-left mask in a chunked prefill": {"agreeing": 0.3}, "no mask in the prefill": {"agreeing": 0.85},
                "positions not offset": {"agreeing": 0.42}}
     right = {"top-left mask while decoding": "none", "top-left mask in a chunked prefill": "some",
              "no mask in the prefill": "most", "positions not offset": "some"}

@@ -34,7 +34,7 @@ def test_each_step_reads_one_more_token_and_the_rows_sum_to_one():
 def test_the_subject_draws_weight_when_the_verb_is_written():
     """'the cat near the dogs with the dogs' -> 'sits': some head reads 'cat' hardest at the verb step."""
     fig = render_generation(0, PROMPTS[0], "mha")
-    assert fig.axes[0].get_title() == "'dogs' writes 'sits'"
+    assert fig.axes[0].get_title() == "dogs → sits"
     weights = drawn(fig)
     assert int(weights.max(0).values.argmax()) == 2  # position 2: 'cat'
 

@@ -129,9 +129,10 @@ WHY = {
                                           "later chunks were cached without the start of the sentence; only a "
                                           "prompt that fits in one chunk is read right.",
     "no mask in the prefill": "each prompt word also saw the words after it, which training never showed; the "
-                              "sentences stay well-formed, but the verb often agrees with the wrong noun.",
+                              "sentences stay well-formed, but some verbs agree with the wrong noun.",
     "positions not offset": "each new token is turned as if at position 0, so every distance between it and the "
-                            "cached keys is wrong: the words still come, but the sentence falls apart.",
+                            "cached keys is wrong; the prompt's own keys are right, and some sentences survive "
+                            "that, others do not.",
 }
 
 

@@ -23,7 +23,7 @@ def plot_new_token_attention(weights, tokens: Sequence[str], *, written: str = "
         weights: ``(layers, H, S)``, the newest query's weights in each layer and head (each row sums to 1).
         tokens: the ``S`` tokens in the cache, the newest last.
         written: the token the model wrote from this step, for the title.
-        title: a title (default: ``"'<newest>' writes '<written>'"``).
+        title: a title (default: ``"<newest> → <written>"``).
 
     Returns:
         The ``matplotlib.figure.Figure``.
@@ -34,7 +34,7 @@ def plot_new_token_attention(weights, tokens: Sequence[str], *, written: str = "
     Example:
         >>> fig = plot_new_token_attention(torch.full((2, 2, 3), 1 / 3), ["<bos>", "the", "cat"], written="purrs")
         >>> fig.axes[0].get_title()
-        "'cat' writes 'purrs'"
+        'cat → purrs'
     """
     weights = torch.as_tensor(weights).detach().cpu()
     if weights.dim() != 3:
@@ -42,7 +42,7 @@ def plot_new_token_attention(weights, tokens: Sequence[str], *, written: str = "
                          f"shape {tuple(weights.shape)}.")
     layers, H, S = weights.shape
     rows = [f"layer {layer}, head {head}" for layer in range(layers) for head in range(H)]
-    title = title or (f"'{tokens[-1]}' writes '{written}'" if written and len(tokens) else "")
+    title = title or (f"{tokens[-1]} → {written}" if written and len(tokens) else "")
     fig = plot_heatmap(weights.reshape(layers * H, S), rows, list(tokens), title=title, vmin=0.0, vmax=1.0,
                        fmt=".2f", xlabel="cached token (key)", ylabel="")
     fig.set_size_inches(max(5.0, 2.4 + 0.62 * S), 1.2 + 0.38 * layers * H)

@@ -43,7 +43,7 @@ def render_generation(step: int = 0, prompt: str = PROMPTS[0], variant: str = "m
     Example:
         >>> fig = render_generation(0, "<bos> the cat near the dogs with the dogs")
         >>> fig.axes[0].get_title()
-        "'dogs' writes 'sits'"
+        'dogs → sits'
     """
     from ..plotting import set_alt
     from ..plotting.generation import plot_new_token_attention

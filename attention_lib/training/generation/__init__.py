@@ -9,8 +9,18 @@
 
 from .recipe import RECIPE, build_lm, complete, quality, train_lm, verb_agreement
 from .shipped import KV_HEADS, SEEDS, WINDOWS, load_lm
-from .texts import VOCAB, check_sentences, decode, encode, make_texts, prompts_before_the_verb, rates
+from .texts import (
+    VOCAB,
+    check_sentences,
+    decode,
+    encode,
+    make_texts,
+    prompts_before_the_verb,
+    rates,
+    subject_position,
+    verb_position,
+)
 
 __all__ = ["KV_HEADS", "RECIPE", "SEEDS", "VOCAB", "WINDOWS", "build_lm", "check_sentences", "complete", "decode",
-           "encode", "load_lm", "make_texts", "prompts_before_the_verb", "quality", "rates", "train_lm",
-           "verb_agreement"]
+           "encode", "load_lm", "make_texts", "prompts_before_the_verb", "quality", "rates", "subject_position",
+           "train_lm", "verb_agreement", "verb_position"]
