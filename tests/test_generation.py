@@ -8,6 +8,15 @@ import torch
 from attention_lib import TinyLlama, generate, next_token
 
 
+@pytest.fixture(autouse=True)
+def _one_thread():
+    """Tiny models: one thread is much faster than two on a busy machine (and gives the numbers lesson 15 shows)."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
 def llama(kv=2, window=None, seed=0):
     torch.manual_seed(seed)
     model = TinyLlama(20, embed_dim=32, num_heads=4, num_kv_heads=kv, num_layers=2, window=window).eval()

@@ -27,6 +27,16 @@ from attention_lib.training.generation.shipped import (
 )
 from attention_lib.training.generation.texts import subject_position, verb_position
 
+
+@pytest.fixture(autouse=True)
+def _one_thread():
+    """Tiny models: one thread is much faster than two on a busy machine (and gives the numbers lesson 15 shows)."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
 SHIPPED = [(v, s) for v in KV_HEADS for s in SEEDS] + [(f"window{w}", 0) for w in WINDOWS]
 
 
@@ -46,12 +56,7 @@ def test_every_shipped_model_loads_small_and_as_described(variant, seed):
 @pytest.mark.parametrize(("variant", "seed"), SHIPPED)
 def test_what_was_stored_is_what_the_model_does(variant, seed):
     model, measured = load_lm(variant, seed)
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        assert quality(model) == pytest.approx(measured, abs=1e-9)
-    finally:
-        torch.set_num_threads(threads)
+    assert quality(model) == pytest.approx(measured, abs=1e-9)
 
 
 @pytest.mark.parametrize("variant", list(KV_HEADS))
