@@ -511,3 +511,59 @@ def kernel_rows() -> list[Exercise]:
 
 
 ROWS += kernel_rows()
+
+
+# -- 15: one decoding step with a cache, and what each cache bug does to the grammar ---------------------------------
+def _generation_rows():
+    import math
+
+    from attention_lib.exercises import generation as generation_exercise
+    from attention_lib.exercises.generation import check_bug_predictions, check_decoding_step
+
+    def step(cache_k, cache_v, q, k, v):
+        keys, values = torch.cat([cache_k, k], dim=-2), torch.cat([cache_v, v], dim=-2)
+        return calculate_attention(q, keys, values)[0], keys, values
+
+    def by_hand(cache_k, cache_v, q, k, v):
+        keys, values = torch.cat((cache_k, k), 2), torch.cat((cache_v, v), 2)
+        scores = (q @ keys.mT) / math.sqrt(q.shape[-1])
+        return scores.softmax(-1) @ values, keys, values
+
+    def features(cache_k, cache_v, q, k, v):  # appended along the features: the matmul cannot work
+        keys, values = torch.cat([cache_k, k], dim=-1), torch.cat([cache_v, v], dim=-1)
+        return calculate_attention(q, keys, values)[0], keys, values
+
+    def causal(cache_k, cache_v, q, k, v):
+        keys, values = torch.cat([cache_k, k], dim=-2), torch.cat([cache_v, v], dim=-2)
+        return calculate_attention(q, keys, values, is_causal=True)[0], keys, values
+
+    def output_only(cache_k, cache_v, q, k, v):
+        return step(cache_k, cache_v, q, k, v)[0]
+
+    gallery = {"no bug": {"well-formed": 1.0, "agreeing": 1.0}, "top-left mask while decoding": {"agreeing": 0.0},
+               "top-left mask in a chunked prefill": {"agreeing": 0.3}, "no mask in the prefill": {"agreeing": 0.85},
+               "positions not offset": {"agreeing": 0.42}}
+    right = {"top-left mask while decoding": "none", "top-left mask in a chunked prefill": "some",
+             "no mask in the prefill": "most", "positions not offset": "some"}
+
+    def predict(predictions):
+        return check_bug_predictions(predictions, gallery)
+
+    predict.__name__ = "check_bug_predictions"
+    mistakes = generation_exercise.MISTAKES
+    return [
+        Exercise(check_decoding_step, correct=[step, by_hand],
+                 wrong=[*((fn, hint[:40]) for fn, hint in mistakes),
+                        (causal, "that is the top-left causal mask"),
+                        (output_only, "return three things, (output, keys, values)")],
+                 crashes=[(features, "")], mistakes=mistakes, passed_says="correct on 3"),
+        Exercise(predict, correct=[right],
+                 wrong=[({**right, "no mask in the prefill": "all"}, "3 of 4 right"),
+                        ({**right, "positions not offset": "none"}, "measured 42% ('some')"),
+                        ({**right, "top-left mask while decoding": "a few"}, "a prediction is one of"),
+                        ({"positions not offset": "some"}, "predict every bug first")],
+                 stubs=(None, {}, dict.fromkeys(right, ...)), not_attempted="no predictions yet"),
+    ]
+
+
+ROWS += _generation_rows()

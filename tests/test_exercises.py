@@ -768,8 +768,8 @@ def test_the_library_shortcuts_cover_every_function_of_the_package():
     shortcuts = library_shortcuts("you called {call}")
     for name in al.__all__:
         obj = getattr(al, name)
-        if callable(obj) and name != "get_device":
-            assert (obj.forward if isinstance(obj, type) else obj) in shortcuts, name
+        if callable(obj) and name != "get_device" and not (isinstance(obj, type) and not hasattr(obj, "forward")):
+            assert (obj.forward if isinstance(obj, type) else obj) in shortcuts, name  # a cache computes nothing
     assert shortcuts[al.memory_efficient_attention] == "you called `al.memory_efficient_attention`"
     assert shortcuts[torch.nn.MultiheadAttention.forward] == "you called `nn.MultiheadAttention`"
     assert al.get_device not in shortcuts

@@ -39,6 +39,7 @@ from ..device import get_device
 from ..loops import loop_attention
 from ..memory_efficient.forward import memory_efficient_attention
 from ..multihead import MultiHeadAttention
+from .decoding import run_decoding
 from .measure import quiet_profiler, synchronize, time_paired
 from .memory_tables import inputs as _inputs
 from .memory_tables import memory_tables, with_gradients
@@ -144,6 +145,7 @@ def _parse(argv) -> argparse.Namespace:
     p.add_argument("--loop-max", type=int, help="largest n for the (slow) loop version")
     p.add_argument("--head-dim", type=int, default=64, help="E = Ev, the size of each query/key/value vector")
     p.add_argument("--threads", type=int, help="torch.set_num_threads(THREADS) first (default: torch's choice)")
+    p.add_argument("--decoding", action="store_true", help="only the decoding part (time per generated token)")
     args = p.parse_args(argv)
     quick = args.quick
     args.sizes = args.sizes or ([64, 256] if quick else [128, 512, 1024, 2048])
@@ -211,6 +213,8 @@ def main(argv: list[str] | None = None) -> dict:
     extra = {"triton": fn} if (fn := triton_method(device)) is not None else {}
     methods = {**METHODS, **extra}
     print("== environment", *_environment(device, dtype), sep="\n  ")
+    if args.decoding:
+        return {"decoding": run_decoding(args.quick)}
     q, k, v = _inputs((2, 4), max(args.sizes), d, device, dtype)
     print(f"  SDPA kernel at 2x4 heads, n={max(args.sizes)}: {sdpa_kernel(q, k, v)} (found with torch.profiler)")
     del q, k, v
@@ -259,7 +263,8 @@ def main(argv: list[str] | None = None) -> dict:
           f"(memory_efficient_attention's blocks use exp2)")
     targets = print_targets(ratios, memory, tuple(args.memory_sizes), d, torch.empty((), dtype=dtype).element_size(),
                             exp_ratio)
-    return {"ceiling": ceiling, "ratios": ratios, "memory": memory, "exp2_over_exp": exp_ratio, "targets": targets}
+    return {"ceiling": ceiling, "ratios": ratios, "memory": memory, "exp2_over_exp": exp_ratio, "targets": targets,
+            "decoding": run_decoding(args.quick)}
 
 
 if __name__ == "__main__":

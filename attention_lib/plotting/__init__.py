@@ -15,6 +15,7 @@ from .basic import plot_bars, plot_heatmap, plot_heatmaps, plot_lines
 from .blend import plot_mix
 from .diagrams import plot_heads_diagram, plot_matmul_diagram, plot_softmax_diagram
 from .display import install_display_hook
+from .generation import plot_decoding_times, plot_new_token_attention
 from .induction_heads import plot_head_maps, plot_phase_change
 from .learning_to_attend.blocks import plot_block_diagram
 from .learning_to_attend.trained import (
@@ -44,6 +45,7 @@ __all__ = [
     "plot_bars",
     "plot_block_diagram",
     "plot_causal_tiles",
+    "plot_decoding_times",
     "plot_head_maps",
     "plot_heatmap",
     "plot_heads_diagram",
@@ -53,6 +55,7 @@ __all__ = [
     "plot_mask",
     "plot_matmul_diagram",
     "plot_mix",
+    "plot_new_token_attention",
     "plot_online_softmax_block",
     "plot_online_softmax_steps",
     "plot_phase_change",
