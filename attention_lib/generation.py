@@ -10,8 +10,7 @@ from __future__ import annotations
 
 import torch
 
-from .model_checks import check_token_ids
-from .validation import check_bool, check_int, check_number
+from .validation import check_bool, check_int, check_number, check_token_ids
 
 
 def next_token(logits: torch.Tensor, *, temperature: float = 0.0, top_k: int | None = None,

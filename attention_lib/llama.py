@@ -24,10 +24,9 @@ import torch.nn.functional as F
 from torch import nn
 
 from .cache import KVCache, SlidingWindowCache
-from .model_checks import check_token_ids
 from .multihead import MultiHeadAttention
 from .positions import RotaryPositions
-from .validation import check_int, check_number
+from .validation import check_int, check_number, check_token_ids
 
 
 class LlamaOutput(NamedTuple):

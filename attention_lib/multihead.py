@@ -18,9 +18,8 @@ from .attention import calculate_attention
 from .cache import KVCache, decoding_mask
 from .grouped_query import group_heads, group_mask, ungroup_heads
 from .masks import resolve_causal_bias
-from .model_checks import check_multihead_inputs, check_rotary
 from .positions import RotaryPositions
-from .validation import check_bool, check_int, check_is_tensor, check_probability
+from .validation import check_bool, check_int, check_is_tensor, check_multihead_inputs, check_probability, check_rotary
 
 
 def split_heads(x: torch.Tensor, num_heads: int) -> torch.Tensor:

@@ -1,15 +1,10 @@
-"""The argument checks of whole modules: the inputs of ``MultiHeadAttention``, its rotary positions, token ids.
-
-They combine the single-argument checks of :mod:`attention_lib.validation` (kept apart so that each module stays
-short) and follow its rule: ``TypeError`` for types and dtypes, ``ValueError`` for shapes and values, and a message
-that says what was expected, what was found and how to fix it.
-"""
+"""Checks of whole modules' inputs: ``MultiHeadAttention``'s query, key and value, its rotary positions, token ids."""
 
 from __future__ import annotations
 
 import torch
 
-from .validation import check_is_tensor
+from .tensors import check_is_tensor
 
 
 def check_multihead_inputs(query, key, value, *, sizes: dict[str, int], dtype: torch.dtype) -> None:
@@ -52,7 +47,7 @@ def check_rotary(rotary, head_dim: int):
         TypeError: if it is something else.
         ValueError: if its size is not ``head_dim``.
     """
-    from .positions import RotaryPositions  # positions imports this module: import it when needed
+    from ..positions import RotaryPositions  # positions imports this module: import it when needed
 
     if rotary is None:
         return None
