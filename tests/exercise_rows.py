@@ -413,15 +413,17 @@ def kernel_with(*changes: tuple[str, str]):
     import tempfile
     from pathlib import Path
 
-    from attention_lib.memory_efficient.triton_kernel import attention_forward_kernel, import_triton
+    from attention_lib.memory_efficient import triton_kernel
 
-    triton = import_triton()
-    source = inspect.getsource(attention_forward_kernel)
+    triton = triton_kernel.import_triton()
+    source = inspect.getsource(triton_kernel.fold_tile.fn) + "\n\n" + inspect.getsource(
+        triton_kernel.attention_forward_kernel)
     for old, new in changes:
         assert old in source, old
         source = source.replace(old, new)
     path = Path(tempfile.mkdtemp(prefix="kernel_variant_")) / "variant.py"
-    path.write_text("from __future__ import annotations\n\nimport triton.language as tl\n\n\n" + source)
+    path.write_text("from __future__ import annotations\n\nimport triton\nimport triton.language as tl\n\n\n" + source
+                    + "\n\nfold_tile = triton.jit(fold_tile)\n")
     spec = importlib.util.spec_from_file_location(f"kernel_variant_{abs(hash(source))}", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -443,27 +445,28 @@ def kernel_rows() -> list[Exercise]:
     causal_mask = "scores = tl.where(cols[None, :] <= rows[:, None], scores, float(\"-inf\"))"
     return [Exercise(
         check_attention_kernel,
-        correct=[kernel_with(), kernel_with(("tl.exp(", "tl.math.exp("))],
+        correct=[kernel_with(), kernel_with(("tl.exp2(", "tl.math.exp2("))],
         wrong=[
             (kernel_with(*no_rescale), "the maximum grows"),
             (kernel_with(no_rescale[1]), "multiply running_sum and running_output by correction"),
-            (kernel_with(("running_max = new_max\n", "\n")), "wrong log-sum-exp"),
+            (kernel_with(("return new_max, running_sum", "return running_max, running_sum")), "wrong log-sum-exp"),
             (kernel_with(("scores = tl.where(cols[None, :] < S, scores, float(\"-inf\"))", "")), "runs past S"),
-            (kernel_with((", mask=cols[:, None] < S,\n                    other=0.0)  # (BLOCK_S, VALUE_DIM)", ")")),
+            (kernel_with(("k = tl.load(k_ptrs, mask=cols[:, None] < S, other=0.0)", "k = tl.load(k_ptrs)"),
+                         ("v = tl.load(v_ptrs, mask=cols[:, None] < S, other=0.0)", "v = tl.load(v_ptrs)")),
              "read past the end of key or value"),
             (kernel_with((causal_mask, "pass")), "inside the diagonal block"),
             (kernel_with(("cols[None, :] <= rows[:, None]", "cols[None, :] < rows[:, None]")), "lost every key"),
             (kernel_with(("(block + 1) * BLOCK_L", "block * BLOCK_L")), "lost every key"),
             (kernel_with(("key_end = tl.minimum(S, (block + 1) * BLOCK_L)", "key_end = S")), "must be skipped"),
             (kernel_with(("(block + 1) * BLOCK_L", "(block + 2) * BLOCK_L")), "must be skipped"),
-            (kernel_with(("weights = tl.exp(scores - new_max[:, None])", "weights = scores - new_max[:, None]")),
+            (kernel_with(("weights = tl.exp2(scores - new_max[:, None])", "weights = scores - new_max[:, None]")),
              "the update is lesson 10's"),
             (kernel_with(("mask=rows[:, None] < L)", ")")), "wrote past the last query"),
             (attention_forward_kernel, "put @triton.jit on the line above"),
         ],
         crashes=[(kernel_with(("tl.sum(weights, axis=1)", "tl.sum(weights, axis=2)")), "fixed shape")],
         mistakes=kernel_exercise.MISTAKES,
-        stubs=(kernel_with(("        k = tl.load(K", "        raise NotImplementedError\n        k = tl.load(K")),),
+        stubs=(kernel_with(("    cols = start + tl.arange", "    raise NotImplementedError\n    cols = start + tl.arange")),),
         passed_says="log-sum-exp on 5 cases",
     )]
 
