@@ -466,7 +466,8 @@ def kernel_rows() -> list[Exercise]:
         ],
         crashes=[(kernel_with(("tl.sum(weights, axis=1)", "tl.sum(weights, axis=2)")), "fixed shape")],
         mistakes=kernel_exercise.MISTAKES,
-        stubs=(kernel_with(("    cols = start + tl.arange", "    raise NotImplementedError\n    cols = start + tl.arange")),),
+        stubs=(kernel_with(("    cols = start + tl.arange",
+                            "    raise NotImplementedError\n    cols = start + tl.arange")),),
         passed_says="log-sum-exp on 5 cases",
     )]
 

@@ -128,3 +128,11 @@ def test_gpu_check_reports_every_case_and_fails_if_one_failed(monkeypatch, tmp_p
     assert "== second: prints\nran" in text
     assert gpu_check.main(["--report", str(report), "--only", "second"]) == 0
     assert "1 of 1 cases passed" in report.read_text()
+
+
+@pytest.mark.parametrize(("cuda", "mps", "expected"), [(True, True, "cuda"), (False, True, "mps"),
+                                                       (False, False, "cpu")])
+def test_get_device_prefers_cuda_then_mps(monkeypatch, cuda, mps, expected):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: cuda)
+    monkeypatch.setattr(torch.backends.mps, "is_available", lambda: mps)
+    assert al.get_device() == torch.device(expected)

@@ -319,3 +319,40 @@ def test_gpu_check_compares_the_backward_pass(monkeypatch, capsys):
     lines = capsys.readouterr().out.splitlines()
     assert len(lines) == 12  # 3 dtypes x 4 masks
     assert all("relative error dQ, dK, dV" in line and "FAILED" not in line for line in lines)
+
+
+@pytest.mark.parametrize(("fn", "is_causal"), [("memory_efficient_attention", False),
+                                               ("memory_efficient_attention", True), ("loop_attention", False)])
+def test_no_features_give_the_mean_of_the_values_like_sdpa(fn, is_causal):
+    """E = 0: every score is 0 (a dot product of nothing), so each query blends the values it may see equally."""
+    from attention_lib import loop_attention
+
+    q, k, v = torch.randn(2, 5, 0), torch.randn(2, 7, 0), torch.randn(2, 7, 3)
+    if fn == "loop_attention":  # (it takes no mask)
+        got, weights = loop_attention(q, k, v)
+        torch.testing.assert_close(weights, torch.full((2, 5, 7), 1 / 7))
+    else:
+        got = memory_efficient_attention(q, k, v, is_causal=is_causal, block_size=3)
+    expected = F.scaled_dot_product_attention(q, k, v, is_causal=is_causal)
+    torch.testing.assert_close(got, expected)
+    if not is_causal:
+        torch.testing.assert_close(got, v.mean(dim=-2, keepdim=True).expand(2, 5, 3))
+
+
+@pytest.mark.parametrize(("change", "error", "match"), [
+    ({"scores": [[1.0, 2.0]]}, TypeError, "scores must be a torch.Tensor"),
+    ({"value": torch.ones(2, 2, dtype=torch.long)}, TypeError, "value must be a floating-point tensor"),
+    ({"running_max": torch.zeros(1, 2)}, ValueError, r"running_max and running_sum must both be \(..., L, 1\)"),
+    ({"running_sum": torch.zeros(2, 1)}, ValueError, r"running_max and running_sum must both be \(..., L, 1\)"),
+    ({"scores": torch.zeros(3, 2)}, ValueError, "the same number of queries L"),
+    ({"scores": torch.zeros(1, 3)}, ValueError, "one column per key of the block"),
+    ({"running_output": torch.zeros(1, 5)}, ValueError, "must share Ev"),
+    ({"value": torch.zeros(2, 2, dtype=torch.float64)}, TypeError, "share one dtype"),
+    ({"value": torch.zeros(2)}, ValueError, "at least 2 dimensions"),
+])
+def test_online_softmax_update_checks_its_inputs(change, error, match):
+    state = {"running_max": torch.full((1, 1), float("-inf")), "running_sum": torch.zeros(1, 1),
+             "running_output": torch.zeros(1, 2), "scores": torch.tensor([[1.0, 2.0]]), "value": torch.ones(2, 2)}
+    online_softmax_update(**state)  # the unchanged state is fine
+    with pytest.raises(error, match=match):
+        online_softmax_update(**(state | change))

@@ -167,7 +167,8 @@ import torch.nn.functional as F
 from attention_lib.memory_efficient.triton_kernel import triton_attention
 q, k, v = (torch.randn(1, 2, 40, 16, generator=torch.Generator().manual_seed(i)) for i in range(3))
 out = triton_attention(q, k, v, is_causal=True, block_sizes=(16, 16))
-print(os.environ.get("TRITON_INTERPRET"), (out - F.scaled_dot_product_attention(q, k, v, is_causal=True)).abs().max().item())
+difference = (out - F.scaled_dot_product_attention(q, k, v, is_causal=True)).abs().max().item()
+print(os.environ.get("TRITON_INTERPRET"), difference)
 """
 
 

@@ -181,7 +181,8 @@ def triton_timings(device: str = "cuda", sizes=None, batch=None) -> bool:
         repeats = 20 if device == "cuda" else 1
         times = {name: median_time(fn, q, k, v, repeats=repeats) for name, fn in functions.items()}
         memory = {name: peak_memory(fn, q, k, v) / 2**20 for name, fn in functions.items()}
-        print(f"{n:6d} {times['triton'] * 1e3:12.3f} {times['SDPA'] * 1e3:10.3f} {times['triton'] / times['SDPA']:12.2f} "
+        ratio = times["triton"] / times["SDPA"]
+        print(f"{n:6d} {times['triton'] * 1e3:12.3f} {times['SDPA'] * 1e3:10.3f} {ratio:12.2f} "
               f"{memory['triton']:11.1f} {memory['SDPA']:9.1f}")
     return True
 
@@ -215,7 +216,8 @@ def cases() -> list[Case]:
              _command(python, "-m", "pytest", "-q", "-p", "no:cacheprovider", *DEVICE_TESTS, timeout=300)),
         Case("backward", "memory_efficient_attention's gradients vs SDPA's, 3 dtypes x 4 masks", backward_check),
         Case("triton launch", "the GPU's shared memory and the launch config of each Triton case", launch_choices),
-        Case("triton kernel", "the compiled kernel's output and log-sum-exp vs SDPA, 3 dtypes x 4 shapes", triton_check),
+        Case("triton kernel", "the compiled kernel's output and log-sum-exp vs SDPA, 3 dtypes x 4 shapes",
+             triton_check),
         Case("triton timing", "the kernel's time and peak memory vs SDPA, float16, causal, n = 512..8192",
              triton_timings),
         Case("timings", "loop / matmul / SDPA times, n = 32..2048", timings),

@@ -18,7 +18,7 @@ import torch
 from torch.autograd.function import once_differentiable
 
 from ..masks import resolve_causal_bias
-from ..validation import check_mask, check_options, check_qkv, scores_shape
+from ..validation import check_mask, check_online_softmax_step, check_options, check_qkv, scores_shape
 from ._blocks import DEFAULT_BLOCK_SIZE, LOG2_E, block_scores, check_block_size, full_mask, key_blocks
 from .backward import blockwise_backward
 
@@ -45,6 +45,10 @@ def online_softmax_update(running_max: torch.Tensor, running_sum: torch.Tensor, 
     Returns:
         The new ``(running_max, running_sum, running_output)``, with the same shapes.
 
+    Raises:
+        TypeError: if an argument is not a floating-point tensor, or the dtypes differ.
+        ValueError: if the shapes do not fit together (``L``, ``B`` or ``Ev``), or the devices differ.
+
     Example:
         >>> scores, value = torch.tensor([[1.0, 2.0, 3.0, 4.0]]), torch.arange(8.0).reshape(4, 2)
         >>> state = torch.tensor([[float("-inf")]]), torch.zeros(1, 1), torch.zeros(1, 2)
@@ -54,6 +58,7 @@ def online_softmax_update(running_max: torch.Tensor, running_sum: torch.Tensor, 
         >>> torch.allclose(running_output / running_sum, torch.softmax(scores, dim=-1) @ value)
         True
     """
+    check_online_softmax_step(running_max, running_sum, running_output, scores, value)
     new_max = torch.maximum(running_max, scores.amax(dim=-1, keepdim=True))  # (N, ..., L, 1)
     # A row that has seen only masked keys still has max -inf, and -inf - (-inf) is NaN: measure it from the
     # lowest finite number instead, so that exp() gives 0 (a finite max is left as it is).
@@ -99,7 +104,8 @@ def memory_efficient_attention(query: torch.Tensor, key: torch.Tensor, value: to
 
     Returns:
         The output ``(N, ..., L, Ev)``. A query whose every key is masked, or that has no key at all
-        (``S = 0``), gets exact zeros (and zero gradients), never NaN.
+        (``S = 0``), gets exact zeros (and zero gradients), never NaN. With ``E = 0`` every score is 0 (a dot
+        product of nothing): each query's output is the mean of the values it may see, as in SDPA.
 
     Raises:
         TypeError: if an input is not a tensor, not floating point, a mask has an unusable dtype, or
@@ -123,7 +129,9 @@ def memory_efficient_attention(query: torch.Tensor, key: torch.Tensor, value: to
     if attn_mask is not None:
         check_mask(attn_mask, scores_shape(query, key), query)
     block = check_block_size(block_size)
-    scale = 1.0 / math.sqrt(query.shape[-1]) if scale is None else float(scale)
+    if scale is None:  # with E = 0 the scores are 0 whatever multiplies them: any finite scale will do
+        scale = 1.0 / math.sqrt(query.shape[-1]) if query.shape[-1] else 1.0
+    scale = float(scale)
     dtype = query.dtype
     if dtype in (torch.float16, torch.bfloat16):  # sums of many exponentials need more than 8-11 bits
         query, key, value = query.float(), key.float(), value.float()

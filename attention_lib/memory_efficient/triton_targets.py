@@ -30,7 +30,8 @@ import torch
 from .triton_launch import SHARED_MEMORY_KIB, LaunchConfig, launch_arguments, launch_config
 
 #: ``capability: (GPU, shared memory limit in KiB)`` of the targets compiled for.
-TARGETS = {75: ("T4", SHARED_MEMORY_KIB["T4 (sm75)"]), 80: ("A100, A10, L4", SHARED_MEMORY_KIB["A10 and L4 (sm86, sm89)"]),
+TARGETS = {75: ("T4", SHARED_MEMORY_KIB["T4 (sm75)"]),
+           80: ("A100, A10, L4", SHARED_MEMORY_KIB["A10 and L4 (sm86, sm89)"]),
            90: ("H100", SHARED_MEMORY_KIB["H100 (sm90)"])}
 
 DTYPES = (torch.float32, torch.float16, torch.bfloat16)
@@ -86,9 +87,8 @@ def bound_launch(kernel, backend, launch: Launch, capability: int):
     if launch.block_sizes is not None:
         config = LaunchConfig(*launch.block_sizes, config.num_warps, config.num_stages)
     B = launch.heads[0] * launch.heads[1]
-    q, k = torch.empty(B, launch.L, launch.E, dtype=launch.dtype), torch.empty(B, launch.S, launch.E, dtype=launch.dtype)
-    v, out = torch.empty(B, launch.S, launch.Ev, dtype=launch.dtype), torch.empty(B, launch.L, launch.Ev,
-                                                                                   dtype=launch.dtype)
+    q, out = (torch.empty(B, launch.L, size, dtype=launch.dtype) for size in (launch.E, launch.Ev))
+    k, v = (torch.empty(B, launch.S, size, dtype=launch.dtype) for size in (launch.E, launch.Ev))
     _, args, kwargs = launch_arguments(q, k, v, out, torch.empty(B, launch.L), is_causal=launch.is_causal,
                                        scale=None, config=config)
     binder = create_function_from_signature(kernel.signature, kernel.params, backend)
@@ -106,6 +106,7 @@ def _compile(job) -> dict:
     from .triton_launch import _compiled
 
     capability, signature, constexprs, attrs, options = job
+    triton.knobs.compilation.always_compile = True  # compiled now, not found in Triton's cache
     triton.knobs.nvidia.dump_ptxas_log = True  # ptxas -v: registers and spills, printed
     log = io.StringIO()
     with contextlib.redirect_stdout(log):
