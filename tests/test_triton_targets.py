@@ -3,7 +3,8 @@
 In a fresh process (this suite's other tests run kernels in Triton's interpreter, and Triton keeps what it compiled
 in a cache): ``python -m attention_lib.memory_efficient.triton_targets --json`` compiles each launch down to a
 binary with Triton's own NVIDIA compiler and ``ptxas``, and reports its shared memory, registers, spills and the
-instruction its ``tl.dot`` became. About 80 s of compiling, shared between the cores.
+instruction its ``tl.dot`` became: 57 binaries, about 75 s of compiling shared between the cores (40-45 s on a quiet
+2-core machine, 3-4 min on a busy one), hence ``slow``.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from pathlib import Path
 import pytest
 
 pytest.importorskip("triton", reason="triton is not installed (Linux only)")
+pytestmark = pytest.mark.slow
 
 from attention_lib.memory_efficient.triton_targets import GPU_CHECK_CASES, TARGETS, course_launches  # noqa: E402
 

@@ -4,7 +4,7 @@
   the peak memory of a call; used by ``notebooks/07_no_loops.ipynb`` and ``notebooks/10_memory_efficient.ipynb``;
 - :mod:`~attention_lib.bench.memory_tables`: the benchmark's peak-memory tables;
 - :mod:`~attention_lib.bench.targets`: the course's targets, printed as met, missed or not measured, and the
-  ``exp2`` / ``exp`` row;
+  ``exp2`` / ``exp`` comparison (information, not a target);
 - :mod:`~attention_lib.bench.run`: the benchmark itself (``python -m attention_lib.bench [--quick]``).
 """
 

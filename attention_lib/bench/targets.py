@@ -28,22 +28,20 @@ def exp2_vs_exp(device: torch.device, dtype: torch.dtype, repeats: int) -> dict[
     depends on the machine (0.55 on one, 1.37 on another, measured): it is printed for information.
 
     Returns:
-        ``{"time_ratio": paired median time of exp2 / exp, "max_relative_difference": largest
+        ``{"time_ratio": paired median time of ``torch.exp2`` / ``torch.exp`` on the same block (the multiply by
+        ``log2(e)`` costs nothing there: it is folded into the queries' scale), "max_relative_difference": largest
         |exp2(s * log2(e)) - exp(s)| / exp(s)}``.
 
     Example:
-        >>> exp2_vs_exp(torch.device("cpu"), torch.float32, repeats=3)["max_relative_difference"] < 1e-6
+        >>> exp2_vs_exp(torch.device("cpu"), torch.float32, repeats=3)["max_relative_difference"] < 1e-5
         True
     """
     scores = torch.randn(2, 4, 256, 256, generator=torch.Generator().manual_seed(0)).to(device, dtype)
-    times = time_paired({"exp": torch.exp, "exp2": lambda s: torch.exp2(s * LOG2_E)}, (scores,), repeats)
-    exact = torch.exp(scores.double())
-    difference = ((torch.exp2(scores.double() * LOG2_E) if dtype == torch.float64 else
-                   torch.exp2(scores * LOG2_E).double()) - exact).abs().div(exact).max().item()
-    if dtype != torch.float64:
-        difference -= (torch.exp(scores).double() - exact).abs().div(exact).max().item()  # what exp itself rounds
+    times = time_paired({"exp": torch.exp, "exp2": torch.exp2}, (scores,), repeats)  # log2(e) is folded elsewhere
+    exp = torch.exp(scores)
+    difference = (torch.exp2(scores * LOG2_E) - exp).abs().div(exp).max().item()
     return {"time_ratio": statistics.median(a / b for a, b in zip(times["exp2"], times["exp"], strict=True)),
-            "max_relative_difference": max(difference, 0.0)}
+            "max_relative_difference": difference}
 
 
 def print_targets(ratios: dict, memory: dict, sizes: tuple[int, int], d: int,

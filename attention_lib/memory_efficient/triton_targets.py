@@ -23,6 +23,7 @@ import json
 import os
 import re
 import sys
+import time
 from dataclasses import asdict, dataclass
 
 import torch
@@ -106,6 +107,7 @@ def _compile(job) -> dict:
     from .triton_launch import _compiled
 
     capability, signature, constexprs, attrs, options = job
+    start = time.perf_counter()
     triton.knobs.compilation.always_compile = True  # compiled now, not found in Triton's cache
     triton.knobs.nvidia.dump_ptxas_log = True  # ptxas -v: registers and spills, printed
     log = io.StringIO()
@@ -118,7 +120,7 @@ def _compile(job) -> dict:
     spills = re.search(r"(\d+) bytes spill stores", log.getvalue())
     return {"shared_kib": binary.metadata.shared / 1024, "instruction": instruction,
             "registers": int(registers.group(1)) if registers else None,
-            "spill_bytes": int(spills.group(1)) if spills else None}
+            "spill_bytes": int(spills.group(1)) if spills else None, "seconds": time.perf_counter() - start}
 
 
 def compile_all(launches: list[Launch] | None = None, capabilities=tuple(TARGETS), jobs: int | None = None) -> list:
