@@ -1,19 +1,20 @@
 """Attention, Step by Step: the tested package behind the notebooks.
 
 The names below are what the lessons build, each docstring says where. The course's machinery lives in
-sub-packages: :mod:`attention_lib.training` (tasks, training recipe, shipped models), :mod:`attention_lib.bench`
-(the benchmark and its measuring), :mod:`attention_lib.lessons` (toy data and experiments),
-:mod:`attention_lib.exercises`, :mod:`attention_lib.plotting` and :mod:`attention_lib.widgets`.
+sub-packages, each with one module per lesson named after its notebook: :mod:`attention_lib.exercises`,
+:mod:`attention_lib.plotting`, :mod:`attention_lib.widgets` and :mod:`attention_lib.experiments`; and
+:mod:`attention_lib.training` (tasks, training recipe, shipped models), :mod:`attention_lib.bench` (the benchmark
+and its measuring) and :mod:`attention_lib.toy_data` (the toy sentence).
 """
 
 from .attention import blend, calculate_attention, matchmaker, percentages, scaler
+from .attention_only import AttentionOnlyTransformer
 from .device import get_device
-from .induction import AttentionOnlyTransformer
+from .encoder import TinyTransformer
 from .lookup import hard_lookup
 from .loops import loop_attention
 from .masks import causal_mask, padding_mask
 from .memory_efficient import memory_efficient_attention, online_softmax_update, triton_attention
-from .model import TinyTransformer
 from .multihead import MultiHeadAttention, merge_heads, split_heads
 from .positions import LearnedPositions, sinusoidal_encoding
 

@@ -22,12 +22,15 @@ import torch.nn.functional as F
 
 from .masks import apply_mask, causal_mask, resolve_causal_bias, rows_with_keys
 from .validation import (
+    check_batch_broadcasts,
     check_bool,
     check_int,
     check_mask,
     check_number,
     check_options,
     check_qkv,
+    check_query_key,
+    check_same_device_and_dtype,
     check_tensor,
     scores_shape,
 )
@@ -56,7 +59,7 @@ def matchmaker(query: torch.Tensor, key: torch.Tensor) -> torch.Tensor:
         tensor([[1., 3., 0.],
                 [2., 0., 2.]])
     """
-    check_qkv(query, key, key)
+    check_query_key(query, key)
     # (N, ..., L, E) @ (N, ..., E, S) -> (N, ..., L, S)
     return query @ key.transpose(-2, -1)
 
@@ -151,8 +154,9 @@ def blend(weights: torch.Tensor, value: torch.Tensor) -> torch.Tensor:
         The output ``(N, ..., L, Ev)``.
 
     Raises:
-        TypeError: if an input is not a floating-point tensor.
-        ValueError: if the number of keys ``S`` differs between ``weights`` and ``value``.
+        TypeError: if an input is not a floating-point tensor, or their dtypes differ.
+        ValueError: if the number of keys ``S`` differs between ``weights`` and ``value``, their batch dimensions
+            do not broadcast, or they are on different devices.
 
     Example:
         >>> blend(torch.tensor([[0.25, 0.75]]), torch.tensor([[4.0, 0.0], [0.0, 4.0]]))
@@ -160,12 +164,14 @@ def blend(weights: torch.Tensor, value: torch.Tensor) -> torch.Tensor:
     """
     check_tensor(weights, "weights")
     check_tensor(value, "value")
+    check_same_device_and_dtype(weights=weights, value=value)
     if weights.shape[-1] != value.shape[-2]:
         raise ValueError(
             f"weights must have one column per value row (S), but weights.shape={tuple(weights.shape)} and "
             f"value.shape={tuple(value.shape)}; weights come from percentages(matchmaker(query, key)) with "
             f"the same key sequence as value."
         )
+    check_batch_broadcasts(weights=weights, value=value)
     # (N, ..., L, S) @ (N, ..., S, Ev) -> (N, ..., L, Ev)
     return weights @ value
 
@@ -209,7 +215,8 @@ def calculate_attention(
     Returns:
         ``(output, weights)``: output ``(N, ..., L, Ev)`` and weights ``(N, ..., L, S)`` (after dropout, so
         that ``output == weights @ value``), or ``None`` when ``need_weights=False``. A query whose every key
-        is masked gets exact zeros in both (and zero gradients), never NaN.
+        is masked gets exact zeros in both (and zero gradients), never NaN. A query that holds a NaN gets NaN in
+        its output row, on both paths (NaN in, NaN out).
 
     Raises:
         TypeError: if an input is not a tensor, not floating point, or a mask has an unusable dtype.
@@ -226,19 +233,9 @@ def calculate_attention(
         >>> torch.allclose(out, torch.nn.functional.scaled_dot_product_attention(q, k, v), atol=1e-6)
         True
     """
-    check_qkv(query, key, value)
-    check_options(attn_mask, dropout_p, is_causal, scale)
-    check_bool(need_weights, "need_weights")
-    L, S = query.size(-2), key.size(-2)
-    attn_mask, from_bias = resolve_causal_bias(attn_mask, L, S, query.device)  # SDPA's CausalBias objects
-    is_causal = is_causal or from_bias
-    if attn_mask is not None:
-        check_mask(attn_mask, scores_shape(query, key), query)
+    attn_mask, is_causal = _prepare(query, key, value, attn_mask, dropout_p, is_causal, scale, need_weights)
     if not need_weights:
         return _sdpa_fast_path(query, key, value, attn_mask, dropout_p, is_causal, scale), None
-    if is_causal:
-        attn_mask = causal_mask(L, S, device=query.device)  # (L, S), True = may attend
-
     # 1. d_k: the size of each query (and key) vector.
     d_k = query.size(-1)
     # 2. The matchmaker: (N, ..., L, E) @ (N, ..., E, S) -> (N, ..., L, S)
@@ -254,18 +251,43 @@ def calculate_attention(
     return output, weights
 
 
+def _prepare(query, key, value, attn_mask, dropout_p, is_causal, scale, need_weights):
+    """Every check of a call, once, and the mask it means: ``(attn_mask, is_causal)``.
+
+    Checks ``query``, ``key``, ``value`` and the options and reads SDPA's ``CausalBias`` objects. For the recipe
+    (``need_weights=True``) ``is_causal`` becomes the mask :func:`~attention_lib.causal_mask` builds, which step 4
+    checks with the scores, as it checks any mask; the fast path gets its mask checked here and ``is_causal`` as it
+    is, so that SDPA can skip the future instead of reading a dense mask.
+    """
+    check_qkv(query, key, value)
+    check_options(attn_mask, dropout_p, is_causal, scale)
+    check_bool(need_weights, "need_weights")
+    L, S = query.size(-2), key.size(-2)
+    attn_mask, from_bias = resolve_causal_bias(attn_mask, L, S, query.device)
+    is_causal = is_causal or from_bias
+    if need_weights:  # step 4, the percentages, checks the mask against the scores
+        return (causal_mask(L, S, device=query.device) if is_causal else attn_mask), False  # True = may attend
+    if attn_mask is not None:
+        check_mask(attn_mask, scores_shape(query, key), query)
+    return attn_mask, is_causal
+
+
 def _sdpa_fast_path(query, key, value, attn_mask, dropout_p, is_causal, scale) -> torch.Tensor:
-    """The same five steps inside PyTorch's fused kernel (no weights to return), fully masked rows zeroed.
+    """The same five steps inside PyTorch's fused kernel (no weights to return), with the recipe's answers at the
+    edges: a query with a NaN gets NaN, a query with no key gets zeros.
 
     ``is_causal`` reaches SDPA as it is, so SDPA can skip the future instead of reading a dense mask (and, on
-    CUDA, pick its flash kernel), with one exception: with a negative ``scale``, torch 2.13's fused CPU kernel
-    returns NaN for ``is_causal=True``, so that case gets the dense causal mask instead. SDPA gives fully
-    masked rows zeros since torch 2.5 (pytorch/pytorch#133882); the package accepts torch 2.1 and newer,
-    where such rows gave NaN, so they are set to zeros here too.
+    CUDA, pick its flash kernel), with one exception: with a scale that is not positive, torch 2.13's fused CPU
+    kernel returns NaN for ``is_causal=True``, so that case gets the dense causal mask instead. The fused CPU kernel
+    also gives a query that holds a NaN a row of zeros, where the recipe's softmax gives NaN: such a row is set to
+    NaN here, as on every other path of the package. SDPA gives fully masked rows zeros since torch 2.5
+    (pytorch/pytorch#133882); the package accepts torch 2.1 and newer, where such rows gave NaN, so they are set to
+    zeros here too. Neither fix reads a value from a GPU back to the host: both are ``masked_fill`` on the output.
     """
-    if is_causal and scale is not None and scale < 0:
+    if is_causal and scale is not None and scale <= 0:
         attn_mask, is_causal = causal_mask(query.size(-2), key.size(-2), device=query.device), False
     output = F.scaled_dot_product_attention(query, key, value, attn_mask=attn_mask, dropout_p=dropout_p,
                                             is_causal=is_causal, scale=scale)
+    output = output.masked_fill(query.isnan().any(dim=-1, keepdim=True), float("nan"))  # (N, ..., L, 1)
     has_key = rows_with_keys(attn_mask)  # (N, ..., L, 1), or None when every row has a key
     return output if has_key is None else output.masked_fill(~has_key, 0.0)

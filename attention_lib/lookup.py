@@ -30,7 +30,8 @@ def hard_lookup(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor) -> 
 
     Returns:
         ``(output, weights)``: output ``(N, ..., L, Ev)``, a copy of one value row per query, and the one-hot
-        weights ``(N, ..., L, S)`` (same dtype as ``query``).
+        weights ``(N, ..., L, S)`` (same dtype as ``query``). With no keys (``S = 0``) the output is zeros, as in
+        :func:`~attention_lib.calculate_attention`.
 
     Raises:
         TypeError: if an input is not a floating-point tensor.
@@ -47,6 +48,8 @@ def hard_lookup(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor) -> 
     check_qkv(query, key, value)
     # (N, ..., L, E) @ (N, ..., E, S) -> (N, ..., L, S)
     scores = query @ key.transpose(-2, -1)
+    if key.shape[-2] == 0:  # no key to find: nothing is copied, as calculate_attention gives zeros for S = 0
+        return scores.new_zeros(*scores.shape[:-1], value.shape[-1]), scores
     best = scores.argmax(dim=-1)  # (N, ..., L): the index of the best key for each query
     weights = F.one_hot(best, num_classes=key.shape[-2]).to(query.dtype)  # (N, ..., L, S)
     # (N, ..., L, S) @ (N, ..., S, Ev) -> (N, ..., L, Ev)

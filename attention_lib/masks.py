@@ -65,7 +65,7 @@ def causal_mask(L: int, S: int | None = None, device=None) -> torch.Tensor:
 def apply_mask(scores: torch.Tensor, attn_mask: torch.Tensor | None) -> torch.Tensor:
     """Put a mask on scores: a blocked score becomes ``-inf``, so the softmax gives it weight 0.
 
-    Built step by step in ``notebooks/08_masking.ipynb``. A **bool** mask holds ``True`` where a query
+    Part of the masking that ``notebooks/08_masking.ipynb`` teaches. A **bool** mask holds ``True`` where a query
     **may attend** (the score is kept) and ``False`` where it is blocked (the score becomes ``-inf``); a
     **float** mask is **added** to the scores (``0`` keeps a score, ``-inf`` blocks it, other values nudge it).
 
@@ -124,7 +124,7 @@ def resolve_causal_bias(attn_mask, L: int, S: int, device=None) -> tuple[torch.T
 def rows_with_keys(attn_mask: torch.Tensor | None) -> torch.Tensor | None:
     """Which queries have at least one key they may attend to: ``(..., L, 1)``, or ``None`` if all of them do.
 
-    Built step by step in ``notebooks/08_masking.ipynb``. A query whose every key is blocked has nothing to
+    Part of the masking that ``notebooks/08_masking.ipynb`` teaches. A query whose every key is blocked has nothing to
     average: its softmax would be ``0 / 0 = NaN``. The attention functions of the package give such a row
     exact zeros instead (weights, output and gradients), as
     ``torch.nn.functional.scaled_dot_product_attention`` does on the CPU. The result has the mask's shape
@@ -135,8 +135,10 @@ def rows_with_keys(attn_mask: torch.Tensor | None) -> torch.Tensor | None:
             ``(..., L, S)``.
 
     Returns:
-        A bool tensor ``(..., L, 1)``, ``True`` where a query has a key, or ``None`` when every query has one
-        (the common case, which then costs nothing more).
+        A bool tensor ``(..., L, 1)``, ``True`` where a query has a key, or ``None`` when there is no mask, or when
+        the mask is on the CPU and every query has a key (the common case, which then costs nothing more). A mask
+        on another device is never read back to the host: asking "does every row have a key?" there would make
+        the CPU wait for the GPU on every masked call, so the answer stays a tensor.
 
     Example:
         >>> rows_with_keys(torch.tensor([[True, False], [False, False]]))
@@ -149,7 +151,9 @@ def rows_with_keys(attn_mask: torch.Tensor | None) -> torch.Tensor | None:
         return None
     allowed = attn_mask if attn_mask.dtype == torch.bool else attn_mask > float("-inf")
     has_key = allowed.any(dim=-1, keepdim=True)  # (..., L, S) -> (..., L, 1)
-    return None if bool(has_key.all()) else has_key
+    if has_key.device.type == "cpu" and bool(has_key.all()):  # free on the CPU, a wait for the GPU elsewhere
+        return None
+    return has_key
 
 
 def padding_mask(lengths, S: int, device=None) -> torch.Tensor:

@@ -13,8 +13,9 @@ dtype or device) and how to fix it. The rule:
 
 The helpers for plain arguments return the checked value, so a call reads ``L = check_int(L, "L")``:
 
-- :func:`check_int`: an integer (not a bool), at least ``minimum``;
-- :func:`check_number`: a real number (not a bool), finite, optionally positive;
+- :func:`check_int`: an integer (not a bool), at least ``minimum``; :func:`check_index`: an index ``0 .. size - 1``;
+- :func:`check_number`: a real number (not a bool), finite, optionally positive or at least ``minimum``;
+- :func:`is_int`, :func:`is_number`: the same tests as a bool, for checkers that answer with a message;
 - :func:`check_probability`: a number in ``[0, 1)`` (dropout);
 - :func:`check_bool`: ``True`` or ``False``;
 - :func:`check_is_tensor`, :func:`check_tensor`: a tensor; a floating-point tensor with enough dimensions.
@@ -51,7 +52,7 @@ def check_int(value, name: str, *, minimum: int | None = None, fix: str = "") ->
         TypeError: if ``value`` is not an integer.
         ValueError: if ``value < minimum``.
     """
-    if isinstance(value, bool) or not isinstance(value, Integral):
+    if not is_int(value):
         raise TypeError(f"{name} must be an int, but got {type(value).__name__} ({value!r}){_fix(fix)}")
     if minimum is not None and value < minimum:
         wanted = {0: "non-negative", 1: "positive"}.get(minimum, f"at least {minimum}")
@@ -59,12 +60,39 @@ def check_int(value, name: str, *, minimum: int | None = None, fix: str = "") ->
     return int(value)
 
 
-def check_number(value, name: str, *, positive: bool = False, fix: str = "") -> float:
-    """Check that ``value`` is a finite real number (not a bool), positive if asked; return it as a ``float``.
+def is_int(value) -> bool:
+    """Whether ``value`` is an integer (Python or NumPy, not a bool): :func:`check_int`'s test, for the checkers."""
+    return isinstance(value, Integral) and not isinstance(value, bool)
+
+
+def is_number(value) -> bool:
+    """Whether ``value`` is a finite real number, a bool excluded (the test behind :func:`check_number`)."""
+    return isinstance(value, Real) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def check_index(value, name: str, size: int, *, fix: str = "") -> int:
+    """Check that ``value`` is an integer index in ``0 .. size - 1`` (a layer, a head, an example); return it.
+
+    Raises:
+        TypeError: if ``value`` is not an integer.
+        ValueError: if it is outside ``0 .. size - 1``.
+    """
+    if not is_int(value):
+        raise TypeError(f"{name} must be an int index in 0..{size - 1}, but got {type(value).__name__} "
+                        f"({value!r}){_fix(fix)}")
+    if not 0 <= value < size:
+        raise ValueError(f"{name} must be an index in 0..{size - 1}, but {name}={value!r}{_fix(fix)}")
+    return int(value)
+
+
+def check_number(value, name: str, *, positive: bool = False, minimum: float | None = None,
+                 fix: str = "") -> float:
+    """Check that ``value`` is a finite real number (not a bool), positive or ``>= minimum`` if asked; return it as a
+    ``float``.
 
     Raises:
         TypeError: if ``value`` is not a real number.
-        ValueError: if it is not finite, or not positive when ``positive``.
+        ValueError: if it is not finite, not positive when ``positive``, or below ``minimum``.
     """
     if isinstance(value, bool) or not isinstance(value, Real):
         raise TypeError(f"{name} must be a number, but got {type(value).__name__} ({value!r}){_fix(fix)}")
@@ -72,15 +100,15 @@ def check_number(value, name: str, *, positive: bool = False, fix: str = "") -> 
         raise ValueError(f"{name} must be a finite number, but {name}={value}{_fix(fix)}")
     if positive and value <= 0:
         raise ValueError(f"{name} must be positive, but {name}={value}{_fix(fix)}")
+    if minimum is not None and value < minimum:
+        raise ValueError(f"{name} must be at least {minimum:g}, but {name}={value}{_fix(fix)}")
     return float(value)
 
 
 def check_probability(value, name: str) -> float:
     """Check that ``value`` is a number in ``[0, 1)`` (a dropout probability); return it as a ``float``.
 
-    Raises:
-        TypeError: if ``value`` is not a real number.
-        ValueError: if it is outside ``[0, 1)``.
+    Raises ``TypeError`` if ``value`` is not a real number, ``ValueError`` if it is outside ``[0, 1)``.
     """
     if isinstance(value, bool) or not isinstance(value, Real):
         raise TypeError(f"{name} must be a number in [0, 1), but got {type(value).__name__} ({value!r}).")
@@ -90,22 +118,14 @@ def check_probability(value, name: str) -> float:
 
 
 def check_bool(value, name: str) -> bool:
-    """Check that ``value`` is ``True`` or ``False`` (not ``1``, ``"yes"`` or ``None``).
-
-    Raises:
-        TypeError: if ``value`` is not a bool.
-    """
+    """Check that ``value`` is ``True`` or ``False`` (not ``1``, ``"yes"`` or ``None``); else ``TypeError``."""
     if not isinstance(value, bool):
         raise TypeError(f"{name} must be True or False, but got {type(value).__name__} ({value!r}).")
     return value
 
 
 def check_is_tensor(x, name: str) -> None:
-    """Check that ``x`` is a ``torch.Tensor`` (of any dtype and shape).
-
-    Raises:
-        TypeError: if it is not.
-    """
+    """Check that ``x`` is a ``torch.Tensor`` (of any dtype and shape); else ``TypeError``."""
     if not isinstance(x, torch.Tensor):
         raise TypeError(
             f"{name} must be a torch.Tensor, but got {type(x).__name__}; "
@@ -158,35 +178,58 @@ def check_same_device_and_dtype(**tensors: torch.Tensor) -> None:
             )
 
 
-def check_qkv(query, key, value) -> None:
-    """Check query ``(N, ..., L, E)``, key ``(N, ..., S, E)`` and value ``(N, ..., S, Ev)`` together.
+def check_query_key(query, key) -> None:
+    """Check query ``(N, ..., L, E)`` and key ``(N, ..., S, E)``: the matchmaker's inputs.
 
     Raises:
-        TypeError: if one is not a floating-point tensor (or the dtypes differ).
-        ValueError: if one has fewer than 2 dimensions, ``E`` or ``S`` disagree, the batch dimensions do
-            not broadcast, or the devices (or dtypes) differ.
+        TypeError: if one is not a floating-point tensor (or their dtypes differ).
+        ValueError: if one has fewer than 2 dimensions, ``E`` differs or is 0, the batch dimensions do not broadcast,
+            or the devices differ.
     """
     check_tensor(query, "query")
     check_tensor(key, "key")
-    check_tensor(value, "value")
-    check_same_device_and_dtype(query=query, key=key, value=value)
+    check_same_device_and_dtype(query=query, key=key)
     if query.shape[-1] != key.shape[-1]:
         raise ValueError(
             f"query and key must share the last dimension d_k, but query.shape={tuple(query.shape)} and "
             f"key.shape={tuple(key.shape)}; did you forget to project them to the same size?"
         )
+    if query.shape[-1] == 0:
+        raise ValueError(
+            f"query and key must have at least one feature (E >= 1), but query.shape={tuple(query.shape)} and "
+            f"key.shape={tuple(key.shape)}; an empty vector matches nothing: project the words to E >= 1 features."
+        )
+    check_batch_broadcasts(query=query, key=key)
+
+
+def check_qkv(query, key, value) -> None:
+    """Check query ``(N, ..., L, E)``, key ``(N, ..., S, E)`` and value ``(N, ..., S, Ev)`` together.
+
+    Raises:
+        TypeError: if one is not a floating-point tensor (or the dtypes differ).
+        ValueError: if one has fewer than 2 dimensions, ``E`` or ``S`` disagree, ``E`` is 0, the batch dimensions do
+            not broadcast, or the devices (or dtypes) differ.
+    """
+    check_query_key(query, key)
+    check_tensor(value, "value")
+    check_same_device_and_dtype(query=query, key=key, value=value)
     if key.shape[-2] != value.shape[-2]:
         raise ValueError(
             f"key and value must have the same number of positions S (dimension -2), but "
             f"key.shape={tuple(key.shape)} and value.shape={tuple(value.shape)}; every key needs exactly one "
             f"value: build both from the same sequence."
         )
+    check_batch_broadcasts(query=query, key=key, value=value)
+
+
+def check_batch_broadcasts(**tensors: torch.Tensor) -> None:
+    """Check that the batch dimensions (all but the last two) of the tensors broadcast together; else ``ValueError``."""
     try:
-        torch.broadcast_shapes(query.shape[:-2], key.shape[:-2], value.shape[:-2])
+        torch.broadcast_shapes(*(t.shape[:-2] for t in tensors.values()))
     except RuntimeError:
+        found = ", ".join(f"{name}.shape={tuple(t.shape)}" for name, t in tensors.items())
         raise ValueError(
-            f"the batch dimensions (all but the last two) of query, key and value must broadcast, but "
-            f"query.shape={tuple(query.shape)}, key.shape={tuple(key.shape)}, value.shape={tuple(value.shape)}; "
+            f"the batch dimensions (all but the last two) of {', '.join(tensors)} must broadcast, but {found}; "
             f"give them the same leading (N, ...) sizes, or size 1 where one should be shared."
         ) from None
 

@@ -28,13 +28,13 @@ from attention_lib.exercises import (
     check_sinusoidal_encoding,
     check_where_induction_looks,
     check_where_it_looks,
-    memory,
-    shuffles,
+    memory_efficient,
     welcome,
-    word_order,
 )
-from attention_lib.exercises.induction import INDUCTION_MISTAKES, PREVIOUS_MISTAKES
-from attention_lib.exercises.shuffles import EXPERIMENTS, OUTCOMES
+from attention_lib.exercises.induction_heads import INDUCTION_MISTAKES, PREVIOUS_MISTAKES
+from attention_lib.exercises.word_order import checkers as word_order
+from attention_lib.exercises.word_order import shuffles
+from attention_lib.exercises.word_order.shuffles import EXPERIMENTS, OUTCOMES
 
 
 def stub(*args):
@@ -139,7 +139,7 @@ ONLINE_WRONG_RESULTS = [
 
 ONLINE_SOFTMAX_UPDATE = Exercise(
     check_online_softmax_update,
-    correct=[online_update, memory.online_softmax_update],
+    correct=[online_update, memory_efficient.online_softmax_update],
     wrong=[
         (slip(no_guard=True), "-inf - (-inf) is NaN"),
         (slip(no_correction=True), "multiply both by torch.exp(running_max - new_max)"),
@@ -157,7 +157,7 @@ ONLINE_SOFTMAX_UPDATE = Exercise(
              # weights @ value.transpose(-2, -1): the hint says to remove the transpose, never to add one
              (slip(value_transposed=True), "Remove the .transpose(-2, -1) on value"),
              (slip(value_transposed=True, no_guard=True), "value is already (N, B, Ev)")],
-    mistakes=memory._MISTAKES,
+    mistakes=memory_efficient._MISTAKES,
     passed_says="online_softmax_update",
 )
 
@@ -434,7 +434,7 @@ def kernel_rows() -> list[Exercise]:
     """The row of the kernel exercise, or none where triton is not installed."""
     try:
         from attention_lib.exercises import check_attention_kernel
-        from attention_lib.exercises import kernel as kernel_exercise
+        from attention_lib.exercises import triton_kernel as kernel_exercise
         from attention_lib.memory_efficient.triton_kernel import attention_forward_kernel, import_triton
 
         import_triton()

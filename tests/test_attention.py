@@ -468,3 +468,88 @@ def test_a_flag_that_is_not_a_bool_is_a_type_error(call):
         call(1)
     with pytest.raises(TypeError, match=r"must be True or False"):
         call("yes")
+
+
+# -- bad input that used to get a raw error or a wrong answer ----------------------------------------------------------
+
+
+@pytest.mark.parametrize("scale", [0.0, -0.0, -0.5])
+def test_causal_fast_path_with_a_scale_that_is_not_positive_matches_the_recipe(scale):
+    """SDPA's fused CPU kernel gives NaN for is_causal=True with scale <= 0 (torch 2.13): the fast path avoids it."""
+    q, k, v = make_qkv((2,), 4, 4, 8, 3)
+    fast, _ = calculate_attention(q, k, v, is_causal=True, scale=scale, need_weights=False)
+    recipe, _ = calculate_attention(q, k, v, is_causal=True, scale=scale)
+    assert bool(fast.isfinite().all())
+    torch.testing.assert_close(fast, recipe)
+
+
+@pytest.mark.parametrize("masked", [False, True])
+def test_a_nan_in_one_query_is_nan_in_its_output_row_on_every_path(masked):
+    """NaN in, NaN out, whichever path: the fused CPU kernel alone would give that row zeros."""
+    q, k, v = make_qkv((2,), 3, 5, 4, 2, torch.float32)
+    q[1, 2, 0] = float("nan")
+    mask = torch.ones(3, 5, dtype=torch.bool).tril(2) if masked else None
+    mha = al.MultiHeadAttention(4, 2)
+    outputs = {"recipe": calculate_attention(q, k, v, attn_mask=mask)[0],
+               "fast": calculate_attention(q, k, v, attn_mask=mask, need_weights=False)[0],
+               "memory_efficient": al.memory_efficient_attention(q, k, v, attn_mask=mask),
+               "multihead fast": mha(q, k.expand(2, 5, 4), k.expand(2, 5, 4), need_weights=False)[0],
+               "multihead": mha(q, k.expand(2, 5, 4), k.expand(2, 5, 4))[0]}
+    for name, out in outputs.items():
+        assert bool(out[1, 2].isnan().all()), f"{name}: the NaN query's row should be NaN"
+        assert bool(out[0].isfinite().all()), f"{name}: other rows stay finite"
+        assert bool(out[1, :2].isfinite().all()), f"{name}: other rows stay finite"
+
+
+@pytest.mark.parametrize("fn", [calculate_attention, al.memory_efficient_attention, al.loop_attention, al.hard_lookup])
+def test_empty_query_and_key_vectors_are_refused_by_name(fn):
+    q, k, v = torch.randn(2, 0), torch.randn(3, 0), torch.randn(3, 4)
+    with pytest.raises(ValueError, match=r"query and key must have at least one feature \(E >= 1\)"):
+        fn(q, k, v)
+
+
+def test_hard_lookup_with_no_keys_copies_nothing():
+    out, weights = al.hard_lookup(torch.randn(2, 3), torch.randn(0, 3), torch.randn(0, 4))
+    assert out.shape == (2, 4)
+    assert weights.shape == (2, 0)
+    assert torch.equal(out, torch.zeros(2, 4))
+    torch.testing.assert_close(out, calculate_attention(torch.randn(2, 3), torch.randn(0, 3), torch.randn(0, 4))[0])
+
+
+def test_blend_checks_dtypes_and_batch_shapes():
+    with pytest.raises(TypeError, match="all tensors must share one dtype"):
+        al.blend(torch.rand(2, 3), torch.rand(3, 4, dtype=torch.float64))
+    with pytest.raises(ValueError, match="batch dimensions .* of weights, value must broadcast"):
+        al.blend(torch.rand(2, 2, 3), torch.rand(3, 3, 4))
+
+
+@pytest.mark.parametrize("need_weights", [True, False])
+@pytest.mark.parametrize("kind", ["bool", "float", "causal"])
+def test_a_masked_call_never_reads_a_value_back_to_the_host(need_weights, kind):
+    """On the meta device nothing can be read back (``bool(t)`` raises): the masked path runs anyway, so it makes no
+    host-device synchronisation, which on a GPU would stall every call."""
+    q, k, v = (torch.empty(2, 4, s, 8, device="meta") for s in (3, 5, 5))
+    mask = {"bool": torch.empty(3, 5, dtype=torch.bool, device="meta"),
+            "float": torch.empty(3, 5, device="meta"), "causal": None}[kind]
+    out, weights = calculate_attention(q, k, v, attn_mask=mask, is_causal=kind == "causal",
+                                       need_weights=need_weights)
+    assert out.shape == (2, 4, 3, 8)
+    assert out.device.type == "meta"
+    with pytest.raises(Exception, match="meta"):
+        bool(out.sum())  # the probe works: reading a meta value back fails
+
+
+def test_each_check_of_a_call_runs_once(monkeypatch):
+    """One preparation checks query, key, value and the mask; the steps check only what is theirs."""
+    import attention_lib.attention as attention
+    counts = {}
+    for name in ("check_qkv", "check_mask"):
+        real = getattr(attention, name)
+        spy = lambda *a, _r=real, _n=name, **kw: counts.update({_n: counts.get(_n, 0) + 1}) or _r(*a, **kw)
+        monkeypatch.setattr(attention, name, spy)
+    q, k, v = make_qkv((2,), 3, 5, 4, 2)
+    calculate_attention(q, k, v, attn_mask=torch.ones(3, 5, dtype=torch.bool))
+    assert counts == {"check_qkv": 1, "check_mask": 1}
+    counts.clear()
+    calculate_attention(q, k, v, attn_mask=torch.ones(3, 5, dtype=torch.bool), need_weights=False)
+    assert counts == {"check_qkv": 1, "check_mask": 1}

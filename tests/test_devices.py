@@ -8,7 +8,7 @@ import torch
 import torch.nn.functional as F
 
 import attention_lib as al
-from attention_lib.lessons.data import random_qkv
+from attention_lib.toy_data import random_qkv
 
 DEVICES = ["cpu"]
 if torch.cuda.is_available():

@@ -42,16 +42,16 @@ from attention_lib.exercises import (
     check_tune_in,
     check_weights_no_loops,
     cocktail_party,
+    detective_team,
     library_search,
     masking,
     matchmaker,
-    memory,
-    multihead,
+    memory_efficient,
     no_loops,
     percentages,
     scaler,
 )
-from attention_lib.exercises.shuffles import measure_shuffles
+from attention_lib.exercises.word_order.shuffles import measure_shuffles
 
 sm = torch.softmax
 INF = float("-inf")
@@ -401,7 +401,7 @@ SPLIT_HEADS = Exercise(
     ],
     crashes=[(lambda x, h: x.reshape(x.shape[0], x.shape[1], h, x.shape[2] / h), "use integer division"),
              (lambda x, h: x.reshape(x.shape[0], 7, h, -1), "exactly as many numbers as the old one")],
-    mistakes=multihead.SPLIT_MISTAKES,
+    mistakes=detective_team.SPLIT_MISTAKES,
 )
 
 MERGE_HEADS = Exercise(
@@ -419,7 +419,7 @@ MERGE_HEADS = Exercise(
         (al.merge_heads, "your function called the library's `merge_heads`"),
     ],
     crashes=[(lambda x: x.transpose(1, 2).view(x.shape[0], x.shape[2], -1), "use .reshape(...)")],
-    mistakes=multihead.MERGE_MISTAKES,
+    mistakes=detective_team.MERGE_MISTAKES,
 )
 
 EXERCISES = [TUNE_IN, SOFT_LOOKUP, MATCHMAKER, SCALED_SCORES, STABLE_SOFTMAX, CALCULATE_ATTENTION, WEIGHTS_NO_LOOPS,
@@ -625,7 +625,7 @@ def test_the_wrong_online_result_is_named_not_unknown(wrong, _):
 
 
 def test_the_online_softmax_inputs_exercise_every_case():
-    running_max, _, _, scores, _ = memory._inputs(1)
+    running_max, _, _, scores, _ = memory_efficient._inputs(1)
     assert bool((running_max[:, 0] == float("-inf")).all())  # a query whose keys are all masked ...
     assert bool((scores[:, 0] == float("-inf")).all())  # ... in both blocks
     moved = scores.amax(-1, keepdim=True) > running_max

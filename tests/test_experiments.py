@@ -4,8 +4,7 @@ import pytest
 import torch
 
 import attention_lib as al
-from attention_lib.lessons.data import toy_sentence
-from attention_lib.lessons.experiments import (
+from attention_lib.experiments import (
     MASK_KINDS,
     batch_mask,
     detective_projections,
@@ -13,6 +12,7 @@ from attention_lib.lessons.experiments import (
     scaler_weights,
     temperature_weights,
 )
+from attention_lib.toy_data import toy_sentence
 
 
 def test_temperature_one_is_plain_attention():
@@ -82,7 +82,7 @@ def test_the_clue_is_a_key_projection():
 
 @pytest.mark.parametrize(("kwargs", "match"), [({"clues": ("animal",)}, "clues must be two of"),
                                                ({"clues": ("animal", "size")}, "clues must be two of"),
-                                               ({"loudness": -2.0}, "loudness must be a number >= 0")])
+                                               ({"loudness": -2.0}, "loudness must be at least 0, but loudness=-2.0")])
 def test_detective_errors(kwargs, match):
     with pytest.raises(ValueError, match=match):
         detective_projections(**kwargs)

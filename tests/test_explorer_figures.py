@@ -12,8 +12,7 @@ import torch
 from figures import bar_heights
 
 from attention_lib import calculate_attention
-from attention_lib.lessons.data import sentence_batch, toy_sentence
-from attention_lib.lessons.experiments import batch_mask, scaler_weights, temperature_weights
+from attention_lib.experiments import batch_mask, scaler_weights, temperature_weights
 from attention_lib.memory_efficient.forward import key_blocks
 from attention_lib.plotting import (
     online_softmax_steps,
@@ -24,9 +23,10 @@ from attention_lib.plotting import (
     plot_mix,
     plot_online_softmax_steps,
 )
-from attention_lib.plotting.softmax_backward import plot_softmax_backward, softmax_jacobian
-from attention_lib.plotting.tiles import TILE_KINDS, causal_tile_kinds
-from attention_lib.widgets.online_softmax import EXAMPLE_SCORES, EXAMPLE_VALUES
+from attention_lib.plotting.memory_efficient.softmax_backward import plot_softmax_backward, softmax_jacobian
+from attention_lib.plotting.memory_efficient.tiles import TILE_KINDS, causal_tile_kinds
+from attention_lib.toy_data import sentence_batch, toy_sentence
+from attention_lib.widgets.memory_efficient import EXAMPLE_SCORES, EXAMPLE_VALUES
 
 
 def heatmap(fig, title):
@@ -157,7 +157,7 @@ def test_steps_reject_bad_shapes_and_block_sizes():
     scores, value = example()
     with pytest.raises(ValueError, match=r"scores of one query \(S,\) and values \(S, Ev\)"):
         online_softmax_steps(scores[None], value, 2)
-    with pytest.raises(ValueError, match="block_size must be a positive int, but block_size=0"):
+    with pytest.raises(ValueError, match="block_size must be positive, but block_size=0"):
         online_softmax_steps(scores, value, 0)
 
 

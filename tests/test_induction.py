@@ -7,7 +7,7 @@ import pytest
 import torch
 
 import attention_lib as al
-from attention_lib.induction import (
+from attention_lib.attention_only import (
     AttentionOnlyTransformer,
     all_head_scores,
     induction_score,
@@ -15,7 +15,7 @@ from attention_lib.induction import (
     previous_token_score,
 )
 from attention_lib.plotting import plot_head_maps, plot_phase_change
-from attention_lib.training.induction import (
+from attention_lib.training.induction_heads import (
     build_model,
     decode,
     encode,
@@ -95,7 +95,7 @@ def test_model_errors(tokens, kwargs, error, match):
 
 
 def test_model_size_errors():
-    with pytest.raises(ValueError, match="num_layers must be a positive int"):
+    with pytest.raises(ValueError, match="num_layers must be positive, but num_layers=0"):
         AttentionOnlyTransformer(32, 32, num_layers=0)
     with pytest.raises(ValueError, match="embed_dim must be divisible by num_heads"):
         AttentionOnlyTransformer(32, 32, embed_dim=64, num_heads=3)
@@ -156,7 +156,7 @@ def test_the_repeated_part_is_what_is_predictable():
 
 
 @pytest.mark.parametrize(("kwargs", "match"), [
-    ({"n": 0}, r"n must be a positive int"),
+    ({"n": 0}, r"n must be positive, but n=0"),
     ({"n": 2, "min_repeat": 10, "max_repeat": 8}, r"1 <= min_repeat <= max_repeat <= length // 2"),
     ({"n": 2, "max_repeat": 17}, r"the segment and its copy must fit"),
 ])
@@ -190,7 +190,7 @@ def test_training_is_seeded_and_records_both_losses():
     assert a.repeated_losses == b.repeated_losses
     assert len(a.other_losses) == 4
     assert sorted(a.scores) == [0, 2, 4]
-    with pytest.raises(ValueError, match="steps must be a positive int"):
+    with pytest.raises(ValueError, match="steps must be positive, but steps=0"):
         train_induction(steps=0)
 
 

@@ -6,7 +6,7 @@ from hypothesis import assume, given
 from hypothesis import strategies as st
 
 from attention_lib import calculate_attention, hard_lookup
-from attention_lib.lessons.data import random_qkv, toy_sentence
+from attention_lib.toy_data import random_qkv, toy_sentence
 
 
 def test_picks_the_value_of_the_best_matching_key():

@@ -8,7 +8,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from attention_lib import calculate_attention, causal_mask, padding_mask
-from attention_lib.lessons.data import sentence_batch
+from attention_lib.toy_data import sentence_batch
 from conftest import TOL, make_qkv
 
 FLOAT32 = TOL[torch.float32]

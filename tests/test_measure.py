@@ -72,8 +72,8 @@ def test_median_time_measures_real_work():
 
 
 @pytest.mark.parametrize(("kwargs", "error", "match"), [
-    ({"repeats": 0}, ValueError, "repeats must be at least 1, but repeats=0"),
-    ({"warmup": -1}, ValueError, "warmup must be at least 0, but warmup=-1"),
+    ({"repeats": 0}, ValueError, "repeats must be positive, but repeats=0"),
+    ({"warmup": -1}, ValueError, "warmup must be non-negative, but warmup=-1"),
     ({"repeats": 2.5}, TypeError, "repeats must be an int, but got float"),
     ({"warmup": True}, TypeError, "warmup must be an int, but got bool"),
 ])

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 import attention_lib
-from attention_lib.model import TinyTransformer
+from attention_lib.encoder import TinyTransformer
 from attention_lib.training import make_batch
 from attention_lib.training.shipped import TRAINED_DIR, TrainedModel, load_trained, save_trained
 
@@ -95,7 +95,7 @@ def test_forward_errors(tokens, error, match):
 
 
 def test_bad_sizes():
-    with pytest.raises(ValueError, match="max_len must be a positive int, but max_len=0"):
+    with pytest.raises(ValueError, match="max_len must be positive, but max_len=0"):
         TinyTransformer(10, 10, 0)
     with pytest.raises(ValueError, match="embed_dim must be divisible by num_heads"):
         TinyTransformer(10, 10, 8, embed_dim=30, num_heads=4)

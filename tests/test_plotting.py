@@ -10,7 +10,7 @@ import pytest  # noqa: E402
 import torch  # noqa: E402
 from matplotlib.colors import to_hex  # noqa: E402
 
-from attention_lib.induction import phase_change  # noqa: E402
+from attention_lib.attention_only import phase_change  # noqa: E402
 from attention_lib.plotting import (  # noqa: E402
     OKABE_ITO,
     plot_bars,
@@ -177,7 +177,7 @@ def test_softmax_diagram_shows_rows_that_sum_to_one():
     assert shown.count("L = 2") == 1  # one row count, for both grids
     with pytest.raises(ValueError, match="2-D"):
         plot_softmax_diagram(torch.zeros(2, 2, 2))
-    with pytest.raises(TypeError, match="decimals must be a whole number"):
+    with pytest.raises(TypeError, match="decimals must be an int, but got float"):
         plot_softmax_diagram(scores, decimals=1.5)
 
 
@@ -198,7 +198,7 @@ from notebook_rules import all_notebooks, figures_without_alt, read  # noqa: E40
 import attention_lib.plotting as plotting  # noqa: E402
 from attention_lib.plotting import alt_text  # noqa: E402
 from attention_lib.plotting.display import caption_bundle, install_display_hook  # noqa: E402
-from attention_lib.plotting.online_softmax import online_softmax_steps  # noqa: E402
+from attention_lib.plotting.memory_efficient.online_softmax import online_softmax_steps  # noqa: E402
 
 WEIGHTS = torch.tensor([[0.7, 0.1, 0.1, 0.1], [0.2, 0.6, 0.1, 0.1], [0.1, 0.1, 0.05, 0.75], [0.25, 0.25, 0.25, 0.25]])
 
@@ -263,12 +263,9 @@ HELPERS = {
 def test_every_helper_is_checked_and_takes_alt():
     """A new helper must be added to HELPERS (so that its default text is checked) and wrapped by with_alt."""
     helpers = [name for name in plotting.__all__ if name.startswith("plot_")]
-    helpers += ["plot_matmul_diagram", "plot_softmax_diagram", "plot_heads_diagram"]
     assert sorted(helpers) == sorted(HELPERS)
-    from attention_lib.plotting import diagrams
-
     for name in helpers:
-        helper = getattr(plotting, name, None) or getattr(diagrams, name)
+        helper = getattr(plotting, name)
         assert getattr(helper, "takes_alt", False), f"{name} does not take alt= (decorate it with @with_alt)"
 
 

@@ -198,7 +198,7 @@ def test_encode_rejects_what_is_neither_tokens_nor_ids():
 @pytest.mark.parametrize(("kwargs", "match"), [
     ({"task": "sorting", "n": 3}, r"unknown task 'sorting'; the tasks are \['agreement', "
                                   r"'agreement_subject_first', 'reversal'\]"),
-    ({"task": "reversal", "n": 0}, "n must be a positive int"),
+    ({"task": "reversal", "n": 0}, "n must be positive, but n=0"),
     ({"task": "reversal", "n": 3, "split": "test"}, "split must be 'train' or 'heldout'"),
 ])
 def test_make_batch_errors(kwargs, match):

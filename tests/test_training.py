@@ -157,7 +157,7 @@ def test_evaluate_refuses_a_model_of_another_task():
 
 @pytest.mark.parametrize(("kwargs", "match"), [
     ({"task": "sorting"}, "unknown task 'sorting'"),
-    ({"task": "reversal", "steps": 0}, "steps must be a positive int, but steps=0"),
+    ({"task": "reversal", "steps": 0}, "steps must be positive, but steps=0"),
 ])
 def test_train_errors(kwargs, match):
     with pytest.raises(ValueError, match=match):

@@ -101,7 +101,7 @@ def test_the_kernel_checker_keeps_its_nan_padding_on_another_device():
     """The checker's keys and values are views into larger buffers whose rows past S hold NaN; moved to another
     device (``meta`` here: shapes without numbers) the whole buffer moves, so a kernel that reads past the end on a
     GPU still meets them."""
-    from attention_lib.exercises import kernel as kernel_exercise
+    from attention_lib.exercises import triton_kernel as kernel_exercise
 
     case = next(c for c in kernel_exercise.CASES if c.S % 16)  # the ragged case
     _, key, value = kernel_exercise.case_inputs(case, "meta")

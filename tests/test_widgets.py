@@ -24,12 +24,12 @@ from matplotlib.colors import to_hex
 
 from attention_lib import calculate_attention
 from attention_lib import widgets as w
-from attention_lib.lessons.data import TOKENS, sentence_batch, toy_sentence
-from attention_lib.lessons.experiments import batch_mask, detective_team, scaler_weights, temperature_weights
+from attention_lib.experiments import batch_mask, detective_team, scaler_weights, temperature_weights
 from attention_lib.plotting import online_softmax_steps
-from attention_lib.plotting.masks import ALLOWED_STYLE
+from attention_lib.plotting.masking import ALLOWED_STYLE
+from attention_lib.toy_data import TOKENS, sentence_batch, toy_sentence
 from attention_lib.training import load_trained
-from attention_lib.widgets.online_softmax import EXAMPLE_SCORES, EXAMPLE_VALUES
+from attention_lib.widgets.memory_efficient import EXAMPLE_SCORES, EXAMPLE_VALUES
 
 SENTENCE = "the cat near the dogs purr(s)"  # an input of the shipped agreement model
 
@@ -116,8 +116,8 @@ ROWS = {
         draws=({"word": "purred", "focus": 2.0}, lambda: cocktail_party_numbers("purred", 2.0)),
         differ=({"word": "cat", "focus": 0.0}, {"word": "cat", "focus": 10.0}),
         bad=[({"word": "dog"}, ValueError, "one of the sentence's tokens"),
-             ({"focus": -1.0}, ValueError, "finite number >= 0"),
-             ({"focus": float("nan")}, ValueError, "finite number >= 0"),
+             ({"focus": -1.0}, ValueError, "focus must be at least 0, but focus=-1.0"),
+             ({"focus": float("nan")}, ValueError, "focus must be a finite number, but focus=nan"),
              ({"focus": "high"}, TypeError, "focus must be a number")],
         moves={"word": "softly", "focus": 5.0}, explorer_takes_arguments=True),
     "library_search": Row(
@@ -125,7 +125,7 @@ ROWS = {
         draws=({"animal": 0.0, "action": 1.0, "gentle": 1.0, "grammar": 0.0, "sharpness": 2.0},
                lambda: library_search_numbers([0.0, 1.0, 1.0, 0.0], 2.0, best="purred")),
         differ=({"animal": 1.0}, {"animal": 0.0, "grammar": 1.0}),
-        bad=[({"sharpness": -0.5}, ValueError, "sharpness must be a finite number >= 0"),
+        bad=[({"sharpness": -0.5}, ValueError, "sharpness must be at least 0, but sharpness=-0.5"),
              ({"gentle": float("inf")}, ValueError, "gentle must be a finite number"),
              ({"animal": "yes"}, TypeError, "animal must be a number"),
              ({"grammar": True}, TypeError, "grammar must be a number")],
@@ -134,7 +134,8 @@ ROWS = {
         w.render_scaler, w.scaler_explorer, bars(0),
         draws=({"d_k": 16, "scaled": True}, lambda: scaler_weights(16, True)[0].double()),
         differ=({"d_k": 16}, {"d_k": 512}),
-        bad=[({"d_k": d_k}, ValueError, "d_k must be a positive integer") for d_k in (0, -4, 2.5, True)],
+        bad=[*(({"d_k": d_k}, ValueError, "d_k must be positive") for d_k in (0, -4)),
+             *(({"d_k": d_k}, TypeError, "d_k must be an int") for d_k in (2.5, True))],
         moves={"scaled": False, "d_k": 8}),
     "percentages": Row(
         w.render_percentages, w.percentages_explorer, bars(1),
@@ -167,7 +168,7 @@ ROWS = {
         differ=({"word": "purred", "clue_0": "animal"}, {"word": "purred", "clue_0": "gentle"}),
         bad=[({"word": "dog"}, ValueError, "word must be one of"),
              ({"clue_0": "colour"}, ValueError, "clues must be two of"),
-             ({"loudness": -1.0}, ValueError, "loudness must be a number >= 0"),
+             ({"loudness": -1.0}, ValueError, "loudness must be at least 0, but loudness=-1.0"),
              ({"num_heads": 3}, ValueError, "embed_dim must be divisible by num_heads")],
         moves={"clue_1": "grammar", "num_heads": 1}),
     "online_softmax": Row(
@@ -340,19 +341,19 @@ def test_trained_explorer_opens_on_the_chosen_layer_and_head():
 
 
 def test_block_diagram_draws_every_part_of_every_block():
-    from attention_lib.plotting.blocks import plot_block_diagram
+    from attention_lib.plotting.learning_to_attend.blocks import plot_block_diagram
     from attention_lib.training.recipe import build_model
 
     texts = [t.get_text() for t in plot_block_diagram(build_model("agreement")).axes[0].texts]
     for part, count in (("token embedding", 1), ("+ position", 1), ("multi-head attention", 2), ("MLP", 2),
                         ("layer norm", 5), ("+", 4), ("read-out", 1), ("block 1", 1)):
         assert texts.count(part) == count, part
-    with pytest.raises(ValueError, match="num_layers must be a positive int, but num_layers=0"):
+    with pytest.raises(ValueError, match="num_layers must be positive, but num_layers=0"):
         plot_block_diagram(num_layers=0)
 
 
 def test_shipped_overview_shows_the_verb_head_on_a_moved_subject():
-    from attention_lib.plotting.trained import plot_shipped_overview
+    from attention_lib.plotting.learning_to_attend.trained import plot_shipped_overview
     from attention_lib.training.probes import subject_head
 
     fig = plot_shipped_overview()

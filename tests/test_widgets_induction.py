@@ -3,9 +3,9 @@
 import pytest
 import torch
 
-from attention_lib.training.induction import encode, load_induction
+from attention_lib.training.induction_heads import encode, load_induction
 from attention_lib.widgets import induction_explorer, render_induction
-from attention_lib.widgets.induction import random_repeat
+from attention_lib.widgets.induction_heads import random_repeat
 
 
 @pytest.fixture(scope="module")

@@ -24,6 +24,8 @@ from contextlib import contextmanager
 
 import torch
 
+from ..validation import check_int
+
 MiB = 2**20
 
 
@@ -60,10 +62,7 @@ def device_of(args: Iterable[object]) -> torch.device:
 
 def _check_counts(repeats, warmup) -> None:
     for name, number, smallest in (("repeats", repeats, 1), ("warmup", warmup, 0)):
-        if isinstance(number, bool) or not isinstance(number, int):
-            raise TypeError(f"{name} must be an int, but got {type(number).__name__}.")
-        if number < smallest:
-            raise ValueError(f"{name} must be at least {smallest}, but {name}={number}.")
+        check_int(number, name, minimum=smallest)
 
 
 def time_paired(candidates: Mapping[str, Callable[..., object]], args: tuple, repeats: int = 5, *,

@@ -4,25 +4,25 @@ Each lesson states an exercise, gives a stub, and calls its checker here; the ru
 ``notebooks/solutions/``.
 """
 
+from ._checker import CheckResult, check_function
+from ._crashes import explain_crash
 from .blend import check_calculate_attention
-from .checker import CheckResult, check_function
 from .cocktail_party import check_tune_in
-from .crashes import explain_crash
-from .induction import check_induction_score, check_previous_token_score, check_where_induction_looks
-from .kernel import check_attention_kernel
-from .learning import check_reversal_target, check_where_it_looks
+from .detective_team import check_merge_heads, check_split_heads
+from .induction_heads import check_induction_score, check_previous_token_score, check_where_induction_looks
+from .learning_to_attend import check_reversal_target, check_where_it_looks
 from .library_search import check_soft_lookup
 from .masking import check_causal_mask, check_masked_softmax
 from .matchmaker import check_matchmaker
-from .memory import check_online_softmax_update
-from .multihead import check_merge_heads, check_split_heads
+from .memory_efficient import check_online_softmax_update
 from .no_loops import check_weights_no_loops
 from .percentages import check_stable_softmax
 from .predictions import check_prediction
 from .scaler import check_scaled_scores
-from .shuffles import check_shuffle_predictions
+from .triton_kernel import check_attention_kernel
 from .welcome import check_scores_shape
-from .word_order import check_cross_attention, check_sinusoidal_encoding
+from .word_order.checkers import check_cross_attention, check_sinusoidal_encoding
+from .word_order.shuffles import check_shuffle_predictions
 
 __all__ = [
     "CheckResult",

@@ -13,8 +13,8 @@ import torch
 
 from ..attention import blend, calculate_attention, matchmaker, percentages, scaler
 from ..loops import loop_attention
-from .checker import CheckResult, check_function
-from .hints import HINTS, recipe_mistakes
+from ._checker import CheckResult, check_function
+from ._hints import HINTS, recipe_mistakes
 
 #: Trial 0 is square (L = S = E = Ev) so that a missing transpose runs and earns its hint; the others are not.
 _SHAPES = ((2, 4, 4, 4, 4), (3, 5, 7, 6, 2), (2, 3, 6, 8, 5))  # (N, L, S, E, Ev)
@@ -92,7 +92,7 @@ def check_calculate_attention(fn: Callable) -> CheckResult:
         fn: ``(query (N, L, E), key (N, S, E), value (N, S, Ev)) -> (output (N, L, Ev), weights (N, L, S))``.
 
     Returns:
-        A :class:`~attention_lib.exercises.checker.CheckResult` (shows "✅ ..." when correct).
+        A :class:`~attention_lib.exercises._checker.CheckResult` (shows "✅ ..." when correct).
 
     Example:
         >>> import attention_lib as al

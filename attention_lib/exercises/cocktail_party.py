@@ -13,8 +13,8 @@ from collections.abc import Callable
 import torch
 
 from ..attention import calculate_attention
-from .checker import CheckResult, check_function
-from .hints import HINTS
+from ._checker import CheckResult, check_function
+from ._hints import HINTS
 
 #: The (L, E) sizes and the focus of each trial: L != E, so that a transposed result shows up as a shape error,
 #: and focus != 1 and != 1/√E, so that a forgotten or replaced focus shows up as a wrong value.

@@ -12,8 +12,8 @@ from collections.abc import Callable
 import torch
 
 from ..attention import calculate_attention
-from .checker import CheckResult, check_function
-from .hints import HINTS, recipe_mistakes
+from ._checker import CheckResult, check_function
+from ._hints import HINTS, recipe_mistakes
 
 #: (S, E, Ev) of each trial. The first has E == Ev, so that mixing the keys instead of the values is caught
 #: with its own hint rather than as a shape error; S, E and Ev differ otherwise, so that √S or √Ev in place

@@ -11,9 +11,9 @@ import torch
 
 from ..attention import percentages
 from ..masks import causal_mask
-from .checker import CheckResult, check_function
-from .hints import HINTS
-from .running import run_learner
+from ._checker import CheckResult, check_function
+from ._hints import HINTS
+from ._running import run_learner
 
 
 def _sizes(seed: int) -> tuple[int, int]:

@@ -7,8 +7,8 @@ from collections.abc import Callable
 import torch
 
 from ..attention import matchmaker
-from .checker import CheckResult, check_function
-from .hints import recipe_mistakes
+from ._checker import CheckResult, check_function
+from ._hints import recipe_mistakes
 
 #: (N, L, S, E) for each trial: the first is square on purpose, so that a missing or wrong transpose still
 #: runs and can be recognised; the others tell L, S and E apart and add batch dimensions.

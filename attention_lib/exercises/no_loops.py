@@ -13,8 +13,8 @@ from collections.abc import Callable
 import torch
 
 from ..attention import matchmaker, percentages, scaler
-from .checker import CheckResult, check_function
-from .hints import recipe_mistakes
+from ._checker import CheckResult, check_function
+from ._hints import recipe_mistakes
 
 #: Trial 0 is square (L = S = E) so that a missing transpose runs and earns its hint; the others are not,
 #: and each has a different N, L and S, so that a loop over sentences or words changes the number of calls.
@@ -54,7 +54,7 @@ def check_weights_no_loops(fn: Callable) -> CheckResult:
         fn: ``(query (N, L, E), key (N, S, E)) -> weights (N, L, S)``.
 
     Returns:
-        A :class:`~attention_lib.exercises.checker.CheckResult` (shows "✅ ..." when correct).
+        A :class:`~attention_lib.exercises._checker.CheckResult` (shows "✅ ..." when correct).
 
     Example:
         >>> check_weights_no_loops(lambda q, k: torch.softmax(q @ k.transpose(-2, -1) / q.size(-1) ** 0.5,

@@ -7,8 +7,8 @@ from collections.abc import Callable
 import torch
 
 from ..attention import percentages
-from .checker import CheckResult, check_function
-from .hints import HINTS
+from ._checker import CheckResult, check_function
+from ._hints import HINTS
 
 #: (N, L, S) per trial; the first has N = 1 and L = S, so that a max without keepdim=True still broadcasts
 #: (wrongly) and earns its own hint.

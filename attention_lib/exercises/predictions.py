@@ -7,12 +7,10 @@ measured value is what it is; the experiment's printout comes after the check.
 
 from __future__ import annotations
 
-import math
-from numbers import Real
-
 import torch
 
-from .checker import CheckResult
+from ..validation import is_number
+from ._checker import CheckResult
 
 
 def check_prediction(prediction, measured, *, question: str, why: str, rel_tol: float = 0.05,
@@ -50,7 +48,7 @@ def check_prediction(prediction, measured, *, question: str, why: str, rel_tol: 
                            f"and the reason appear here once you have predicted.")
     if isinstance(prediction, torch.Tensor) and prediction.numel() == 1:
         prediction = prediction.item()
-    if isinstance(prediction, bool) or not isinstance(prediction, Real) or not math.isfinite(prediction):
+    if not is_number(prediction):
         return CheckResult("failed", f"❌ {question}: a prediction is one finite number, but got "
                            f"{prediction!r} ({type(prediction).__name__}); e.g. my_prediction = 0.5.")
     close = abs(float(prediction) - value) <= abs_tol + rel_tol * abs(value)

@@ -7,8 +7,8 @@ from collections.abc import Callable
 import torch
 
 from ..attention import matchmaker, scaler
-from .checker import CheckResult, check_function
-from .hints import recipe_mistakes
+from ._checker import CheckResult, check_function
+from ._hints import recipe_mistakes
 
 #: (N, L, S, E) per trial: L, S, E and N all differ, so using the wrong size for d_k gives a different answer;
 #: the first is square in L, S and E so that a missing transpose runs and earns its hint.

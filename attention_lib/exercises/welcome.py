@@ -10,8 +10,8 @@ from collections.abc import Callable
 
 import torch
 
-from .checker import CheckResult, check_function
-from .hints import HINTS
+from ._checker import CheckResult, check_function
+from ._hints import HINTS
 
 #: The (query shape, key shape) of each trial: 0, 1 and 2 batch dimensions, with L, S and E all different.
 _TRIALS = (((4, 8), (5, 8)), ((2, 3, 7), (2, 6, 7)), ((2, 3, 4, 8), (2, 3, 5, 8)))

@@ -30,7 +30,7 @@ def blockwise_backward(grad_output: torch.Tensor, query: torch.Tensor, key: torc
                        needs: tuple[bool, bool, bool] = (True, True, True)) -> tuple[torch.Tensor | None, ...]:
     """The gradients ``(dQ, dK, dV)`` of attention, block by block, from the output and each row's max and sum.
 
-    Built step by step in ``notebooks/10_memory_efficient.ipynb``. Walks the blocks of the forward pass
+    The backward pass that ``notebooks/10_memory_efficient.ipynb`` explains. Walks the blocks of the forward pass
     (skipping the same future blocks when ``is_causal``) and recomputes each block of weights as
     ``2 ** (scores - max) / sum`` (the scores in base 2, as in the forward pass). Each gradient is accumulated
     block by block straight into its own input's shape: when an input is shared across a batch dimension (keys

@@ -187,9 +187,10 @@ def triton_attention_forward(query: torch.Tensor, key: torch.Tensor, value: torc
                              block_sizes: tuple[int, int] | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """Run the Triton kernel: the attention output and the log-sum-exp of every query's scores (no gradients).
 
-    Built step by step in ``notebooks/14_triton_kernel.ipynb``. CUDA tensors run the kernel compiled for their GPU;
-    CPU tensors run it in Triton's interpreter (slow, for checking), whether or not ``TRITON_INTERPRET`` is set.
-    Same conventions as ``torch.nn.functional.scaled_dot_product_attention`` without ``attn_mask``.
+    The forward pass of the kernel that ``notebooks/14_triton_kernel.ipynb`` writes. CUDA tensors run it compiled
+    for their GPU; CPU tensors run it in Triton's interpreter (slow, for checking), whether or not
+    ``TRITON_INTERPRET`` is set. Same conventions as ``torch.nn.functional.scaled_dot_product_attention`` without
+    ``attn_mask``.
 
     Args:
         query: ``(N, H, L, E)``, float32, float16 or bfloat16; ``E`` a power of two from 16 to 256.

@@ -12,18 +12,24 @@ output's metadata and a caption under it.
 
 from .alt import alt_text, set_alt
 from .basic import plot_bars, plot_heatmap, plot_heatmaps, plot_lines
-from .blocks import plot_block_diagram
+from .blend import plot_mix
+from .diagrams import plot_heads_diagram, plot_matmul_diagram, plot_softmax_diagram
 from .display import install_display_hook
-from .induction import plot_head_maps, plot_phase_change
-from .masks import plot_mask
-from .mix import plot_mix
-from .online_softmax import online_softmax_steps, plot_online_softmax_block, plot_online_softmax_steps
-from .positions import plot_position_encoding
-from .programs import plot_programs, program_tiles
-from .softmax_backward import plot_softmax_backward
+from .induction_heads import plot_head_maps, plot_phase_change
+from .learning_to_attend.blocks import plot_block_diagram
+from .learning_to_attend.trained import (
+    plot_attention_grid,
+    plot_attention_over_training,
+    plot_loss_curves,
+    plot_shipped_overview,
+)
+from .masking import plot_mask
+from .memory_efficient.online_softmax import online_softmax_steps, plot_online_softmax_block, plot_online_softmax_steps
+from .memory_efficient.softmax_backward import plot_softmax_backward
+from .memory_efficient.tiles import plot_causal_tiles
 from .style import OKABE_ITO, category_style, plain_log_ticks
-from .tiles import plot_causal_tiles
-from .trained import plot_attention_grid, plot_attention_over_training, plot_loss_curves, plot_shipped_overview
+from .triton_kernel import plot_programs, program_tiles
+from .word_order import plot_position_encoding
 
 install_display_hook()
 
@@ -40,10 +46,12 @@ __all__ = [
     "plot_causal_tiles",
     "plot_head_maps",
     "plot_heatmap",
+    "plot_heads_diagram",
     "plot_heatmaps",
     "plot_lines",
     "plot_loss_curves",
     "plot_mask",
+    "plot_matmul_diagram",
     "plot_mix",
     "plot_online_softmax_block",
     "plot_online_softmax_steps",
@@ -51,6 +59,7 @@ __all__ = [
     "plot_position_encoding",
     "plot_programs",
     "plot_shipped_overview",
+    "plot_softmax_diagram",
     "plot_softmax_backward",
     "program_tiles",
     "set_alt",

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 
 import torch
 
+from ..validation import check_int
 from .alt import number, set_alt, with_alt
 from .basic import _as_numpy
 from .style import GREY, OKABE_ITO, finish
@@ -146,8 +147,7 @@ def plot_softmax_diagram(scores, row_labels: Sequence[str] | None = None, col_la
     if data.ndim != 2:
         raise ValueError(f"plot_softmax_diagram draws a 2-D (L, S) score matrix, but got shape "
                          f"{tuple(data.shape)}; pick one example and head, e.g. scores[0, 0].")
-    if isinstance(decimals, bool) or not isinstance(decimals, int) or decimals < 0:
-        raise TypeError(f"decimals must be a whole number of decimals such as 2, but got {decimals!r}.")
+    decimals = check_int(decimals, "decimals", minimum=0, fix="e.g. decimals=2.")
     L, S = data.shape
     rows = _check_labels(row_labels, L, "row_labels (query)")
     cols = _check_labels(col_labels, S, "col_labels (key)")

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 import torch
 
+from ..validation import check_index
 from .grammar import AGREEMENT, NOUNS, AgreementTask
 
 
@@ -69,7 +70,7 @@ def probe_agreement(model, structures: Sequence[str], *, layer: int, head: int, 
     Built step by step in ``notebooks/12_learning_to_attend.ipynb``.
 
     Args:
-        model: a :class:`~attention_lib.model.TinyTransformer` trained on an agreement task.
+        model: a :class:`~attention_lib.encoder.TinyTransformer` trained on an agreement task.
         structures: the structures to probe, e.g. ``["P S V", "P P P P S V"]`` (any that fit in ``max_len``).
         layer, head: the head whose verb row is measured.
         n: sentences per structure.
@@ -91,8 +92,7 @@ def probe_agreement(model, structures: Sequence[str], *, layer: int, head: int, 
     """
     config = model.config
     for name, value, size in (("layer", layer, config["num_layers"]), ("head", head, config["num_heads"])):
-        if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < size:
-            raise ValueError(f"{name} must be an index in 0..{size - 1}, but {name}={value!r}.")
+        check_index(value, name, size)
     plural = {task.vocab.index(w): int(w in NOUNS.values()) for pair in NOUNS.items() for w in pair}
     number = torch.tensor([plural.get(i, -1) for i in range(len(task.vocab))])  # -1: not a noun
     results = []

@@ -15,7 +15,8 @@ from dataclasses import dataclass, field
 import torch
 import torch.nn.functional as F
 
-from ..model import TinyTransformer
+from ..encoder import TinyTransformer
+from ..validation import check_int
 from .tasks import IGNORE, TASKS, Task, get_task, make_batch
 
 #: The settings that make each model, by task name (each task carries its own: ``task.recipe``).
@@ -31,7 +32,7 @@ class TrainingRun:
     """What :func:`train` returns: the model, the loss at every step, and attention maps along the way.
 
     Attributes:
-        model: the trained :class:`~attention_lib.model.TinyTransformer`, in eval mode.
+        model: the trained :class:`~attention_lib.encoder.TinyTransformer`, in eval mode.
         task: the task's name.
         losses: the training loss at every step (a list of floats).
         snapshots: ``{step: attention}``, each ``attention`` a tuple of ``(N, H, L, L)`` maps, per layer, of
@@ -50,7 +51,7 @@ def build_model(task: str | Task, *, use_positions: bool = True, **sizes) -> Tin
     """A fresh (untrained) model sized for ``task`` by its recipe; ``embed_dim=``, ``num_heads=``,
     ``num_layers=`` or ``mlp_dim=`` override it.
 
-    Built step by step in ``notebooks/12_learning_to_attend.ipynb``.
+    Used by the training of ``notebooks/12_learning_to_attend.ipynb``.
 
     Raises:
         ValueError: for an unknown task.
@@ -102,8 +103,7 @@ def train(task: str, *, use_positions: bool = True, seed: int = 0, steps: int | 
     steps = recipe["steps"] if steps is None else steps
     batch_size = recipe["batch_size"] if batch_size is None else batch_size
     lr = recipe["lr"] if lr is None else lr
-    if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
-        raise ValueError(f"steps must be a positive int, but steps={steps!r}.")
+    steps = check_int(steps, "steps", minimum=1)
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # tiny matrices: one thread is faster than two, and far faster on a busy machine
     try:
@@ -188,7 +188,7 @@ def evaluate(model: TinyTransformer, task: str, *, n: int = 2000, seed: int = HE
         seed: their seed (a different seed gives other held-out examples).
 
     Raises:
-        TypeError: if ``model`` is not a :class:`~attention_lib.model.TinyTransformer`.
+        TypeError: if ``model`` is not a :class:`~attention_lib.encoder.TinyTransformer`.
         ValueError: for an unknown task, or a model built for another task (other vocabulary, answers or length).
 
     Returns:

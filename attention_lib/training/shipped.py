@@ -15,7 +15,7 @@ from pathlib import Path
 
 import torch
 
-from ..model import TinyTransformer
+from ..encoder import TinyTransformer
 from .tasks import Task, get_task
 
 #: Where the shipped weights live.
@@ -31,7 +31,7 @@ class TrainedModel:
 
     Attributes:
         task: the :class:`~attention_lib.training.tasks.Task` it was trained on.
-        model: the :class:`~attention_lib.model.TinyTransformer`, in eval mode.
+        model: the :class:`~attention_lib.encoder.TinyTransformer`, in eval mode.
         heldout_accuracy: the sequence accuracy measured on held-out data when it was saved.
     """
 
@@ -72,10 +72,10 @@ class TrainedModel:
 def save_trained(model: TinyTransformer, task: str | Task, path, heldout_accuracy: float) -> None:
     """Save ``model`` as a plain dict (tensors, numbers, strings) that :func:`load_trained` reads safely.
 
-    Built step by step in ``notebooks/12_learning_to_attend.ipynb``.
+    Makes the weights that ``notebooks/12_learning_to_attend.ipynb`` loads.
 
     Args:
-        model: a :class:`~attention_lib.model.TinyTransformer`.
+        model: a :class:`~attention_lib.encoder.TinyTransformer`.
         task: the task it was trained on.
         path: where to write the file.
         heldout_accuracy: its measured held-out sequence accuracy, stored with it.

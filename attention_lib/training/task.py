@@ -12,6 +12,8 @@ from collections.abc import Sequence
 
 import torch
 
+from ..validation import is_int
+
 #: The target of a position that is not scored (``cross_entropy``'s default ``ignore_index``).
 IGNORE = -100
 
@@ -86,7 +88,7 @@ class Task:
             raise TypeError(f"an input is a string, a list of token strings or a list of token ids, but got "
                             f"{type(tokens).__name__}.")
         tokens = list(tokens)
-        if tokens and all(isinstance(t, int) and not isinstance(t, bool) for t in tokens):
+        if tokens and all(is_int(t) for t in tokens):
             bad = sorted({t for t in tokens if not 0 <= t < len(self.vocab) or t == self.pad})
             if bad:
                 raise ValueError(f"token ids {bad} are not ids of the {self.name} vocabulary: use 0.."

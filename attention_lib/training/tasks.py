@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import torch
 
+from ..validation import check_int
 from .grammar import AGREEMENT, SUBJECT_FIRST, VERB_FORMS, AgreementTask
 from .task import IGNORE, Task, is_heldout
 
@@ -105,8 +106,7 @@ def make_batch(task: str | Task, n: int, *, seed: int = 0, split: str = "train"
     task = get_task(task)
     if split not in SPLITS:
         raise ValueError(f"split must be 'train' or 'heldout', but split={split!r}.")
-    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-        raise ValueError(f"n must be a positive int, but n={n!r}.")
+    n = check_int(n, "n", minimum=1)
     return task.sample(n, torch.Generator().manual_seed(seed), split)
 
 

@@ -8,16 +8,16 @@ focus slider. matplotlib and ipywidgets are imported inside the functions.
 from __future__ import annotations
 
 from ..attention import blend, matchmaker, percentages, scaler
-from ..lessons.data import toy_sentence
 from ..plotting import plot_bars, plot_mix
 from ..plotting.style import HATCHES, OKABE_ITO, finish
+from ..toy_data import toy_sentence
 from .explorer import make_explorer
 
 
 def render_blend(word: str = "purred", focus: float = 1.0):
     """Draw a word's attention weights (left) and its output as a mix of the values (right).
 
-    Built step by step in ``notebooks/06_blend.ipynb``, on the course sentence "the cat purred softly".
+    Drawn by the explorer of ``notebooks/06_blend.ipynb``, on the course sentence "the cat purred softly".
     ``focus`` multiplies the word's query: ``0`` gives every word the same weight (the output is the plain
     average of the values), large values put nearly all the weight on the best match (the output copies it).
 

@@ -7,21 +7,15 @@ equally; a large focus hears only the best match.
 
 from __future__ import annotations
 
-import math
-from numbers import Real
-
 from ..attention import calculate_attention
-from ..lessons.data import FEATURES, TOKENS, toy_sentence
 from ..plotting import plot_bars
 from ..plotting.style import GREY, OKABE_ITO, finish
+from ..toy_data import FEATURES, TOKENS, toy_sentence
+from ..validation import check_number
 
 
 def _check_focus(focus, name: str = "focus") -> float:
-    if isinstance(focus, bool) or not isinstance(focus, Real):
-        raise TypeError(f"{name} must be a number, but got {type(focus).__name__}; try {name}=1.0.")
-    if not math.isfinite(focus) or focus < 0:
-        raise ValueError(f"{name} must be a finite number >= 0 (0 = hear everyone equally), but {name}={focus}.")
-    return float(focus)
+    return check_number(focus, name, minimum=0.0, fix=f"try {name}=1.0 (0 = hear everyone equally).")
 
 
 def _check_word(word) -> int:
@@ -33,12 +27,12 @@ def _check_word(word) -> int:
 def render_cocktail_party(word: str = "purred", focus: float = 1.0):
     """Draw whom ``word`` listens to at this ``focus``, and its meaning before and after listening.
 
-    Built step by step in ``notebooks/01_cocktail_party.ipynb``. Left: the weights of ``word``'s row of
+    Drawn by the explorer of ``notebooks/01_cocktail_party.ipynb``. Left: the weights of ``word``'s row of
     ``softmax(focus * x @ xᵀ)``, one bar per token. Right: the word's hand-made vector and its new meaning,
     the weighted average of all the words' vectors, one pair of bars per feature.
 
     Args:
-        word: one of ``attention_lib.lessons.data.TOKENS``.
+        word: one of ``attention_lib.toy_data.TOKENS``.
         focus: how sharply to listen, a number ``>= 0`` (it multiplies the dot-product scores).
 
     Returns:

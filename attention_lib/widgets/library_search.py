@@ -7,32 +7,25 @@ the soft lookup mixes all the values, the hard lookup takes the one best value.
 
 from __future__ import annotations
 
-import math
-from numbers import Real
-
 import torch
 
 from ..attention import calculate_attention
-from ..lessons.data import FEATURES, TOKENS, toy_sentence
 from ..lookup import hard_lookup
 from ..plotting import plot_bars
 from ..plotting.style import GREY, OKABE_ITO, finish
+from ..toy_data import FEATURES, TOKENS, toy_sentence
+from ..validation import check_number
 
 
 def _check_number(value, name: str, minimum: float | None = None) -> float:
-    if isinstance(value, bool) or not isinstance(value, Real):
-        raise TypeError(f"{name} must be a number, but got {type(value).__name__}; try {name}=1.0.")
-    if not math.isfinite(value) or (minimum is not None and value < minimum):
-        bound = f" >= {minimum:g}" if minimum is not None else ""
-        raise ValueError(f"{name} must be a finite number{bound}, but {name}={value}.")
-    return float(value)
+    return check_number(value, name, minimum=minimum, fix=f"try {name}=1.0.")
 
 
 def render_library_search(animal: float = 1.0, action: float = 0.0, gentle: float = 0.0, grammar: float = 0.0,
                           sharpness: float = 1.0):
     """Draw the soft lookup of the query ``[animal, action, gentle, grammar]`` in the course sentence.
 
-    Built step by step in ``notebooks/02_library_search.ipynb``. Left: the soft lookup's weights,
+    Drawn by the explorer of ``notebooks/02_library_search.ipynb``. Left: the soft lookup's weights,
     ``softmax(sharpness * key @ query)``, one bar per word, with the hard lookup's pick named in the title.
     Right: the answers over the features: the soft one (a mix of all the values) and the hard one (a copy of
     the best-matching word's value).

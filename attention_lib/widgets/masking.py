@@ -1,14 +1,14 @@
 """The masking explorer of ``notebooks/08_masking.ipynb``: pick a sentence of a padded batch and a mask.
 
-The masks come from :func:`attention_lib.lessons.experiments.batch_mask`; this module only draws them. ipywidgets and
+The masks come from :func:`attention_lib.experiments.batch_mask`; this module only draws them. ipywidgets and
 matplotlib are imported inside the functions, so importing this module stays light.
 """
 
 from __future__ import annotations
 
 from ..attention import calculate_attention
-from ..lessons.data import BATCH_SENTENCES, sentence_batch
-from ..lessons.experiments import MASK_KINDS, batch_mask
+from ..experiments import MASK_KINDS, batch_mask
+from ..toy_data import BATCH_SENTENCES, sentence_batch
 
 #: The label of a padding position on the heatmaps' axes.
 PAD = "<pad>"
@@ -17,11 +17,11 @@ PAD = "<pad>"
 def render_masking(sentence: int = 0, kind: str = "causal + padding"):
     """Draw the mask and the attention weights of one sentence of the course's padded batch, side by side.
 
-    The batch is :func:`attention_lib.lessons.data.sentence_batch`; each word's embedding serves as its query, key and
+    The batch is :func:`attention_lib.toy_data.sentence_batch`; each word's embedding serves as its query, key and
     value (self-attention). Padding positions are labelled ``<pad>``.
 
     Args:
-        sentence: which sentence of :data:`attention_lib.lessons.data.BATCH_SENTENCES` (an index).
+        sentence: which sentence of :data:`attention_lib.toy_data.BATCH_SENTENCES` (an index).
         kind: one of :data:`MASK_KINDS`.
 
     Returns:

@@ -7,14 +7,14 @@ a low temperature sharpens them towards the best key, a high one flattens them t
 from __future__ import annotations
 
 from ..attention import matchmaker, scaler
-from ..lessons.data import toy_sentence
-from ..lessons.experiments import temperature_weights
+from ..experiments import temperature_weights
+from ..toy_data import toy_sentence
 
 
 def render_percentages(temperature: float = 1.0, word: str = "purred"):
     """Draw the weights that ``word`` gives to each word of the toy sentence at this ``temperature``.
 
-    Built step by step in ``notebooks/05_percentages.ipynb``; the explorer :func:`percentages_explorer`
+    Drawn by the explorer of ``notebooks/05_percentages.ipynb``; the explorer :func:`percentages_explorer`
     wraps it.
 
     Args:

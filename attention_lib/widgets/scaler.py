@@ -2,18 +2,18 @@
 
 Random queries and keys with unit-variance entries give scores whose spread grows like √d_k; without the
 scaler the softmax saturates and each query puts nearly all its weight on one key. The numbers come from
-:func:`attention_lib.lessons.experiments.scaler_weights`; this module only draws them and wires the controls.
+:func:`attention_lib.experiments.scaler_weights`; this module only draws them and wires the controls.
 """
 
 from __future__ import annotations
 
-from ..lessons.experiments import scaler_weights
+from ..experiments import scaler_weights
 
 
 def render_scaler(d_k: int = 64, scaled: bool = True):
     """Draw one query's weights over 8 random keys, and how large the top weight is across 200 queries.
 
-    Built step by step in ``notebooks/04_scaler.ipynb``; the explorer :func:`scaler_explorer` wraps it.
+    Drawn by the explorer of ``notebooks/04_scaler.ipynb``; the explorer :func:`scaler_explorer` wraps it.
 
     Args:
         d_k: the size of the random query and key vectors.

@@ -1,0 +1,143 @@
+"""Checkers for ``notebooks/13_induction_heads.ipynb``: write the previous-token score and the induction score,
+and predict where the trained induction head looks before looking.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+
+from ..attention_only import induction_score, previous_token_score
+from ..validation import is_int
+from ._checker import CheckResult, check_function
+
+
+def _causal_weights(seed: int, L: int) -> torch.Tensor:
+    """Random causal attention weights ``(N, H, L, L)``: each row a softmax over keys ``0..i``."""
+    g = torch.Generator().manual_seed(1300 + seed)
+    N, H = int(torch.randint(2, 5, (1,), generator=g)), int(torch.randint(1, 4, (1,), generator=g))
+    scores = torch.randn(N, H, L, L, generator=g) * 2
+    allowed = torch.ones(L, L, dtype=torch.bool).tril()  # True = may attend
+    return torch.softmax(scores.masked_fill(~allowed, float("-inf")), dim=-1)
+
+
+def _weights(seed: int) -> tuple[torch.Tensor]:
+    return (_causal_weights(seed, 5 + seed),)
+
+
+def _weights_and_k(seed: int) -> tuple[torch.Tensor, int]:
+    k = 3 + seed
+    return _causal_weights(seed, 2 * k + 2 + seed), k
+
+
+#: Typical wrong previous-token scores and their hints (also used by the tests).
+PREVIOUS_MISTAKES = [
+    (lambda w: w.diagonal(dim1=-2, dim2=-1).mean(dim=(0, -1)), "that is the diagonal, each position on itself; "
+     "the previous token is one column to the left: diagonal(offset=-1, dim1=-2, dim2=-1)."),
+    (lambda w: w.diagonal(offset=-1, dim1=-2, dim2=-1).sum(dim=(0, -1)) / (w.shape[0] * w.shape[-1]),
+     "you divided by L, but only L - 1 queries have a previous token (query 0 has none): take the mean over them."),
+    (lambda w: w.diagonal(offset=-1, dim1=-2, dim2=-1).sum(dim=(0, -1)), "that is a sum; the score is a mean, "
+     "between 0 and 1."),
+    (lambda w: w[:, :, 1:, 0].mean(dim=(0, -1)), "that is the weight on the first position, not on the previous one."),
+]
+
+#: Typical wrong induction scores and their hints (also used by the tests).
+INDUCTION_MISTAKES = [
+    (lambda w, k: w.diagonal(offset=-k, dim1=-2, dim2=-1)[..., :k].mean(dim=(0, -1)),
+     "that is the earlier copy of the current token itself (position i - k); an induction head looks one step "
+     "after it, at i - k + 1."),
+    (lambda w, k: w.diagonal(offset=-(k - 1), dim1=-2, dim2=-1).mean(dim=(0, -1)), "only the queries of the copy "
+     "count, positions k to 2k - 1; you averaged the stripe over the whole sequence."),
+    (lambda w, k: w.diagonal(offset=-(k - 1), dim1=-2, dim2=-1)[..., :k].mean(dim=(0, -1)), "the queries of the "
+     "copy start at position k: the stripe i - k + 1 starts at row k - 1, so skip its first entry."),
+    (lambda w, k: w.diagonal(offset=-1, dim1=-2, dim2=-1).mean(dim=(0, -1)), "that is the previous-token score."),
+]
+
+
+def check_previous_token_score(fn: Callable[[torch.Tensor], torch.Tensor]) -> CheckResult:
+    """Check ``fn(weights)``: ``weights (N, H, L, L)`` -> ``(H,)``, each head's mean weight on the previous position.
+
+    Built step by step in ``notebooks/13_induction_heads.ipynb``; the reference is
+    :func:`attention_lib.attention_only.previous_token_score`.
+
+    Example:
+        >>> check_previous_token_score(previous_token_score).status
+        'passed'
+        >>> check_previous_token_score(lambda w: w.diagonal(dim1=-2, dim2=-1).mean(dim=(0, -1))).message[:44]
+        '❌ the previous-token score: not quite. Hint:'
+    """
+    return check_function(fn, previous_token_score, _weights, name="the previous-token score",
+                          mistakes=PREVIOUS_MISTAKES,
+                          shape_hint="one score per head: average over the sequences (dim 0) and the queries.")
+
+
+def check_induction_score(fn: Callable[[torch.Tensor, int], torch.Tensor]) -> CheckResult:
+    """Check ``fn(weights, k)``: ``weights (N, H, L, L)`` of sequences whose first ``k`` tokens are repeated at
+    ``k..2k-1`` -> ``(H,)``, the mean weight of queries ``k..2k-1`` on position ``i - k + 1``.
+
+    Built step by step in ``notebooks/13_induction_heads.ipynb``; the reference is
+    :func:`attention_lib.attention_only.induction_score`.
+
+    Example:
+        >>> check_induction_score(induction_score).status
+        'passed'
+    """
+    return check_function(fn, induction_score, _weights_and_k, name="the induction score",
+                          mistakes=INDUCTION_MISTAKES,
+                          shape_hint="one score per head: average over the sequences and the k queries of the copy.")
+
+
+def _strongest_key(text: str, position: int, layer: int, head: int, model) -> tuple[int, float]:
+    from ..training.induction_heads import encode, load_induction
+
+    model = load_induction(2)[0] if model is None else model
+    with torch.no_grad():
+        row = model(encode(text).unsqueeze(0)).attention[layer][0, head, position]  # (L,)
+    return int(row.argmax()), float(row.max())
+
+
+def check_where_induction_looks(prediction, *, text: str, position: int, layer: int = 1, head: int = 0,
+                                model=None) -> CheckResult:
+    """Check a prediction, made before looking, of the key an induction head attends to most from ``position``.
+
+    Built for the predict-then-check task of ``notebooks/13_induction_heads.ipynb``. Runs the model (default: the
+    shipped two-layer one) on ``text`` and shows the measured key and its weight, right or wrong.
+
+    Args:
+        prediction: one position (an int), counted from 0.
+        text: the sequence (one character per token).
+        position: the query position asked about.
+        layer, head: the head.
+        model: the model to measure (default: :func:`attention_lib.training.induction_heads.load_induction`).
+
+    Example:
+        >>> check_where_induction_looks(None, text="abcdefabcdef", position=8).status
+        'not attempted'
+    """
+    name = f"where layer {layer}, head {head} looks from position {position}"
+    if prediction is None or prediction is Ellipsis:
+        return CheckResult("not attempted", f"📝 {name}: no prediction yet. Write a position (a whole number) in "
+                           f"`my_prediction`, then run this cell.")
+    if isinstance(prediction, torch.Tensor) and prediction.numel() == 1:
+        prediction = prediction.item()
+    if not is_int(prediction):
+        return CheckResult("failed", f"❌ {name}: a prediction is one position, a whole number from 0 to {position} "
+                           f"(a query sees only itself and the positions before it), but got {prediction!r}.")
+    key, weight = _strongest_key(text, position, layer, head, model)
+    chars = [c for c in text if not c.isspace()]
+    shown = (f"you predicted {prediction} ({chars[prediction] if 0 <= prediction < len(chars) else 'no such token'}), "
+             f"the model puts its largest weight, {weight:.2f}, on position {key} ('{chars[key]}').")
+    if prediction == key:
+        return CheckResult("passed", f"✅ {name}: {shown} Right: it looks at the token that followed the earlier "
+                           f"'{chars[position]}', the one to predict next.")
+    earlier = [j for j in range(position) if chars[j] == chars[position]]
+    if earlier and prediction == earlier[-1]:
+        hint = "that is the earlier copy of the current token itself; the head looks one step after it."
+    elif prediction == position - 1:
+        hint = "that is where a previous-token head looks (layer 0); the induction head looks further back."
+    elif prediction > position:
+        hint = "a query cannot see the future: the causal mask blocks every position after it."
+    else:
+        hint = "find the earlier copy of the current token, then move one step to the right."
+    return CheckResult("failed", f"❌ {name}: {shown} Hint: {hint}")

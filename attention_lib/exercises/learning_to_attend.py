@@ -1,0 +1,130 @@
+"""Checkers for ``notebooks/12_learning_to_attend.ipynb``: write the reversal target, and predict where the
+trained reversal model looks before looking.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+
+from ._checker import CheckResult, check_function
+from ._crashes import explain_crash
+from ._running import run_learner
+
+#: Why ``digits[:, ::-1]`` fails, and what to write instead.
+NEGATIVE_STEP_HINT = ("negative steps such as ::-1 are not supported by torch tensors (unlike Python lists and "
+                      "NumPy arrays): reverse a dimension with .flip, e.g. digits.flip(-1).")
+#: Why a hard-coded ``7 - i`` fails.
+FIXED_LENGTH_HINT = ("your function is right for 8 digits but not for {L}: a hard-coded 7 - i (or range(8)) "
+                     "assumes every input has 8 digits. The inputs here have any length L: use "
+                     "L = digits.shape[-1] and L - 1 - i, or simply digits.flip(-1).")
+
+
+def _digits(seed: int) -> tuple[torch.Tensor]:
+    g = torch.Generator().manual_seed(1200 + seed)
+    N, L = int(torch.randint(1, 5, (1,), generator=g)), int(torch.randint(3, 9, (1,), generator=g))
+    return (torch.randint(0, 10, (N, L), generator=g),)
+
+
+def check_reversal_target(fn: Callable[[torch.Tensor], torch.Tensor]) -> CheckResult:
+    """Check ``fn(digits)``, which should turn ``digits (N, L)`` into their reversal ``(N, L)``: each row backwards.
+
+    Built step by step in ``notebooks/12_learning_to_attend.ipynb`` (it is what :func:`attention_lib.training.tasks.
+    make_batch` writes as the reversal target).
+
+    Example:
+        >>> check_reversal_target(lambda d: d.flip(-1)).status
+        'passed'
+        >>> check_reversal_target(lambda d: d.flip(0)).message[:40]
+        '❌ the reversal target: not quite. Hint: '
+        >>> message = check_reversal_target(lambda d: d[:, ::-1]).message
+        >>> print(message.split("\\n")[-2][:60])
+        Hint: negative steps such as ::-1 are not supported by torch
+    """
+    name = "the reversal target"
+    g = torch.Generator().manual_seed(1299)
+    eight, five = torch.randint(0, 10, (2, 8), generator=g), torch.randint(0, 10, (2, 5), generator=g)
+    run = run_learner(fn, (eight,))
+    if isinstance(run.error, ValueError) and "step must be greater than zero" in str(run.error):
+        message = explain_crash(name, run.error, (eight,), params=("digits",), failed_op=run.failed_op)
+        head, _, rest = message.partition("\nHint: ")
+        return CheckResult("error", f"{head}\nHint: {NEGATIVE_STEP_HINT}\n{rest.split(chr(10), 1)[-1]}")
+    if run.error is None and isinstance(run.result, torch.Tensor) and torch.equal(run.result, eight.flip(-1)):
+        shorter = run_learner(fn, (five,))
+        if shorter.error is not None or not (isinstance(shorter.result, torch.Tensor)
+                                             and torch.equal(shorter.result, five.flip(-1))):
+            return CheckResult("failed", f"❌ {name}: not quite. Hint: {FIXED_LENGTH_HINT.format(L='L = 5')}")
+    return check_function(
+        fn, lambda d: d.flip(-1), _digits, name=name,
+        mistakes=[
+            (lambda d: d.clone(), "that is the input itself: the answer at position i is the digit at position "
+                                  "L - 1 - i. Try .flip(...) on the right dimension."),
+            (lambda d: d.flip(0), "that reverses the order of the examples (dimension 0, the batch), not the "
+                                  "digits inside each one: flip the last dimension, .flip(-1)."),
+            (lambda d: d.sort(dim=-1, descending=True).values, "that sorts the digits; reversing keeps them as "
+                                                               "they are, read from the end."),
+        ],
+        shape_hint="keep the shape (N, L): one reversed row per example.",
+    )
+
+
+def _learned_rows(trained=None) -> list[int]:
+    """Where each query of the trained reversal model looks most, averaged over heads and held-out inputs."""
+    from ..training.shipped import load_trained
+    from ..training.tasks import make_batch
+
+    trained = load_trained("reversal") if trained is None else trained
+    inputs, _ = make_batch("reversal", 200, seed=12, split="heldout")
+    with torch.no_grad():
+        weights = trained.model(inputs).attention[0]  # (N, H, L, L)
+    return weights.mean(dim=(0, 1)).argmax(-1).tolist()  # (L, L) -> (L,)
+
+
+def check_where_it_looks(prediction, trained=None) -> CheckResult:
+    """Check a prediction, made before looking, of where the trained reversal model's queries look.
+
+    Built step by step in ``notebooks/12_learning_to_attend.ipynb``. ``prediction[i]`` is the position
+    (0 to 7) that position ``i`` attends to most; it is compared with the shipped model's attention,
+    averaged over its heads and 200 held-out inputs.
+
+    Args:
+        prediction: 8 ints (a list or a tensor), one key position per query position.
+        trained: the trained model to compare with (default: the shipped one).
+
+    Example:
+        >>> check_where_it_looks([7, 6, 5, 4, 3, 2, 1, 0]).status
+        'passed'
+        >>> check_where_it_looks(list(range(8))).message[:50]
+        '❌ where it looks: that is the diagonal, every posi'
+    """
+    name = "where it looks"
+    if prediction is None or prediction is Ellipsis:
+        return CheckResult("not attempted", f"📝 {name}: not attempted yet. Replace `...` with 8 positions.")
+    try:
+        items = list(prediction.tolist() if isinstance(prediction, torch.Tensor) else prediction)
+        guess = [float(p) for p in items]
+    except (TypeError, ValueError):
+        return CheckResult("failed", f"❌ {name}: give 8 whole numbers, one position per query, e.g. a list.")
+    fractional = [p for p in guess if not p.is_integer()]
+    if fractional:
+        return CheckResult("failed", f"❌ {name}: positions are whole numbers, but got {fractional[0]:g}. Hint: "
+                           f"each query looks hardest at one key, and keys sit at positions 0, 1, ..., 7: there is "
+                           f"no position {fractional[0]:g}. Give one whole position per query.")
+    guess = [int(p) for p in guess]
+    learned = _learned_rows(trained)
+    L = len(learned)
+    if len(guess) != L:
+        return CheckResult("failed", f"❌ {name}: give {L} positions (one per digit), but got {len(guess)}.")
+    if guess == learned:
+        return CheckResult("passed", f"✅ {name}: right, the trained model looks at {learned}: position i reads "
+                           f"position {L - 1} - i, the anti-diagonal. Well done!")
+    if guess == list(range(L)):
+        return CheckResult("failed", f"❌ {name}: that is the diagonal, every position looking at itself. Which "
+                           f"digit does position 0 have to write?")
+    if guess == [L - i for i in range(L)]:
+        return CheckResult("failed", f"❌ {name}: off by one: positions run from 0 to {L - 1}, so the last one is "
+                           f"{L - 1}, not {L}.")
+    wrong = [i for i in range(L) if guess[i] != learned[i]]
+    return CheckResult("failed", f"❌ {name}: position {wrong[0]} looks elsewhere. Hint: which digit does position "
+                       f"{wrong[0]} have to write, and at which position of the input does that digit sit?")

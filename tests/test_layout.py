@@ -1,0 +1,124 @@
+"""The package's layout follows one rule, so that a reader can tell where code lives from its name alone.
+
+- A lesson ``notebooks/NN_slug.ipynb`` keeps its machinery in modules named after its slug: ``exercises/<slug>``,
+  ``plotting/<slug>``, ``widgets/<slug>``, ``experiments/<slug>`` (a module, or a package when it outgrows 300 lines).
+- What several lessons share is named for what it is (a short, fixed list below); private modules start with ``_``.
+- Notebooks import from ``attention_lib``, one of its top-level modules or sub-packages, or their own lesson's module.
+- Every module stays under 300 lines; every argument check is written once, in ``validation.py``.
+- Each "Built step by step in ``notebooks/NN_x.ipynb``" names a lesson that mentions the function it documents.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGE = ROOT / "attention_lib"
+LESSONS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+SOLUTIONS = sorted((ROOT / "notebooks" / "solutions").glob("[0-9][0-9]_*_solution.ipynb"))
+SLUGS = {p.stem.split("_", 1)[1] for p in LESSONS}
+#: The lesson-machinery folders, and the shared modules each may hold besides the lessons' own.
+MACHINERY = {
+    "exercises": {"predictions"},
+    "plotting": {"alt", "basic", "diagrams", "display", "style"},
+    "widgets": {"explorer"},
+    "experiments": set(),
+}
+MODULES = sorted(p for p in PACKAGE.rglob("*.py") if "__pycache__" not in p.parts)
+
+
+def _slug(notebook: Path) -> str:
+    return notebook.stem.removesuffix("_solution").split("_", 1)[1]
+
+
+def _code(notebook: Path) -> str:
+    cells = json.loads(notebook.read_text())["cells"]
+    return "\n".join("".join(c["source"]) for c in cells if c["cell_type"] == "code")
+
+
+def _text(notebook: Path) -> str:
+    return "\n".join("".join(c["source"]) for c in json.loads(notebook.read_text())["cells"])
+
+
+@pytest.mark.parametrize("folder", sorted(MACHINERY))
+def test_lesson_machinery_is_named_after_its_notebook(folder):
+    names = {p.stem if p.is_file() else p.name for p in (PACKAGE / folder).iterdir()
+             if p.name != "__init__.py" and p.name != "__pycache__" and (p.suffix == ".py" or p.is_dir())}
+    strays = sorted(n for n in names if n not in SLUGS and n not in MACHINERY[folder] and not n.startswith("_"))
+    assert not strays, (f"attention_lib/{folder}/ holds {strays}, named after no lesson ({sorted(SLUGS)}) and not "
+                        f"among its shared modules {sorted(MACHINERY[folder])}; name it after its notebook's slug")
+
+
+def test_a_lesson_package_holds_only_its_lessons_parts():
+    for folder in MACHINERY:
+        for package in (PACKAGE / folder).iterdir():
+            if package.is_dir() and package.name != "__pycache__":
+                assert package.name in SLUGS, f"attention_lib/{folder}/{package.name}/ is named after no lesson"
+
+
+def _imports(tree: ast.AST):
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("attention_lib"):
+            yield node.module
+        elif isinstance(node, ast.Import):
+            yield from (a.name for a in node.names if a.name.startswith("attention_lib"))
+
+
+@pytest.mark.parametrize("notebook", LESSONS + SOLUTIONS, ids=lambda p: p.name)
+def test_notebooks_import_from_the_small_surface(notebook):
+    """``attention_lib``, ``attention_lib.X`` (a top-level module or sub-package), or ``attention_lib.X.<slug>``."""
+    code = "\n".join(line for line in _code(notebook).splitlines() if not line.lstrip().startswith(("%", "!")))
+    slug = _slug(notebook)
+    for module in _imports(ast.parse(code)):
+        parts = module.split(".")
+        assert len(parts) <= 2 or (len(parts) == 3 and parts[2] == slug), (
+            f"{notebook.name} imports from {module}: import from attention_lib, one of its top-level modules or "
+            f"sub-packages, or attention_lib.<sub-package>.{slug} (this lesson's own module)")
+
+
+@pytest.mark.parametrize("module", MODULES, ids=lambda p: str(p.relative_to(PACKAGE)))
+def test_every_module_stays_under_300_lines(module):
+    lines = len(module.read_text().splitlines())
+    assert lines < 300, f"{module.relative_to(ROOT)} has {lines} lines: split it by concept (or by lesson)"
+
+
+HAND_WRITTEN_INT_CHECK = re.compile(r"isinstance\(\s*\w+\s*,\s*bool\s*\)")
+
+
+def test_argument_checks_are_written_once_in_validation():
+    """``isinstance(x, bool) or not isinstance(x, int)`` lives in validation.py (check_int, check_index, is_int)."""
+    found = [f"{p.relative_to(ROOT)}:{i}" for p in MODULES if p.name != "validation.py"
+             for i, line in enumerate(p.read_text().splitlines(), 1) if HAND_WRITTEN_INT_CHECK.search(line)]
+    assert not found, f"hand-written int or bool checks (use attention_lib.validation): {found}"
+
+
+def test_the_int_check_finder_finds_one():
+    assert HAND_WRITTEN_INT_CHECK.search("if isinstance(n, bool) or not isinstance(n, int):")
+    assert not HAND_WRITTEN_INT_CHECK.search("if isinstance(n, torch.Tensor):")
+
+
+BUILT_IN = re.compile(r"Built step by step in ``notebooks/(\d\d_\w+)\.ipynb``")
+
+
+def _documented():
+    for module in MODULES:
+        tree = ast.parse(module.read_text())
+        for node in ast.walk(tree):
+            if isinstance(node, ast.FunctionDef | ast.ClassDef) and not node.name.startswith("_"):
+                doc = ast.get_docstring(node) or ""
+                for lesson in BUILT_IN.findall(doc):
+                    yield module, node.name, lesson
+
+
+@pytest.mark.parametrize(("module", "name", "lesson"), list(_documented()),
+                         ids=lambda x: x.name if isinstance(x, Path) else str(x))
+def test_built_step_by_step_names_a_lesson_that_mentions_it(module, name, lesson):
+    notebook = ROOT / "notebooks" / f"{lesson}.ipynb"
+    assert notebook.exists(), f"{module.relative_to(ROOT)}: {name} says it is built in {lesson}, which does not exist"
+    assert name in _text(notebook), (f"{module.relative_to(ROOT)}: {name} says it is built step by step in "
+                                     f"{notebook.name}, but that lesson never mentions {name}")
