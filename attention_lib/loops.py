@@ -28,12 +28,11 @@ def loop_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, 
         scale: multiplies the scores; defaults to ``1 / sqrt(E)``.
 
     Returns:
-        ``(output, weights)``: ``(N, ..., L, Ev)`` and ``(N, ..., L, S)``. With ``E = 0`` every score is 0 (a dot
-        product of nothing), so every weight is ``1 / S`` and each output is the mean of the values, as
-        ``torch.nn.functional.scaled_dot_product_attention`` gives.
+        ``(output, weights)``: ``(N, ..., L, Ev)`` and ``(N, ..., L, S)``.
 
     Raises:
-        TypeError, ValueError: as :func:`attention_lib.calculate_attention` for bad inputs (and ``scale``).
+        TypeError, ValueError: as :func:`attention_lib.calculate_attention` for bad inputs (and ``scale``), ``E = 0``
+            included: SDPA would return the mean of the values, the course refuses vectors of no features.
 
     Example:
         >>> from attention_lib import calculate_attention
@@ -43,10 +42,7 @@ def loop_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, 
         True
     """
     check_qkv(query, key, value)
-    if scale is not None:
-        scale = check_number(scale, "scale")
-    else:  # E = 0: the scores are 0 whatever multiplies them, so any finite scale will do
-        scale = 1.0 / math.sqrt(query.shape[-1]) if query.shape[-1] else 1.0
+    scale = 1.0 / math.sqrt(query.shape[-1]) if scale is None else check_number(scale, "scale")
     L, S = query.shape[-2], key.shape[-2]
     batch = torch.broadcast_shapes(query.shape[:-2], key.shape[:-2], value.shape[:-2])
     weights = query.new_zeros(*batch, L, S)

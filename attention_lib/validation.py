@@ -296,31 +296,3 @@ def check_options(attn_mask, dropout_p, is_causal, scale) -> None:
     check_probability(dropout_p, "dropout_p")
     if scale is not None:
         check_number(scale, "scale", fix="leave it None for 1/sqrt(E).")
-
-
-def check_online_softmax_step(running_max, running_sum, running_output, scores, value) -> None:
-    """Check one step of the online softmax: the running state ``(..., L, 1)``, ``(..., L, 1)``, ``(..., L, Ev)``,
-    a block of scores ``(..., L, B)`` and its values ``(..., B, Ev)``.
-
-    Raises:
-        TypeError: if one is not a floating-point tensor (or the dtypes differ).
-        ValueError: if one has fewer than 2 dimensions, the devices differ, or the sizes ``L``, ``B`` or ``Ev``
-            disagree.
-    """
-    tensors = {"running_max": running_max, "running_sum": running_sum, "running_output": running_output,
-               "scores": scores, "value": value}
-    for name, t in tensors.items():
-        check_tensor(t, name)
-    check_same_device_and_dtype(**tensors)
-    shapes = ", ".join(f"{name}.shape={tuple(t.shape)}" for name, t in tensors.items())
-    if running_max.shape[-1] != 1 or running_sum.shape != running_max.shape:
-        raise ValueError(f"running_max and running_sum must both be (..., L, 1), one number per query, but {shapes}; "
-                         f"start from torch.full((..., L, 1), float('-inf')) and torch.zeros(..., L, 1).")
-    if not running_max.shape[-2] == running_output.shape[-2] == scores.shape[-2]:
-        raise ValueError(f"running_max, running_output and scores must have the same number of queries L "
-                         f"(dimension -2), but {shapes}.")
-    if scores.shape[-1] != value.shape[-2]:
-        raise ValueError(f"scores (..., L, B) must have one column per key of the block, value (..., B, Ev) one row, "
-                         f"but {shapes}; slice both with the same block of keys.")
-    if running_output.shape[-1] != value.shape[-1]:
-        raise ValueError(f"running_output (..., L, Ev) and value (..., B, Ev) must share Ev, but {shapes}.")

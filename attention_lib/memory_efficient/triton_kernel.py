@@ -26,7 +26,7 @@ import math
 import torch
 from torch.autograd.function import once_differentiable
 
-from ..validation import check_int, check_options, check_qkv
+from ..validation import check_options, check_qkv
 from . import triton_launch
 from ._blocks import DEFAULT_BLOCK_SIZE, LOG2_E
 from .backward import blockwise_backward
@@ -133,24 +133,6 @@ def import_triton():
     return triton
 
 
-def _block_sizes(block_sizes) -> tuple[int, int] | None:
-    """``None`` or a checked pair of powers of two of at least 16 (``tl.dot`` needs 16)."""
-    if block_sizes is None:
-        return None
-    fix = "pass a pair (queries, keys) per block such as (32, 32), or None to let the launcher choose."
-    if not isinstance(block_sizes, tuple | list):
-        raise TypeError(f"block_sizes must be a pair of ints (queries, keys), but got {type(block_sizes).__name__} "
-                        f"({block_sizes!r}); {fix}")
-    if len(block_sizes) != 2:
-        raise ValueError(f"block_sizes must be two powers of two of at least 16 (queries, keys), but "
-                         f"block_sizes={block_sizes!r} has {len(block_sizes)}; {fix}")
-    sizes = tuple(check_int(b, "block_sizes", fix=fix) for b in block_sizes)
-    if not all(b >= 16 and b & (b - 1) == 0 for b in sizes):
-        raise ValueError(f"block_sizes must be two powers of two of at least 16, as tl.dot needs, but "
-                         f"block_sizes={block_sizes!r}; {fix}")
-    return sizes
-
-
 def _check(query, key, value, is_causal, scale, block_sizes) -> tuple[int, int] | None:
     check_qkv(query, key, value)
     check_options(None, 0.0, is_causal, scale)
@@ -179,7 +161,7 @@ def _check(query, key, value, is_causal, scale, block_sizes) -> tuple[int, int] 
         raise ValueError(f"Triton kernels run compiled on CUDA tensors or in Triton's interpreter on CPU tensors, "
                          f"but query.device={query.device}; move the tensors with .cpu() (or use "
                          f"memory_efficient_attention, which runs anywhere).")
-    return _block_sizes(block_sizes)
+    return triton_launch.check_block_sizes(block_sizes)
 
 
 def triton_attention_forward(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, *, is_causal: bool = False,

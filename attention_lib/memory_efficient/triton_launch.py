@@ -25,6 +25,8 @@ from dataclasses import dataclass, replace
 
 import torch
 
+from ..validation import check_int
+
 #: The most shared memory one program may use, in KiB, on the GPUs learners meet (CUDA's opt-in limit per block).
 SHARED_MEMORY_KIB = {"T4 (sm75)": 64, "A100 (sm80)": 163, "A10 and L4 (sm86, sm89)": 99, "H100 (sm90)": 227}
 
@@ -164,6 +166,29 @@ def kernel_for(device: torch.device):
     from .triton_kernel import attention_forward_kernel
 
     return interpreted(attention_forward_kernel) if runs_interpreted(device) else _compiled()
+
+
+def check_block_sizes(block_sizes) -> tuple[int, int] | None:
+    """``None``, or ``block_sizes`` checked: a pair of powers of two of at least 16 (``tl.dot`` needs 16).
+
+    Raises:
+        TypeError: if it is not a pair of ints.
+        ValueError: if it has not two sizes, or one is not a power of two of at least 16.
+    """
+    if block_sizes is None:
+        return None
+    fix = "pass a pair (queries, keys) per block such as (32, 32), or None to let the launcher choose."
+    if not isinstance(block_sizes, tuple | list):
+        raise TypeError(f"block_sizes must be a pair of ints (queries, keys), but got {type(block_sizes).__name__} "
+                        f"({block_sizes!r}); {fix}")
+    if len(block_sizes) != 2:
+        raise ValueError(f"block_sizes must be two powers of two of at least 16 (queries, keys), but "
+                         f"block_sizes={block_sizes!r} has {len(block_sizes)}; {fix}")
+    sizes = tuple(check_int(b, "block_sizes", fix=fix) for b in block_sizes)
+    if not all(b >= 16 and b & (b - 1) == 0 for b in sizes):
+        raise ValueError(f"block_sizes must be two powers of two of at least 16, as tl.dot needs, but "
+                         f"block_sizes={block_sizes!r}; {fix}")
+    return sizes
 
 
 def choose_config(q: torch.Tensor, v: torch.Tensor, block_sizes: tuple[int, int] | None) -> LaunchConfig:
