@@ -19,7 +19,7 @@ from .no_loops import check_weights_no_loops
 from .percentages import check_stable_softmax
 from .predictions import check_prediction
 from .scaler import check_scaled_scores
-from .triton_kernel import check_attention_kernel
+from .triton_kernel import check_attention_kernel, check_causal_kernel
 from .welcome import check_scores_shape
 from .word_order.checkers import check_cross_attention, check_sinusoidal_encoding
 from .word_order.shuffles import check_shuffle_predictions
@@ -27,6 +27,7 @@ from .word_order.shuffles import check_shuffle_predictions
 __all__ = [
     "CheckResult",
     "check_attention_kernel",
+    "check_causal_kernel",
     "check_calculate_attention",
     "check_causal_mask",
     "check_cross_attention",
