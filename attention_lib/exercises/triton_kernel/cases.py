@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 import torch
 
+from ...memory_efficient.triton_kernel import tile_ends
 from ...memory_efficient.triton_launch import interpreted, launch, runs_interpreted
 
 FILL = 123.0  # what the output and log-sum-exp buffers hold past the last query: the kernel must leave it alone
@@ -87,16 +88,7 @@ def case_inputs(case: Case, device="cpu") -> tuple[torch.Tensor, torch.Tensor, t
 
 
 def _key_ends(case: Case) -> list[tuple[int, int]]:
-    """``(full_end, key_end)`` of each program: the tiles before ``full_end`` are full (every key exists and,
-    causal, comes before every query of the block), those up to ``key_end`` are the edge."""
-    block_l, block_s = case.blocks
-    ends = []
-    for start_l in range(0, case.L, block_l):
-        full_end, key_end = case.S // block_s * block_s, case.S
-        if case.is_causal:
-            full_end, key_end = min(full_end, start_l // block_s * block_s), min(case.S, start_l + block_l)
-        ends.append((full_end, key_end))
-    return ends
+    return tile_ends(case.L, case.S, *case.blocks, case.is_causal)
 
 
 def never_visited(case: Case) -> int:
