@@ -10,6 +10,7 @@
 
 from .measure import growth_exponent, median_time, peak_memory, synchronize, time_over_sizes, time_paired
 from .memory_tables import with_gradients
+from .run import sdpa_implementation
 
-__all__ = ["growth_exponent", "median_time", "peak_memory", "synchronize", "time_over_sizes", "time_paired",
-           "with_gradients"]
+__all__ = ["growth_exponent", "median_time", "peak_memory", "sdpa_implementation", "synchronize", "time_over_sizes",
+           "time_paired", "with_gradients"]

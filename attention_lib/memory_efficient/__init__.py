@@ -15,5 +15,6 @@ a backward pass that recomputes its blocks instead of keeping them.
 
 from .forward import memory_efficient_attention, online_softmax_update
 from .triton_kernel import triton_attention
+from .triton_launch import interpreted, launch_config
 
-__all__ = ["memory_efficient_attention", "online_softmax_update", "triton_attention"]
+__all__ = ["interpreted", "launch_config", "memory_efficient_attention", "online_softmax_update", "triton_attention"]

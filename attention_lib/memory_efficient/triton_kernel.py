@@ -118,23 +118,6 @@ def attention_forward_kernel(Q, K, V, Out, Lse,  # pointers to the first number 
     tl.store(Lse + bh * L + rows, (running_max + tl.log2(running_sum)) * 0.6931471805599453, mask=rows < L)
 
 
-def tile_ends(L: int, S: int, block_l: int, block_s: int, is_causal: bool) -> list[tuple[int, int]]:
-    """The kernel's two loops, program by program: ``(full_end, key_end)``, the tiles of keys starting before
-    ``full_end`` folded without a mask, those from it to ``key_end`` with one (the same rule as the kernel).
-
-    Example:
-        >>> tile_ends(100, 100, 32, 32, is_causal=True)  # program 2: tiles 0 and 32 full, 64 on the diagonal
-        [(0, 32), (32, 64), (64, 96), (96, 100)]
-    """
-    ends = []
-    for start_l in range(0, L, block_l):
-        full_end, key_end = S // block_s * block_s, S
-        if is_causal:
-            full_end, key_end = min(full_end, start_l // block_s * block_s), min(S, start_l + block_l)
-        ends.append((full_end, key_end))
-    return ends
-
-
 def import_triton():
     """``triton``, or an ``ImportError`` that says how to get it; makes :func:`fold_tile` a ``triton.jit`` function."""
     global tl, fold_tile

@@ -88,6 +88,23 @@ def launch_config(dtype: torch.dtype, head_dim: int, value_dim: int,
     return LaunchConfig(32, 16, 8, 2) if dim <= 128 else LaunchConfig(16, 16, 4, 1)
 
 
+def tile_ends(L: int, S: int, block_l: int, block_s: int, is_causal: bool) -> list[tuple[int, int]]:
+    """The kernel's two loops, program by program: ``(full_end, key_end)``, the tiles of keys starting before
+    ``full_end`` folded without a mask, those from it to ``key_end`` with one (the same rule as the kernel).
+
+    Example:
+        >>> tile_ends(100, 100, 32, 32, is_causal=True)  # program 2: tiles 0 and 32 full, 64 on the diagonal
+        [(0, 32), (32, 64), (64, 96), (96, 100)]
+    """
+    ends = []
+    for start_l in range(0, L, block_l):
+        full_end, key_end = S // block_s * block_s, S
+        if is_causal:
+            full_end, key_end = min(full_end, start_l // block_s * block_s), min(S, start_l + block_l)
+        ends.append((full_end, key_end))
+    return ends
+
+
 def runs_interpreted(device: torch.device) -> bool:
     """Whether the kernel runs in Triton's interpreter for tensors on ``device``: on the CPU always, on CUDA only
     when triton was imported with ``TRITON_INTERPRET=1`` (its own library is then interpreted, so it cannot

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..memory_efficient.triton_kernel import tile_ends
+from ..memory_efficient.triton_launch import tile_ends
 from .alt import set_alt, with_alt
 from .style import GREY, HATCHES, OKABE_ITO, finish
 

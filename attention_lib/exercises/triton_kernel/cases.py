@@ -17,8 +17,7 @@ from dataclasses import dataclass
 
 import torch
 
-from ...memory_efficient.triton_kernel import tile_ends
-from ...memory_efficient.triton_launch import interpreted, launch, runs_interpreted
+from ...memory_efficient.triton_launch import interpreted, launch, runs_interpreted, tile_ends
 
 FILL = 123.0  # what the output and log-sum-exp buffers hold past the last query: the kernel must leave it alone
 PAD = 16  # rows past the end of each head's keys and values
