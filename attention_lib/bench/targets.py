@@ -89,6 +89,9 @@ def print_targets(ratios: dict, memory: dict, sizes: tuple[int, int], d: int,
         checks.append((f"memory_efficient forward + backward: peak at n={n2} - input gradients <= 64 MiB",
                        (memory["memory_efficient fwd+bwd", n2] - 3 * out) / MiB, 64))
     load = f"; load average now {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores" if hasattr(os, "getloadavg") else ""
+    if hasattr(os, "getloadavg") and os.getloadavg()[0] > (os.cpu_count() or 1) and torch.get_num_threads() > 1:
+        load += (": above the cores, every parallel operation waits for its threads to get a core, which hurts the "
+                 "methods made of many small operations (memory_efficient) most; --threads 1 avoids the wait")
     print(f"\n== targets (ratios are paired medians; a target is judged on a quiet machine, its load below the number "
           f"of cores{load})")
     for text, value, limit in checks:
