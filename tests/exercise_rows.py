@@ -15,7 +15,7 @@ from typing import Any
 
 import torch
 
-from attention_lib import calculate_attention, sinusoidal_encoding
+from attention_lib import calculate_attention, memory_efficient_attention, padding_mask, sinusoidal_encoding
 from attention_lib.exercises import (
     check_cross_attention,
     check_induction_score,
@@ -32,8 +32,7 @@ from attention_lib.exercises import (
     welcome,
 )
 from attention_lib.exercises.induction_heads import INDUCTION_MISTAKES, PREVIOUS_MISTAKES
-from attention_lib.exercises.word_order import checkers as word_order
-from attention_lib.exercises.word_order import shuffles
+from attention_lib.exercises.word_order import cross_attention, encoding, shuffles
 from attention_lib.exercises.word_order.shuffles import EXPERIMENTS, OUTCOMES
 
 
@@ -56,14 +55,25 @@ class Exercise:
 # -- 00: scores_shape(query_shape, key_shape) -> shape ---------------------------------------------------------------
 SCORES_SHAPE = Exercise(
     check_scores_shape,
-    correct=[lambda q, k: (*q[:-1], k[-2]), lambda q, k: [*q[:-1], k[-2]]],
+    correct=[lambda q, k: (*q[:-1], k[-2]), lambda q, k: [*q[:-1], k[-2]],
+             lambda q, k: torch.Size([*q[:-1], k[-2]]), lambda q, k: tuple(q[:-1]) + (k[-2],)],
     wrong=[*welcome.MISTAKES,
            (lambda q, k: tuple((torch.empty(q) @ torch.empty(k).transpose(-2, -1)).shape),
             "without computing the product: your function called `matmul`"),
            (lambda q, k: tuple(torch.matmul(torch.empty(q, device="meta"), torch.empty(k, device="meta").mT).shape),
-            "work out the shape from the two tuples alone")],
+            "work out the shape from the two tuples alone"),
+           # a shape of the wrong length is never "the right shape"; strings and floats are not sizes
+           (lambda q, k: (*q[:-2], k[-2]), "returned (5,): 1 size, but the scores have as many dimensions as"),
+           (lambda q, k: (*q[:-1], k[-2], 1), "3 sizes, but the scores have as many dimensions as the query, 2"),
+           (lambda q, k: tuple(str(size) for size in (*q[:-1], k[-2])), "yours holds '4' (str)"),
+           (lambda q, k: tuple(float(size) for size in (*q[:-1], k[-2])), "yours holds 4.0 (float)"),
+           (lambda q, k: torch.zeros(*q[:-1], k[-2]), "a tensor. Return the shape itself"),
+           (lambda q, k: f"{q[:-1]}", "of type str"),
+           (lambda q, k: (*q[:-1], k[-2] + 1), "size 1 (counting from 0) is wrong"),
+           (lambda q, k: (*q[:-1], k[-2] + 1), "for query_shape (4, 8) and key_shape (5, 8)")],
     crashes=[(lambda q, k: q[5], "IndexError")],
     mistakes=welcome.MISTAKES,
+    passed_says="3 fixed pairs of shapes",
 )
 
 
@@ -139,8 +149,12 @@ ONLINE_WRONG_RESULTS = [
 
 ONLINE_SOFTMAX_UPDATE = Exercise(
     check_online_softmax_update,
-    correct=[online_update, memory_efficient.online_softmax_update],
+    correct=[online_update, lambda *state_and_block: memory_efficient._update(*state_and_block)],
     wrong=[
+        (memory_efficient.online_softmax_update, "not allowed here"),
+        (lambda *args: memory_efficient.online_softmax_update(*args), "your function called `online_softmax_update`"),
+        (lambda m, s, o, scores, v: (m, s, memory_efficient_attention(o, o, o)),
+         "your function called `memory_efficient_attention`"),
         (slip(no_guard=True), "-inf - (-inf) is NaN"),
         (slip(no_correction=True), "multiply both by torch.exp(running_max - new_max)"),
         (slip(block_shift=True), "not this block's own maximum"),
@@ -158,7 +172,7 @@ ONLINE_SOFTMAX_UPDATE = Exercise(
              (slip(value_transposed=True), "Remove the .transpose(-2, -1) on value"),
              (slip(value_transposed=True, no_guard=True), "value is already (N, B, Ev)")],
     mistakes=memory_efficient._MISTAKES,
-    passed_says="online_softmax_update",
+    passed_says="three fixed states and blocks",
 )
 
 
@@ -202,10 +216,18 @@ def integer_division_by_hand(length, dim):
     return interleave(torch.sin(angle), torch.cos(angle))
 
 
+def encoding_in_place(length, dim):
+    position = torch.arange(length, dtype=torch.float64)[:, None]  # (L, 1)
+    two_i = torch.arange(0, dim, 2, dtype=torch.float64)  # (E / 2,)
+    angle = position / 10000 ** (two_i / dim)  # (L, E / 2)
+    pe = torch.zeros(length, dim, dtype=torch.float64)
+    pe[:, 0::2], pe[:, 1::2] = torch.sin(angle), torch.cos(angle)
+    return pe
+
+
 SINUSOIDAL_ENCODING = Exercise(
     check_sinusoidal_encoding,
-    correct=[sinusoidal_encoding, encoding_by_hand, encoding_with_loops,
-             lambda L, E: sinusoidal_encoding(L, E, dtype=torch.float64)],
+    correct=[encoding_by_hand, encoding_with_loops, encoding_in_place],
     wrong=[
         (lambda L, E: interleave(torch.cos(angles(L, E)), torch.sin(angles(L, E))), "sine and cosine are swapped"),
         (lambda L, E: torch.cat([torch.sin(angles(L, E)), torch.cos(angles(L, E))], -1).float(), "interleaves them"),
@@ -214,78 +236,92 @@ SINUSOIDAL_ENCODING = Exercise(
         (lambda L, E: interleave(torch.sin(a := angles(L, E, lambda t, d: -t / d)), torch.cos(a)),
          "divide the position"),
         (lambda L, E: interleave(torch.sin(a := angles(L, E, first=1)), torch.cos(a)), "positions count from 0"),
-        (lambda L, E: sinusoidal_encoding(L, E).T, "If you got (dim, length)"),
-        (lambda L, E: sinusoidal_encoding(L, E, base=1000.0), "the base is 10000 (ten thousand), not 1000"),
+        (lambda L, E: encoding_by_hand(L, E).T, "If you got (dim, length)"),
+        (lambda L, E: interleave(torch.sin(a := angles(L, E) * 10.0 ** (torch.arange(0, E, 2) / E)), torch.cos(a)),
+         "the base is 10000 (ten thousand), not 1000"),
+        (sinusoidal_encoding, "your function called `sinusoidal_encoding`, which is the answer itself"),
+        (lambda L, E: sinusoidal_encoding(L, E, dtype=torch.float64), "not allowed here"),
         (lambda L, E: interleave(torch.sin(a := angles(L, E, lambda t, d: t // d)), torch.cos(a)),
          "2 * i // dim is integer (floor) division"),
         (integer_division_by_hand, "Use true division, 2 * i / dim"),
     ],
     crashes=[(lambda L, E: torch.zeros(L, E)[:, None] @ torch.zeros(3), "A @ B needs the last size of A")],
-    mistakes=word_order.SINUSOIDAL_MISTAKES,
+    mistakes=encoding.SINUSOIDAL_MISTAKES,
+    passed_says="three fixed sizes",
 )
 
 
-# -- 11: cross_attention(question (N, L, E), sentence (N, S, E)) -> (output (N, L, E), weights (N, L, S)) ------------
-def cross_by_hand(question, sentence):
-    scores = question @ sentence.transpose(-2, -1) / math.sqrt(question.shape[-1])  # (N, L, E) @ (N, E, S)
-    weights = torch.softmax(scores, dim=-1)  # (N, L, S)
-    return weights @ sentence, weights  # (N, L, S) @ (N, S, E) -> (N, L, E)
+# -- 11: cross_attention(question (N, L, E), sentences (N, S, E), lengths (N,)) -> (output, weights (N, L, S)) -----
+def pad(lengths, S, extra=0):
+    return (torch.arange(S)[None, :] < lengths[:, None] + extra)[:, None, :]  # (N, 1, S), True = a real word
 
 
-def cross_weights(scale=True, dim=-1):
-    def attend(q, s):
-        scores = q @ s.transpose(-2, -1)  # (N, L, E) @ (N, E, S) -> (N, L, S)
-        weights = torch.softmax(scores / math.sqrt(q.shape[-1]) if scale else scores, dim=dim)
-        return weights @ s, weights
-    return attend
+def cross(q, s, n):
+    return calculate_attention(q, s, s, attn_mask=padding_mask(n, s.shape[-2]))
 
 
-def cross_scaled_by(size):
-    def attend(q, s):
-        weights = torch.softmax(q @ s.transpose(-2, -1) / math.sqrt(size(q, s)), dim=-1)  # (N, L, S)
-        return weights @ s, weights  # (N, L, S) @ (N, S, E) -> (N, L, E)
-    return attend
+def cross_by_hand(question, sentences, lengths, *, divisor=None, dim=-1, after=False, values=None):
+    scores = question @ sentences.transpose(-2, -1)  # (N, L, E) @ (N, E, S) -> (N, L, S)
+    scores = scores / (divisor if divisor is not None else math.sqrt(question.shape[-1]))
+    mask = pad(lengths, sentences.shape[-2])
+    weights = torch.softmax(scores if after else scores.masked_fill(~mask, float("-inf")), dim=dim)
+    weights = weights.masked_fill(~mask, 0.0) if after else weights
+    return weights @ (sentences if values is None else values), weights  # (N, L, S) @ (N, S, E) -> (N, L, E)
 
 
-def values_from_the_question(q, s):
-    return calculate_attention(q, s, q)
+def values_from_the_question(q, s, n):
+    return calculate_attention(q, s, q, attn_mask=padding_mask(n, s.shape[-2]))
 
 
 CROSS_ATTENTION = Exercise(
     check_cross_attention,
-    correct=[lambda q, s: calculate_attention(q, s, s), cross_by_hand,
-             lambda q, s: [torch.nn.functional.scaled_dot_product_attention(q, s, s), cross_by_hand(q, s)[1]]],
+    correct=[cross, cross_by_hand,
+             lambda q, s, n: [torch.nn.functional.scaled_dot_product_attention(q, s, s, attn_mask=pad(n, s.shape[-2])),
+                              cross_by_hand(q, s, n)[1]],
+             lambda q, s, n: calculate_attention(q, s, s, attn_mask=torch.zeros(pad(n, s.shape[-2]).shape)
+                                                 .masked_fill(~pad(n, s.shape[-2]), float("-inf")))],
     wrong=[
-        (lambda q, s: calculate_attention(s, q, q), "queries and keys/values are swapped"),
-        (lambda q, s: calculate_attention(q, q, q), "self-attention on the question"),
-        (lambda q, s: calculate_attention(s, s, s), "self-attention on the sentence"),
-        (cross_weights(scale=False), "divide the scores by sqrt(E)"),
-        (cross_scaled_by(lambda q, s: s.shape[-2]), "not by sqrt(S), the number of sentence words"),
-        (cross_scaled_by(lambda q, s: q.shape[-2]), "not by sqrt(L), the number of question words"),
-        (cross_weights(dim=-2), "the softmax runs over the keys"),
-        (lambda q, s: calculate_attention(q, s, s)[0], "return two tensors, (output, weights)"),
-        (lambda q, s: calculate_attention(q, s, s)[1], "return two tensors, (output, weights)"),
-        (lambda q, s: tuple(calculate_attention(q, s, s)) + (q,), "return two tensors, (output, weights)"),
-        (lambda q, s: (calculate_attention(q, s, s)[0], calculate_attention(q, s, s)[1].transpose(-2, -1)),
-         "the weights should be (N, L, S)"),
-        (lambda q, s: (calculate_attention(q, s, s)[0].transpose(-2, -1), calculate_attention(q, s, s)[1]),
-         "the output should be (N, L, E)"),
-        (lambda q, s: (calculate_attention(q, s, s)[0], calculate_attention(q, s, s)[1] * 2),
+        (lambda q, s, n: calculate_attention(q, s, s), "the sentences' padding got weight"),
+        (lambda q, s, n: calculate_attention(q, s, s, attn_mask=~pad(n, s.shape[-2])), "True and False are swapped"),
+        (lambda q, s, n: calculate_attention(q, s, s, attn_mask=pad(n, s.shape[-2], extra=1)),
+         "one padding key too many"),
+        (lambda q, s, n: cross_by_hand(q, s, n, after=True), "mask *before* the softmax"),
+        (lambda q, s, n: calculate_attention(s, q, q), "queries and keys/values are swapped"),
+        (lambda q, s, n: calculate_attention(q, q, q), "self-attention on the question"),
+        (lambda q, s, n: calculate_attention(s, s, s, attn_mask=padding_mask(n, s.shape[-2])),
+         "self-attention on the sentences"),
+        (lambda q, s, n: cross_by_hand(q, s, n, divisor=1.0), "divide the scores by sqrt(E)"),
+        (lambda q, s, n: cross_by_hand(q, s, n, divisor=math.sqrt(s.shape[-2])), "not by sqrt(S)"),
+        (lambda q, s, n: cross_by_hand(q, s, n, divisor=math.sqrt(q.shape[-2])), "not by sqrt(L)"),
+        (lambda q, s, n: cross_by_hand(q, s, n, dim=-2), "the softmax runs over the keys"),
+        (lambda q, s, n: cross(q, s, n)[0], "return two tensors, (output, weights)"),
+        (lambda q, s, n: cross(q, s, n)[1], "return two tensors, (output, weights)"),
+        (lambda q, s, n: tuple(cross(q, s, n)) + (q,), "return two tensors, (output, weights)"),
+        (lambda q, s, n: (cross(q, s, n)[0], cross(q, s, n)[1].transpose(-2, -1)), "the weights should be (N, L, S)"),
+        (lambda q, s, n: (cross(q, s, n)[0].transpose(-2, -1), cross(q, s, n)[1]), "the output should be (N, L, E)"),
+        (lambda q, s, n: (cross(q, s, n)[0], cross(q, s, n)[1] * 2),
          "the output is off by up to 0, the weights by up to"),
     ],
-    crashes=[(values_from_the_question, "print the shape of each tensor")],
-    mistakes=word_order.CROSS_MISTAKES,
+    crashes=[(values_from_the_question, "every key needs exactly one value"),
+             (lambda q, s, n: calculate_attention(q, s, s, attn_mask=padding_mask(n, s.shape[-2]).squeeze(1)),
+              "the mask needs a dimension for the queries"),
+             (lambda q, s, n: calculate_attention(q, s, s, attn_mask=padding_mask(n, q.shape[-2])),
+              "its last size is S = sentences.size(-2), not the question's L"),
+             (lambda q, s, n: cross_by_hand(q, s, n, values=q), "blend the sentences' values"),
+             (lambda q, s, n: cross_by_hand(q, s, n, values=q), "The shapes that met in `matmul (@)`")],
+    mistakes=cross_attention.CROSS_MISTAKES,
+    passed_says="three fixed padded batches",
 )
 
 
-# -- 11: predict what shuffling the sentence does (a dict of predictions) --------------------------------------------
-SHUFFLES_RIGHT = {"self-attention": "shuffled", "self-attention + positions": "changed", "cross-attention": "same",
-                  "cross-attention + positions": "changed"}
+# -- 11: predict what shuffling does (a dict of predictions) ---------------------------------------------------------
+SHUFFLES_RIGHT = {"causal self-attention": "changed", "question shuffled": "shuffled",
+                  "positions on the question": "same", "positions travel": "shuffled"}
 
-_SHUFFLE_REASONS = {"self-attention": "each word keeps its output, in its new place",
-                    "self-attention + positions": "gets a different position vector",
-                    "cross-attention": "does not care in which order",
-                    "cross-attention + positions": "not only in a different order"}
+_SHUFFLE_REASONS = {"causal self-attention": "a sense of order of its own",
+                    "question shuffled": "Shuffling them shuffles those rows",
+                    "positions on the question": "only the queries carry positions",
+                    "positions travel": "each word carries its position vector with it"}
 
 SHUFFLE_PREDICTIONS = Exercise(
     check_shuffle_predictions,
@@ -293,15 +329,21 @@ SHUFFLE_PREDICTIONS = Exercise(
     wrong=[
         *[({**SHUFFLES_RIGHT, experiment: outcome}, fragment)
           for experiment in EXPERIMENTS for outcome in OUTCOMES if outcome != SHUFFLES_RIGHT[experiment]
-          for fragment in (f"{experiment!r} is not {outcome!r}", _SHUFFLE_REASONS[experiment])],
-        ({**SHUFFLES_RIGHT, "cross-attention": "reversed"}, "choose one of ['same', 'shuffled', 'changed']"),
-        ({**SHUFFLES_RIGHT, "cross-attention": 1}, "choose one of"),
+          for fragment in (f"{experiment!r} is not {outcome!r}", _SHUFFLE_REASONS[experiment], "3 of 4 right")],
+        # every verdict is given, not only the first wrong one
+        ({**SHUFFLES_RIGHT, "causal self-attention": "same", "positions travel": "changed"}, "2 of 4 right"),
+        ({**SHUFFLES_RIGHT, "causal self-attention": "same", "positions travel": "changed"},
+         "✔ 'question shuffled': right."),
+        ({**SHUFFLES_RIGHT, "causal self-attention": "same", "positions travel": "changed"},
+         "'positions travel' is not 'changed'"),
+        ({**SHUFFLES_RIGHT, "question shuffled": "reversed"}, "choose one of ['same', 'shuffled', 'changed']"),
+        ({**SHUFFLES_RIGHT, "question shuffled": 1}, "choose one of"),
         ({**SHUFFLES_RIGHT, "attention": "same"}, "unknown experiments ['attention']"),
         (["same", "shuffled"], "expected a dict"),
     ],
     mistakes=list(shuffles._HINTS.items()),
-    stubs=(dict.fromkeys(EXPERIMENTS, ...), {**SHUFFLES_RIGHT, "cross-attention": ...},
-           {k: v for k, v in SHUFFLES_RIGHT.items() if k != "self-attention"}, {}),
+    stubs=(dict.fromkeys(EXPERIMENTS, ...), {**SHUFFLES_RIGHT, "question shuffled": ...},
+           {k: v for k, v in SHUFFLES_RIGHT.items() if k != "positions travel"}, {}),
 )
 
 

@@ -8,8 +8,9 @@ the same code. The explorers in :mod:`attention_lib.widgets` only wire these to 
 
 from .detective_team import detective_projections, detective_team
 from .masking import MASK_KINDS, batch_mask
+from .no_loops import CallBreakdown, timing_breakdown
 from .percentages import temperature_weights
 from .scaler import scaler_weights
 
-__all__ = ["MASK_KINDS", "batch_mask", "detective_projections", "detective_team", "scaler_weights",
-           "temperature_weights"]
+__all__ = ["MASK_KINDS", "CallBreakdown", "batch_mask", "detective_projections", "detective_team", "scaler_weights",
+           "temperature_weights", "timing_breakdown"]
