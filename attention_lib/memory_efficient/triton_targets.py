@@ -69,8 +69,9 @@ def course_launches() -> list[Launch]:
                            heads=GPU_TIMING["heads"]))
     launches += [Launch("bench --quick --device cuda (causal group)", dtype, 64, 64, 64, 64, True, heads=(2, 4))
                  for dtype in DTYPES]  # gpu-check runs float32; --dtype float16 and bfloat16 too
-    launches += [Launch("lesson 14", torch.float32, 100, 77, 32, 32, False, (32, 32), (1, 1)),
-                 Launch("lesson 14", torch.float32, 100, 100, 32, 32, True, (32, 32), (1, 1)),
+    launches += [Launch("lesson 14", torch.float32, 100, 77, 32, 16, False, None, (2, 3)),  # its checks, sections 4-7
+                 Launch("lesson 14", torch.float32, 100, 100, 32, 32, True, None, (2, 3)),
+                 Launch("lesson 14", torch.float32, 70, 90, 16, 16, True, None, (1, 2)),
                  Launch("lesson 14", torch.float32, 40, 40, 16, 16, True, (16, 16), (1, 2))]
     for causal in (False, True):  # tests/test_triton_kernel.py: E, Ev in {16, 32}, blocks in {16, 32}, L, S <= 40
         launches += [Launch("tests", torch.float32, 40, 37, 32, 32, causal, (32, 32), (1, 2)),
