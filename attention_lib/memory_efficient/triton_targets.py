@@ -41,7 +41,7 @@ DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 #: (``tools/gpu_check.py`` imports them from here).
 GPU_CHECK_CASES = (((300, 260, 64), False), ((300, 300, 64), True), ((77, 1000, 128), False), ((1000, 1000, 32), True))
 
-#: The timing of gpu-check and of lesson 14's section 5: float16, causal, 4 sentences x 8 heads, d = 64.
+#: The timing of gpu-check and of lesson 14's section 8: float16, causal, 4 sentences x 8 heads, d = 64.
 GPU_TIMING = {"sizes": (512, 1024, 2048, 4096, 8192), "heads": (4, 8), "head_dim": 64, "dtype": torch.float16}
 
 
@@ -65,7 +65,7 @@ def course_launches() -> list[Launch]:
     launches = [Launch("gpu-check", dtype, L, S, E, E, causal) for dtype in DTYPES
                 for (L, S, E), causal in GPU_CHECK_CASES]
     n, d = GPU_TIMING["sizes"][0], GPU_TIMING["head_dim"]
-    launches.append(Launch("gpu-check timing, lesson 14 section 5", GPU_TIMING["dtype"], n, n, d, d, True,
+    launches.append(Launch("gpu-check timing, lesson 14 section 8", GPU_TIMING["dtype"], n, n, d, d, True,
                            heads=GPU_TIMING["heads"]))
     launches += [Launch("bench --quick --device cuda (causal group)", dtype, 64, 64, 64, 64, True, heads=(2, 4))
                  for dtype in DTYPES]  # gpu-check runs float32; --dtype float16 and bfloat16 too
