@@ -10,7 +10,7 @@ failure (the others still run), prints as it goes and lands in one report, `arti
 3. `triton launch`: the GPU, its shared memory, and the launch config chosen for each case below;
 4. `triton kernel`: the course's Triton kernel compiled: its output and log-sum-exp against SDPA in float32, float16
    and bfloat16, causal and ragged, then what each compiled binary needs (shared memory, registers, spills);
-5. `triton timing`: its time and peak memory against SDPA over n (float16, causal, as lesson 14 section 5);
+5. `triton timing`: its time and peak memory against SDPA over n (float16, causal, as lesson 14 section 8);
 6. `timings`: loop / matmul / SDPA times on the GPU;
 7. `bench`: `python -m attention_lib.bench --quick --device cuda` (with the Triton kernel in the causal group);
 8. `lesson 14`: strict nbval of notebooks/14_triton_kernel.ipynb and its solution, executed on the GPU (the stored
