@@ -455,15 +455,17 @@ def kernel_with(*changes: tuple[str, str]):
     import tempfile
     from pathlib import Path
 
-    from attention_lib.memory_efficient.triton_kernel import attention_forward_kernel, import_triton
+    from attention_lib.memory_efficient import triton_kernel
 
-    triton = import_triton()
-    source = inspect.getsource(attention_forward_kernel)
+    triton = triton_kernel.import_triton()
+    source = inspect.getsource(triton_kernel.fold_tile.fn) + "\n\n" + inspect.getsource(
+        triton_kernel.attention_forward_kernel)
     for old, new in changes:
         assert old in source, old
         source = source.replace(old, new)
     path = Path(tempfile.mkdtemp(prefix="kernel_variant_")) / "variant.py"
-    path.write_text("from __future__ import annotations\n\nimport triton.language as tl\n\n\n" + source)
+    path.write_text("from __future__ import annotations\n\nimport triton\nimport triton.language as tl\n\n\n" + source
+                    + "\n\nfold_tile = triton.jit(fold_tile)\n")
     spec = importlib.util.spec_from_file_location(f"kernel_variant_{abs(hash(source))}", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -471,9 +473,9 @@ def kernel_with(*changes: tuple[str, str]):
 
 
 def kernel_rows() -> list[Exercise]:
-    """The row of the kernel exercise, or none where triton is not installed."""
+    """The rows of the two kernel exercises, or none where triton is not installed."""
     try:
-        from attention_lib.exercises import check_attention_kernel
+        from attention_lib.exercises import check_attention_kernel, check_causal_kernel
         from attention_lib.exercises import triton_kernel as kernel_exercise
         from attention_lib.memory_efficient.triton_kernel import attention_forward_kernel, import_triton
 
@@ -482,32 +484,70 @@ def kernel_rows() -> list[Exercise]:
         return []
     no_rescale = [("running_sum * correction +", "running_sum +"),
                   ("running_output * correction[:, None] +", "running_output +")]
+    ragged_mask = "tl.where(cols[None, :] < S, scores, float(\"-inf\"))"
     causal_mask = "scores = tl.where(cols[None, :] <= rows[:, None], scores, float(\"-inf\"))"
-    return [Exercise(
+    every_tile_masked = ("running_output, False, IS_CAUSAL", "running_output, True, IS_CAUSAL")  # one masked loop
+    key_end = "key_end = tl.minimum(S, (block + 1) * BLOCK_L)"
+    v_with_head_dim = ("v_ptrs = V + cols[:, None] * v_stride_s + value_dims[None, :]",
+                       "v_ptrs = V + cols[:, None] * v_stride_s + dims[None, :]")
+    attention = Exercise(
         check_attention_kernel,
-        correct=[kernel_with(), kernel_with(("tl.exp(", "tl.math.exp("))],
+        correct=[kernel_with(), kernel_with(("tl.exp2(", "tl.math.exp2(")), kernel_with(every_tile_masked)],
         wrong=[
             (kernel_with(*no_rescale), "the maximum grows"),
             (kernel_with(no_rescale[1]), "multiply running_sum and running_output by correction"),
-            (kernel_with(("running_max = new_max\n", "\n")), "wrong log-sum-exp"),
-            (kernel_with(("scores = tl.where(cols[None, :] < S, scores, float(\"-inf\"))", "")), "runs past S"),
-            (kernel_with((", mask=cols[:, None] < S,\n                    other=0.0)  # (BLOCK_S, VALUE_DIM)", ")")),
+            (kernel_with(("return new_max, running_sum", "return running_max, running_sum")), "wrong log-sum-exp"),
+            (kernel_with(("(running_max + tl.log2(running_sum)) * 0.6931471805599453",
+                          "running_max + tl.log2(running_sum)")), "1.44 times too large"),
+            (kernel_with((ragged_mask, "scores")), "runs past S"),
+            (kernel_with(("k = tl.load(k_ptrs, mask=cols[:, None] < S, other=0.0)", "k = tl.load(k_ptrs)"),
+                         ("v = tl.load(v_ptrs, mask=cols[:, None] < S, other=0.0)", "v = tl.load(v_ptrs)")),
              "read past the end of key or value"),
-            (kernel_with((causal_mask, "pass")), "inside the diagonal block"),
-            (kernel_with(("cols[None, :] <= rows[:, None]", "cols[None, :] < rows[:, None]")), "lost every key"),
-            (kernel_with(("(block + 1) * BLOCK_L", "block * BLOCK_L")), "lost every key"),
-            (kernel_with(("key_end = tl.minimum(S, (block + 1) * BLOCK_L)", "key_end = S")), "must be skipped"),
-            (kernel_with(("(block + 1) * BLOCK_L", "(block + 2) * BLOCK_L")), "must be skipped"),
-            (kernel_with(("weights = tl.exp(scores - new_max[:, None])", "weights = scores - new_max[:, None]")),
+            (kernel_with(every_tile_masked, (ragged_mask, "tl.where(cols[None, :] < S, float(\"-inf\"), scores)")),
+             "a mask that says the opposite"),
+            (kernel_with((ragged_mask, "tl.where(cols[None, :] < S - 1, scores, float(\"-inf\"))")),
+             "leaves out the last key, S - 1"),
+            (kernel_with(("output = running_output / running_sum[:, None]", "output = running_output")),
+             "not yet divided by the sum of the weights"),
+            (kernel_with(("K_head, V_head = K + bh * k_stride_bh, V + bh * v_stride_bh", "K_head, V_head = K, V")),
+             "your heads all read head 0's keys and values"),
+            (kernel_with(("K_head, V_head = K + bh * k_stride_bh, V + bh * v_stride_bh",
+                          "K_head, V_head = K, V + bh * v_stride_bh")), "your heads all read head 0's keys:"),
+            (kernel_with(("tl.store(Out + bh * out_stride_bh +", "tl.store(Out +")), "every pointer needs that head's"),
+            (kernel_with(("for start in range(0, full_end, BLOCK_S):", "for start in range(0, full_end, BLOCK_L):")),
+             "queries come in blocks of BLOCK_L"),
+            (kernel_with(("weights = tl.exp2(scores - new_max[:, None])", "weights = scores - new_max[:, None]")),
              "the update is lesson 10's"),
             (kernel_with(("mask=rows[:, None] < L)", ")")), "wrote past the last query"),
             (attention_forward_kernel, "put @triton.jit on the line above"),
         ],
-        crashes=[(kernel_with(("tl.sum(weights, axis=1)", "tl.sum(weights, axis=2)")), "fixed shape")],
+        crashes=[(kernel_with(("tl.sum(weights, axis=1)", "tl.sum(weights, axis=2)")), "fixed shape"),
+                 (kernel_with(v_with_head_dim), "value_dims = tl.arange(0, VALUE_DIM)")],
         mistakes=kernel_exercise.MISTAKES,
-        stubs=(kernel_with(("        k = tl.load(K", "        raise NotImplementedError\n        k = tl.load(K")),),
-        passed_says="log-sum-exp on 5 cases",
-    )]
+        stubs=(kernel_with(("    cols = start + tl.arange",
+                            "    raise NotImplementedError\n    cols = start + tl.arange")),),
+        passed_says="log-sum-exp on 6 cases",
+    )
+    causal = Exercise(
+        check_causal_kernel,
+        correct=[kernel_with(), kernel_with(("tl.exp2(", "tl.math.exp2("))],
+        wrong=[
+            (kernel_with((causal_mask, "pass")), "in the tiles on the diagonal mask the others"),
+            (kernel_with(("cols[None, :] <= rows[:, None]", "cols[None, :] < rows[:, None]")), "lost every key"),
+            (kernel_with(("(block + 1) * BLOCK_L", "block * BLOCK_L")), "lost every key"),
+            (kernel_with((key_end, "key_end = S")), "must be skipped"),
+            (kernel_with(("(block + 1) * BLOCK_L", "(block + 2) * BLOCK_L")), "must be skipped"),
+            (kernel_with((key_end, "key_end = tl.minimum(S, (block + 1) * BLOCK_S)")), "counted in BLOCK_L"),
+            (kernel_with(("block * BLOCK_L // BLOCK_S * BLOCK_S", "(block + 1) * BLOCK_L // BLOCK_S * BLOCK_S")),
+             "in the tiles on the diagonal mask the others"),
+            (kernel_with(every_tile_masked), "the tiles left of the diagonal"),
+        ],
+        mistakes=kernel_exercise.CAUSAL_MISTAKES,
+        stubs=(kernel_with(("    if IS_CAUSAL:  # and every key", "    if IS_CAUSAL:\n"
+                            "        raise NotImplementedError\n    if IS_CAUSAL:  # and every key")),),
+        passed_says="right on 10 cases",
+    )
+    return [attention, causal]
 
 
 ROWS += kernel_rows()

@@ -20,7 +20,7 @@ from .no_loops import check_weights_no_loops
 from .percentages import check_log_softmax
 from .predictions import check_prediction
 from .scaler import check_scaled_scores
-from .triton_kernel import check_attention_kernel
+from .triton_kernel import check_attention_kernel, check_causal_kernel
 from .welcome import check_scores_shape
 from .word_order import check_cross_attention, check_sinusoidal_encoding
 from .word_order.shuffles import check_shuffle_predictions
@@ -29,6 +29,7 @@ __all__ = [
     "CheckResult",
     "check_attention_kernel",
     "check_bug_predictions",
+    "check_causal_kernel",
     "check_calculate_attention",
     "check_cross_attention",
     "check_decoding_step",

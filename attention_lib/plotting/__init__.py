@@ -29,7 +29,7 @@ from .memory_efficient.online_softmax import online_softmax_steps, plot_online_s
 from .memory_efficient.softmax_backward import plot_softmax_backward
 from .memory_efficient.tiles import plot_causal_tiles
 from .style import OKABE_ITO, category_style, plain_log_ticks
-from .triton_kernel import plot_programs, program_tiles
+from .triton_kernel import masked_tiles, plot_programs, program_tiles
 from .word_order import plot_position_encoding
 
 install_display_hook()
@@ -38,6 +38,7 @@ __all__ = [
     "OKABE_ITO",
     "alt_text",
     "category_style",
+    "masked_tiles",
     "online_softmax_steps",
     "plain_log_ticks",
     "plot_attention_grid",
