@@ -6,7 +6,8 @@
                                  (`python3 course.py test -m "not slow"`: the quick part, without notebooks and browser)
     python3 course.py execute    regenerate every notebook's stored outputs (the only way outputs are made)
     python3 course.py colab      rewrite every notebook's Colab badge and setup cell from pyproject.toml
-    python3 course.py gpu-check  on a CUDA machine: device tests, strict nbval and timings on the GPU
+    python3 course.py gpu-check  on a CUDA machine: device tests, the Triton kernel, bench --device cuda and strict
+                                 nbval of lesson 14, in one report (artifacts/gpu-check.txt)
     python3 course.py book       build the course website from the stored outputs (book/_build/html)
     python3 course.py help       this text (also -h, --help)
 

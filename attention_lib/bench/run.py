@@ -2,11 +2,9 @@
 
 One run prints the environment (with the SDPA kernel that actually ran), the matrix-product ceiling in
 GFLOP/s, timing tables (no mask; causal; padding mask; ``MultiHeadAttention``; forward + backward),
-peak-memory tables (one forward pass; forward + backward) and the course's targets, each marked met or
-missed. ``--quick`` finishes in well under a minute; the measured memory of lesson
-``notebooks/10_memory_efficient.ipynb`` comes from :func:`attention_lib.bench.measure.peak_memory`, as here.
-
-How it measures:
+peak-memory tables (one forward pass; forward + backward), decoding, and the course's targets, each marked met or
+missed. ``--quick`` finishes in well under a minute; lesson 10 measures memory with the same ``peak_memory``. How it
+measures:
 
 - **Time**: for each size every method runs once untimed, then once per repeat, *interleaved* (the order
   rotates from repeat to repeat) so that a slow moment of the machine hits all methods alike. A method's
