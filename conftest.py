@@ -1,5 +1,6 @@
-"""Root conftest: tests and doctests draw figures headless (and close them), doctests see `torch`, and the slow
-tests carry the ``slow`` marker (``pytest -m "not slow"`` leaves them out; ``python course.py test`` runs them all).
+"""Root conftest: tests and doctests draw figures headless (and close them), doctests see `torch`, the slow tests
+carry the ``slow`` marker (``pytest -m "not slow"`` leaves them out; ``python3 course.py test`` runs them all), and
+the notebooks that train carry the ``trains`` marker (``tools/project.py``'s ``TRAINING_NOTEBOOKS``).
 """
 
 from pathlib import Path
@@ -8,6 +9,8 @@ import matplotlib
 import matplotlib.pyplot as plt
 import pytest
 import torch
+
+from tools.project import TRAINING_NOTEBOOKS
 
 matplotlib.use("Agg")
 
@@ -39,8 +42,11 @@ def slow_key(item) -> tuple[str, str]:
 
 def pytest_collection_modifyitems(items):
     for item in items:
-        if Path(str(item.path)).suffix == ".ipynb" or any(key in SLOW for key in slow_key(item)):
+        path = Path(str(item.path))
+        if path.suffix == ".ipynb" or any(key in SLOW for key in slow_key(item)):
             item.add_marker(pytest.mark.slow)
+        if path.suffix == ".ipynb" and path.stem in TRAINING_NOTEBOOKS:
+            item.add_marker(pytest.mark.trains)
 
 
 @pytest.fixture(autouse=True)

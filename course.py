@@ -1,29 +1,34 @@
 #!/usr/bin/env python3
-"""The project's commands, with nothing but Python 3.10+ needed to start.
+"""The project's commands, with nothing but Python 3.10+ needed to start (``python3`` on Debian and Ubuntu).
 
-    python course.py lab        open the course in JupyterLab (creates .venv on first use)
-    python course.py test       run the whole test suite: package tests, doctests, ruff, strict nbval, browser
-                                (`python course.py test -m "not slow"`: the quick part, without notebooks and browser)
-    python course.py execute    regenerate every notebook's stored outputs (the only way outputs are made)
-    python course.py colab      rewrite every notebook's Colab badge and setup cell from pyproject.toml
-    python course.py gpu-check  on a CUDA machine: device tests, strict nbval and timings on the GPU
-    python course.py book       build the course website from the stored outputs (book/_build/html)
+    python3 course.py lab        open the course in JupyterLab (creates .venv on first use)
+    python3 course.py test       run the whole test suite: package tests, doctests, ruff, strict nbval, browser
+                                 (`python3 course.py test -m "not slow"`: the quick part, without notebooks and browser)
+    python3 course.py execute    regenerate every notebook's stored outputs (the only way outputs are made)
+    python3 course.py colab      rewrite every notebook's Colab badge and setup cell from pyproject.toml
+    python3 course.py gpu-check  on a CUDA machine: device tests, the Triton kernel, bench --device cuda and strict
+                                 nbval of lesson 14, in one report (artifacts/gpu-check.txt)
+    python3 course.py book       build the course website from the stored outputs (book/_build/html)
+    python3 course.py help       this text (also -h, --help)
 
 Each command first makes sure ``.venv`` exists and holds the project with its ``dev`` extras (it reinstalls
 when ``pyproject.toml`` changes), printing each step with its time. Options for that first install:
 
-    --cpu (or COURSE_TORCH=cpu)   install PyTorch's CPU-only build first, from PyTorch's CPU wheel index, and on
-                                  Linux Triton for lesson 14 (about 190 + 250 MB instead of about 3 GB of CUDA
-                                  libraries)
+    --cpu (or COURSE_TORCH=cpu)   PyTorch's CPU-only build, from PyTorch's CPU wheel index, and on Linux Triton for
+                                  lesson 14: about 0.65 GB to download, 2.5 GB on disk
+    COURSE_TORCH=default          PyPI's torch, what a plain `pip install torch` gives: on Linux the CUDA build,
+                                  about 3.2 GB to download, 6.1 GB on disk
     COURSE_QUIET=1                hide pip's own output (its download progress)
     COURSE_DRY_RUN=1              print what would be installed and run, and do nothing
 
-A torch (or Triton) already in the environment is never replaced. ``python course.py test`` also provides the
-browser tests' Chromium when none is found (apt as root or with passwordless sudo, else Playwright's download);
-``COURSE_SKIP_BROWSER=1`` skips those tests. Set ``COURSE_VENV`` to use another environment folder, or
-``COURSE_NO_VENV=1`` to use the Python that runs this script as it is (e.g. inside a conda environment made
-from ``environment.yml``). ``execute`` and ``test`` run with the same environment variables (threads, seeds),
-so the stored outputs are the ones the tests expect.
+With neither, PyPI's torch is installed; on a Linux PC without an NVIDIA GPU a run at a terminal asks first, once.
+A torch (or Triton) already in the environment is never replaced. When a test run includes a browser test and no
+Chromium is found, the run provides one before its first test (apt as root or with passwordless sudo, else
+Playwright's download); ``COURSE_SKIP_BROWSER=1`` skips those tests. ``test`` runs pytest with ``-v``, so that each
+test, notebook cell and page is named as it runs (``-q`` gives pytest's dots). Set ``COURSE_VENV`` to use another
+environment folder, or ``COURSE_NO_VENV=1`` to use the Python that runs this script as it is (e.g. inside a conda
+environment made from ``environment.yml``). ``execute`` and ``test`` run with the same environment variables
+(threads, seeds), so the stored outputs are the ones the tests expect.
 
 The parts live in ``tools/`` (standard library only): ``project.py`` (paths, notebooks, how they run),
 ``steps.py`` (announced install steps), ``environment.py`` (``.venv``) and ``chromium.py`` (the browser).
@@ -41,7 +46,7 @@ ROOT = Path(__file__).resolve().parent
 if str(ROOT) not in sys.path:  # the parts in tools/, from any working directory
     sys.path.insert(0, str(ROOT))
 
-from tools.chromium import browser_needed, ensure_browser, is_root  # noqa: E402
+from tools.chromium import is_root  # noqa: E402
 from tools.environment import venv_python  # noqa: E402
 from tools.project import NBVAL_ARGS, NOTEBOOKS, RUN_ENV, all_notebooks, run_env  # noqa: E402
 from tools.steps import StepFailed, dry_run  # noqa: E402
@@ -68,15 +73,15 @@ def cmd_lab(args: list[str]) -> int:
 
 
 def cmd_test(args: list[str]) -> int:
+    """pytest with strict nbval, naming each test as it runs (``-v``; ``-q`` brings back pytest's dots)."""
     python = venv_python()
-    if browser_needed(args) and not ensure_browser(python):
-        return 1
-    argv = [str(python), "-m", "pytest", *NBVAL_ARGS, *args]
+    argv = [str(python), "-m", "pytest", "-v", *NBVAL_ARGS, *args]
     if dry_run():
         return print(f"         $ {shlex.join(argv)}") or 0
     return subprocess.call(argv, cwd=ROOT, env=run_env())
 
 
+HELP = ("help", "-h", "--help")
 COMMANDS = {
     "lab": cmd_lab,
     "test": cmd_test,
@@ -88,10 +93,13 @@ COMMANDS = {
 
 
 def main(argv: list[str]) -> int:
-    if not argv or argv[0] not in COMMANDS:
+    if not argv or argv[0] in HELP:
         print(__doc__)
-        return 0 if argv[:1] in ([], ["-h"], ["--help"]) else 2
-    if "--cpu" in argv[1:]:  # an install option, not the command's: `python course.py lab --cpu`
+        return 0
+    if argv[0] not in COMMANDS:
+        print(f"{argv[0]!r} is not a command of course.py; the commands:\n{__doc__}", file=sys.stderr)
+        return 2
+    if "--cpu" in argv[1:]:  # an install option, not the command's: `python3 course.py lab --cpu`
         argv = [arg for arg in argv if arg != "--cpu"]
         os.environ["COURSE_TORCH"] = "cpu"
     try:

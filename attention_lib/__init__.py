@@ -9,34 +9,49 @@ and its measuring) and :mod:`attention_lib.toy_data` (the toy sentence).
 
 from .attention import blend, calculate_attention, matchmaker, percentages, scaler
 from .attention_only import AttentionOnlyTransformer
+from .cache import KVCache, SlidingWindowCache
 from .device import get_device
 from .encoder import TinyTransformer
+from .generation import generate, next_token
+from .grouped_query import group_heads, ungroup_heads
+from .llama import TinyLlama, from_hf_llama
 from .lookup import hard_lookup
 from .loops import loop_attention
-from .masks import causal_mask, padding_mask
+from .masks import causal_mask, causal_mask_lower_right, padding_mask, sliding_window_mask
 from .memory_efficient import memory_efficient_attention, online_softmax_update, triton_attention
 from .multihead import MultiHeadAttention, merge_heads, split_heads
-from .positions import LearnedPositions, sinusoidal_encoding
+from .positions import LearnedPositions, RotaryPositions, sinusoidal_encoding
 
 __all__ = [
     "AttentionOnlyTransformer",
+    "KVCache",
     "LearnedPositions",
     "MultiHeadAttention",
+    "RotaryPositions",
+    "SlidingWindowCache",
+    "TinyLlama",
     "TinyTransformer",
     "blend",
     "calculate_attention",
     "causal_mask",
+    "causal_mask_lower_right",
+    "from_hf_llama",
+    "generate",
     "get_device",
+    "group_heads",
     "hard_lookup",
     "loop_attention",
     "matchmaker",
     "memory_efficient_attention",
     "merge_heads",
+    "next_token",
     "online_softmax_update",
     "padding_mask",
     "percentages",
     "scaler",
     "sinusoidal_encoding",
+    "sliding_window_mask",
     "split_heads",
     "triton_attention",
+    "ungroup_heads",
 ]

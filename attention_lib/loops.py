@@ -31,7 +31,8 @@ def loop_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, 
         ``(output, weights)``: ``(N, ..., L, Ev)`` and ``(N, ..., L, S)``.
 
     Raises:
-        TypeError, ValueError: as :func:`attention_lib.calculate_attention` for bad inputs (and ``scale``).
+        TypeError, ValueError: as :func:`attention_lib.calculate_attention` for bad inputs (and ``scale``), ``E = 0``
+            included: SDPA would return the mean of the values, the course refuses vectors of no features.
 
     Example:
         >>> from attention_lib import calculate_attention

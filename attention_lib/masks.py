@@ -222,3 +222,77 @@ def padding_mask(lengths, S: int, device=None) -> torch.Tensor:
     # (1, S) < (N, 1) -> (N, S): position j is real when j < lengths[n]
     allowed = positions.unsqueeze(0) < lengths.unsqueeze(1)
     return allowed.unsqueeze(1)  # (N, S) -> (N, 1, S)
+
+
+def causal_mask_lower_right(L: int, S: int | None = None, device=None) -> torch.Tensor:
+    """A causal mask aligned to the **end** of the keys: query ``i`` of ``L`` may attend to keys ``0..S - L + i``.
+
+    Built step by step in ``notebooks/15_generation.ipynb``. ``True`` = **may attend**. While a model generates,
+    the keys are every token so far (``S``, from the cache) and the queries only the newest ``L``: query ``i``
+    sits at position ``S - L + i``, and the last one sees every key. This is ``torch.ones(L, S).tril(S - L)``,
+    the mask of SDPA's ``causal_lower_right(L, S)``.
+
+    :func:`causal_mask` (SDPA's ``is_causal=True``) is aligned **top-left**: query ``i`` sees keys ``0..i``. The
+    two agree when ``L == S``, and only then: one new query over ``S`` cached keys would see key 0 alone
+    (pytorch/pytorch#103082), and the model goes on writing fluent nonsense.
+
+    Args:
+        L: the number of queries (the newest tokens).
+        S: the number of keys (every token so far, the new ones included); defaults to ``L``.
+        device: where to create the mask; defaults to the CPU.
+
+    Returns:
+        A bool tensor ``(L, S)`` (when ``L > S`` the first ``L - S`` rows see no key at all).
+
+    Raises:
+        TypeError, ValueError: if ``L`` or ``S`` is not an integer, or is negative.
+
+    Example:
+        >>> causal_mask_lower_right(2, 4).int()  # 2 new tokens after 2 cached ones
+        tensor([[1, 1, 1, 0],
+                [1, 1, 1, 1]], dtype=torch.int32)
+        >>> causal_mask(2, 4).int()  # top-left, as is_causal=True: wrong while decoding
+        tensor([[1, 0, 0, 0],
+                [1, 1, 0, 0]], dtype=torch.int32)
+        >>> torch.equal(causal_mask_lower_right(3), causal_mask(3))  # L == S: the same mask
+        True
+    """
+    fix = "pass the number of new tokens L and the number of keys S (cached + new)."
+    L = check_int(L, "L", minimum=0, fix=fix)
+    S = L if S is None else check_int(S, "S", minimum=0, fix=fix)
+    return torch.ones(L, S, dtype=torch.bool, device=device).tril(S - L)  # (L, S), aligned to the end
+
+
+def sliding_window_mask(L: int, S: int | None = None, window: int | None = 1, device=None) -> torch.Tensor:
+    """A causal mask, aligned to the end, that sees only the last ``window`` keys (itself included).
+
+    Built step by step in ``notebooks/15_generation.ipynb``. ``True`` = **may attend**. Query ``i`` of ``L``
+    sits at position ``p = S - L + i`` (as in :func:`causal_mask_lower_right`) and may attend to keys
+    ``p - window + 1 .. p``: the sliding window of Mistral (Jiang et al., 2023) and of transformers'
+    ``sliding_window``. A cache then never needs more than the last ``window - 1`` keys; what lies further
+    back reaches a token only through the layers below it.
+
+    Args:
+        L, S, device: as for :func:`causal_mask_lower_right`.
+        window: how many keys each query sees at most, its own included; ``None``: every earlier key.
+
+    Returns:
+        A bool tensor ``(L, S)``.
+
+    Raises:
+        TypeError, ValueError: if a size is not an integer, ``L`` or ``S`` is negative or ``window`` not positive.
+
+    Example:
+        >>> sliding_window_mask(4, window=2).int()
+        tensor([[1, 0, 0, 0],
+                [1, 1, 0, 0],
+                [0, 1, 1, 0],
+                [0, 0, 1, 1]], dtype=torch.int32)
+    """
+    causal = causal_mask_lower_right(L, S, device=device)  # (L, S)
+    if window is None:
+        return causal
+    window = check_int(window, "window", minimum=1, fix="pass how many keys a query may see, its own included.")
+    L, S = causal.shape
+    return causal & ~torch.ones(L, S, dtype=torch.bool, device=device).tril(S - L - window)  # drop the far past
+

@@ -48,6 +48,9 @@ nb_output_stderr = "show"
 nb_merge_streams = True
 # No require.js or widget-manager script from a CDN (explorers are replaced by their static view when staged).
 nb_ipywidgets_js = {}
+# myst-nb's renderer with each figure's text alternative as its picture's alt (tools/book_images.py, registered in
+# pyproject.toml's myst_nb.renderers entry points).
+nb_render_plugin = "course"
 myst_enable_extensions = ["colon_fence", "dollarmath", "amsmath"]
 myst_heading_anchors = 3
 suppress_warnings = ["myst.domains"]
@@ -79,32 +82,5 @@ html_theme_options = {
 }
 
 
-def _image_with_alt(render_image):
-    """Wrap myst-nb's image renderer so that ``<img alt>`` is the figure's text alternative.
-
-    myst-nb 1.x reads an image's ``alt`` only from the cell's metadata (one text for every image of the cell);
-    the course keeps each figure's own text in its output's metadata (``{"image/png": {"alt": ...}}``, written
-    by ``attention_lib.plotting.alt`` when the notebook is executed). Without it, Sphinx would use the image's
-    file name (a hash) as its ``alt``.
-    """
-    import functools
-
-    @functools.wraps(render_image)
-    def render(self, data):
-        nodes = render_image(self, data)
-        alt = (data.output_metadata.get(data.mime_type) or {}).get("alt")
-        if alt:
-            for node in nodes:
-                node["alt"] = str(alt)
-        return nodes
-
-    return render
-
-
 def setup(app):
-    from myst_nb.core.render import NbElementRenderer
-
-    if not getattr(NbElementRenderer.render_image, "course_alt", False):
-        NbElementRenderer.render_image = _image_with_alt(NbElementRenderer.render_image)
-        NbElementRenderer.render_image.course_alt = True
     return {"parallel_read_safe": True}

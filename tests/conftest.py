@@ -1,11 +1,18 @@
-"""Shared test tools: hypothesis profiles, and the inputs, tolerances and strategies that
-every attention test uses (import them with ``from conftest import make_qkv, TOL, attention_cases``)."""
+"""Shared test tools: hypothesis profiles; the inputs, tolerances and strategies that every attention test uses
+(import them with ``from conftest import make_qkv, TOL, attention_cases``); and the browser tests' Chromium, provided
+before the first test when what pytest collected holds a browser test."""
 
+import contextlib
 import os
+import sys
+from pathlib import Path
 
+import pytest
 import torch
 from hypothesis import settings
 from hypothesis import strategies as st
+
+from tools.chromium import ensure_browser, find_chromium
 
 settings.register_profile("ci", max_examples=60, deadline=None, derandomize=True)
 settings.register_profile("dev", max_examples=20, deadline=None)
@@ -65,3 +72,31 @@ def case_kwargs(mask_kind, mask_shape, dtype, scale, seed) -> dict:
     if mask_kind == "causal":
         kwargs["is_causal"] = True
     return kwargs
+
+
+# -- the browser tests' Chromium --------------------------------------------------------------------------------
+
+
+def browser_tests(items) -> list:
+    """The collected tests that drive a browser: those that use the :func:`chromium` fixture."""
+    return [item for item in items if "chromium" in getattr(item, "fixturenames", ())]
+
+
+def pytest_collection_finish(session):
+    """When the tests selected to run (after ``-k``, ``-m``, ``--deselect`` and node ids) include a browser test
+    and no Chromium is found, install one now, before the first test: Debian's with apt as root or with
+    passwordless sudo, else Playwright's download (``tools/chromium.py``). ``COURSE_SKIP_BROWSER=1`` skips it; if
+    none can be had, ``tests/test_browser.py::test_the_browser_is_available`` fails and says why."""
+    if os.environ.get("COURSE_SKIP_BROWSER") == "1" or session.config.option.collectonly:
+        return
+    if not browser_tests(session.items) or find_chromium():
+        return
+    capture = session.config.pluginmanager.getplugin("capturemanager")
+    with capture.global_and_fixture_disabled() if capture else contextlib.nullcontext():
+        ensure_browser(Path(sys.executable))
+
+
+@pytest.fixture(scope="session")
+def chromium() -> str | None:
+    """The Chromium that the browser tests drive (its path), or None when none was found or could be installed."""
+    return find_chromium()

@@ -15,7 +15,7 @@ from typing import Any
 
 import torch
 
-from attention_lib import calculate_attention, sinusoidal_encoding
+from attention_lib import calculate_attention, memory_efficient_attention, padding_mask, sinusoidal_encoding
 from attention_lib.attention_only import all_head_scores, induction_score, previous_token_score
 from attention_lib.exercises import (
     check_cross_attention,
@@ -33,8 +33,7 @@ from attention_lib.exercises import (
     welcome,
 )
 from attention_lib.exercises.induction_heads import INDUCTION_MISTAKES, PREVIOUS_MISTAKES
-from attention_lib.exercises.word_order import checkers as word_order
-from attention_lib.exercises.word_order import shuffles
+from attention_lib.exercises.word_order import cross_attention, encoding, shuffles
 from attention_lib.exercises.word_order.shuffles import EXPERIMENTS, OUTCOMES
 
 
@@ -57,14 +56,25 @@ class Exercise:
 # -- 00: scores_shape(query_shape, key_shape) -> shape ---------------------------------------------------------------
 SCORES_SHAPE = Exercise(
     check_scores_shape,
-    correct=[lambda q, k: (*q[:-1], k[-2]), lambda q, k: [*q[:-1], k[-2]]],
+    correct=[lambda q, k: (*q[:-1], k[-2]), lambda q, k: [*q[:-1], k[-2]],
+             lambda q, k: torch.Size([*q[:-1], k[-2]]), lambda q, k: tuple(q[:-1]) + (k[-2],)],
     wrong=[*welcome.MISTAKES,
            (lambda q, k: tuple((torch.empty(q) @ torch.empty(k).transpose(-2, -1)).shape),
             "without computing the product: your function called `matmul`"),
            (lambda q, k: tuple(torch.matmul(torch.empty(q, device="meta"), torch.empty(k, device="meta").mT).shape),
-            "work out the shape from the two tuples alone")],
+            "work out the shape from the two tuples alone"),
+           # a shape of the wrong length is never "the right shape"; strings and floats are not sizes
+           (lambda q, k: (*q[:-2], k[-2]), "returned (5,): 1 size, but the scores have as many dimensions as"),
+           (lambda q, k: (*q[:-1], k[-2], 1), "3 sizes, but the scores have as many dimensions as the query, 2"),
+           (lambda q, k: tuple(str(size) for size in (*q[:-1], k[-2])), "yours holds '4' (str)"),
+           (lambda q, k: tuple(float(size) for size in (*q[:-1], k[-2])), "yours holds 4.0 (float)"),
+           (lambda q, k: torch.zeros(*q[:-1], k[-2]), "a tensor. Return the shape itself"),
+           (lambda q, k: f"{q[:-1]}", "of type str"),
+           (lambda q, k: (*q[:-1], k[-2] + 1), "size 1 (counting from 0) is wrong"),
+           (lambda q, k: (*q[:-1], k[-2] + 1), "for query_shape (4, 8) and key_shape (5, 8)")],
     crashes=[(lambda q, k: q[5], "IndexError")],
     mistakes=welcome.MISTAKES,
+    passed_says="3 fixed pairs of shapes",
 )
 
 
@@ -140,8 +150,12 @@ ONLINE_WRONG_RESULTS = [
 
 ONLINE_SOFTMAX_UPDATE = Exercise(
     check_online_softmax_update,
-    correct=[online_update, memory_efficient.online_softmax_update],
+    correct=[online_update, lambda *state_and_block: memory_efficient._update(*state_and_block)],
     wrong=[
+        (memory_efficient.online_softmax_update, "not allowed here"),
+        (lambda *args: memory_efficient.online_softmax_update(*args), "your function called `online_softmax_update`"),
+        (lambda m, s, o, scores, v: (m, s, memory_efficient_attention(o, o, o)),
+         "your function called `memory_efficient_attention`"),
         (slip(no_guard=True), "-inf - (-inf) is NaN"),
         (slip(no_correction=True), "multiply both by torch.exp(running_max - new_max)"),
         (slip(block_shift=True), "not this block's own maximum"),
@@ -159,7 +173,7 @@ ONLINE_SOFTMAX_UPDATE = Exercise(
              (slip(value_transposed=True), "Remove the .transpose(-2, -1) on value"),
              (slip(value_transposed=True, no_guard=True), "value is already (N, B, Ev)")],
     mistakes=memory_efficient._MISTAKES,
-    passed_says="online_softmax_update",
+    passed_says="three fixed states and blocks",
 )
 
 
@@ -203,10 +217,18 @@ def integer_division_by_hand(length, dim):
     return interleave(torch.sin(angle), torch.cos(angle))
 
 
+def encoding_in_place(length, dim):
+    position = torch.arange(length, dtype=torch.float64)[:, None]  # (L, 1)
+    two_i = torch.arange(0, dim, 2, dtype=torch.float64)  # (E / 2,)
+    angle = position / 10000 ** (two_i / dim)  # (L, E / 2)
+    pe = torch.zeros(length, dim, dtype=torch.float64)
+    pe[:, 0::2], pe[:, 1::2] = torch.sin(angle), torch.cos(angle)
+    return pe
+
+
 SINUSOIDAL_ENCODING = Exercise(
     check_sinusoidal_encoding,
-    correct=[sinusoidal_encoding, encoding_by_hand, encoding_with_loops,
-             lambda L, E: sinusoidal_encoding(L, E, dtype=torch.float64)],
+    correct=[encoding_by_hand, encoding_with_loops, encoding_in_place],
     wrong=[
         (lambda L, E: interleave(torch.cos(angles(L, E)), torch.sin(angles(L, E))), "sine and cosine are swapped"),
         (lambda L, E: torch.cat([torch.sin(angles(L, E)), torch.cos(angles(L, E))], -1).float(), "interleaves them"),
@@ -215,78 +237,92 @@ SINUSOIDAL_ENCODING = Exercise(
         (lambda L, E: interleave(torch.sin(a := angles(L, E, lambda t, d: -t / d)), torch.cos(a)),
          "divide the position"),
         (lambda L, E: interleave(torch.sin(a := angles(L, E, first=1)), torch.cos(a)), "positions count from 0"),
-        (lambda L, E: sinusoidal_encoding(L, E).T, "If you got (dim, length)"),
-        (lambda L, E: sinusoidal_encoding(L, E, base=1000.0), "the base is 10000 (ten thousand), not 1000"),
+        (lambda L, E: encoding_by_hand(L, E).T, "If you got (dim, length)"),
+        (lambda L, E: interleave(torch.sin(a := angles(L, E) * 10.0 ** (torch.arange(0, E, 2) / E)), torch.cos(a)),
+         "the base is 10000 (ten thousand), not 1000"),
+        (sinusoidal_encoding, "your function called `sinusoidal_encoding`, which is the answer itself"),
+        (lambda L, E: sinusoidal_encoding(L, E, dtype=torch.float64), "not allowed here"),
         (lambda L, E: interleave(torch.sin(a := angles(L, E, lambda t, d: t // d)), torch.cos(a)),
          "2 * i // dim is integer (floor) division"),
         (integer_division_by_hand, "Use true division, 2 * i / dim"),
     ],
     crashes=[(lambda L, E: torch.zeros(L, E)[:, None] @ torch.zeros(3), "A @ B needs the last size of A")],
-    mistakes=word_order.SINUSOIDAL_MISTAKES,
+    mistakes=encoding.SINUSOIDAL_MISTAKES,
+    passed_says="three fixed sizes",
 )
 
 
-# -- 11: cross_attention(question (N, L, E), sentence (N, S, E)) -> (output (N, L, E), weights (N, L, S)) ------------
-def cross_by_hand(question, sentence):
-    scores = question @ sentence.transpose(-2, -1) / math.sqrt(question.shape[-1])  # (N, L, E) @ (N, E, S)
-    weights = torch.softmax(scores, dim=-1)  # (N, L, S)
-    return weights @ sentence, weights  # (N, L, S) @ (N, S, E) -> (N, L, E)
+# -- 11: cross_attention(question (N, L, E), sentences (N, S, E), lengths (N,)) -> (output, weights (N, L, S)) -----
+def pad(lengths, S, extra=0):
+    return (torch.arange(S)[None, :] < lengths[:, None] + extra)[:, None, :]  # (N, 1, S), True = a real word
 
 
-def cross_weights(scale=True, dim=-1):
-    def attend(q, s):
-        scores = q @ s.transpose(-2, -1)  # (N, L, E) @ (N, E, S) -> (N, L, S)
-        weights = torch.softmax(scores / math.sqrt(q.shape[-1]) if scale else scores, dim=dim)
-        return weights @ s, weights
-    return attend
+def cross(q, s, n):
+    return calculate_attention(q, s, s, attn_mask=padding_mask(n, s.shape[-2]))
 
 
-def cross_scaled_by(size):
-    def attend(q, s):
-        weights = torch.softmax(q @ s.transpose(-2, -1) / math.sqrt(size(q, s)), dim=-1)  # (N, L, S)
-        return weights @ s, weights  # (N, L, S) @ (N, S, E) -> (N, L, E)
-    return attend
+def cross_by_hand(question, sentences, lengths, *, divisor=None, dim=-1, after=False, values=None):
+    scores = question @ sentences.transpose(-2, -1)  # (N, L, E) @ (N, E, S) -> (N, L, S)
+    scores = scores / (divisor if divisor is not None else math.sqrt(question.shape[-1]))
+    mask = pad(lengths, sentences.shape[-2])
+    weights = torch.softmax(scores if after else scores.masked_fill(~mask, float("-inf")), dim=dim)
+    weights = weights.masked_fill(~mask, 0.0) if after else weights
+    return weights @ (sentences if values is None else values), weights  # (N, L, S) @ (N, S, E) -> (N, L, E)
 
 
-def values_from_the_question(q, s):
-    return calculate_attention(q, s, q)
+def values_from_the_question(q, s, n):
+    return calculate_attention(q, s, q, attn_mask=padding_mask(n, s.shape[-2]))
 
 
 CROSS_ATTENTION = Exercise(
     check_cross_attention,
-    correct=[lambda q, s: calculate_attention(q, s, s), cross_by_hand,
-             lambda q, s: [torch.nn.functional.scaled_dot_product_attention(q, s, s), cross_by_hand(q, s)[1]]],
+    correct=[cross, cross_by_hand,
+             lambda q, s, n: [torch.nn.functional.scaled_dot_product_attention(q, s, s, attn_mask=pad(n, s.shape[-2])),
+                              cross_by_hand(q, s, n)[1]],
+             lambda q, s, n: calculate_attention(q, s, s, attn_mask=torch.zeros(pad(n, s.shape[-2]).shape)
+                                                 .masked_fill(~pad(n, s.shape[-2]), float("-inf")))],
     wrong=[
-        (lambda q, s: calculate_attention(s, q, q), "queries and keys/values are swapped"),
-        (lambda q, s: calculate_attention(q, q, q), "self-attention on the question"),
-        (lambda q, s: calculate_attention(s, s, s), "self-attention on the sentence"),
-        (cross_weights(scale=False), "divide the scores by sqrt(E)"),
-        (cross_scaled_by(lambda q, s: s.shape[-2]), "not by sqrt(S), the number of sentence words"),
-        (cross_scaled_by(lambda q, s: q.shape[-2]), "not by sqrt(L), the number of question words"),
-        (cross_weights(dim=-2), "the softmax runs over the keys"),
-        (lambda q, s: calculate_attention(q, s, s)[0], "return two tensors, (output, weights)"),
-        (lambda q, s: calculate_attention(q, s, s)[1], "return two tensors, (output, weights)"),
-        (lambda q, s: tuple(calculate_attention(q, s, s)) + (q,), "return two tensors, (output, weights)"),
-        (lambda q, s: (calculate_attention(q, s, s)[0], calculate_attention(q, s, s)[1].transpose(-2, -1)),
-         "the weights should be (N, L, S)"),
-        (lambda q, s: (calculate_attention(q, s, s)[0].transpose(-2, -1), calculate_attention(q, s, s)[1]),
-         "the output should be (N, L, E)"),
-        (lambda q, s: (calculate_attention(q, s, s)[0], calculate_attention(q, s, s)[1] * 2),
+        (lambda q, s, n: calculate_attention(q, s, s), "the sentences' padding got weight"),
+        (lambda q, s, n: calculate_attention(q, s, s, attn_mask=~pad(n, s.shape[-2])), "True and False are swapped"),
+        (lambda q, s, n: calculate_attention(q, s, s, attn_mask=pad(n, s.shape[-2], extra=1)),
+         "one padding key too many"),
+        (lambda q, s, n: cross_by_hand(q, s, n, after=True), "mask *before* the softmax"),
+        (lambda q, s, n: calculate_attention(s, q, q), "queries and keys/values are swapped"),
+        (lambda q, s, n: calculate_attention(q, q, q), "self-attention on the question"),
+        (lambda q, s, n: calculate_attention(s, s, s, attn_mask=padding_mask(n, s.shape[-2])),
+         "self-attention on the sentences"),
+        (lambda q, s, n: cross_by_hand(q, s, n, divisor=1.0), "divide the scores by sqrt(E)"),
+        (lambda q, s, n: cross_by_hand(q, s, n, divisor=math.sqrt(s.shape[-2])), "not by sqrt(S)"),
+        (lambda q, s, n: cross_by_hand(q, s, n, divisor=math.sqrt(q.shape[-2])), "not by sqrt(L)"),
+        (lambda q, s, n: cross_by_hand(q, s, n, dim=-2), "the softmax runs over the keys"),
+        (lambda q, s, n: cross(q, s, n)[0], "return two tensors, (output, weights)"),
+        (lambda q, s, n: cross(q, s, n)[1], "return two tensors, (output, weights)"),
+        (lambda q, s, n: tuple(cross(q, s, n)) + (q,), "return two tensors, (output, weights)"),
+        (lambda q, s, n: (cross(q, s, n)[0], cross(q, s, n)[1].transpose(-2, -1)), "the weights should be (N, L, S)"),
+        (lambda q, s, n: (cross(q, s, n)[0].transpose(-2, -1), cross(q, s, n)[1]), "the output should be (N, L, E)"),
+        (lambda q, s, n: (cross(q, s, n)[0], cross(q, s, n)[1] * 2),
          "the output is off by up to 0, the weights by up to"),
     ],
-    crashes=[(values_from_the_question, "print the shape of each tensor")],
-    mistakes=word_order.CROSS_MISTAKES,
+    crashes=[(values_from_the_question, "every key needs exactly one value"),
+             (lambda q, s, n: calculate_attention(q, s, s, attn_mask=padding_mask(n, s.shape[-2]).squeeze(1)),
+              "the mask needs a dimension for the queries"),
+             (lambda q, s, n: calculate_attention(q, s, s, attn_mask=padding_mask(n, q.shape[-2])),
+              "its last size is S = sentences.size(-2), not the question's L"),
+             (lambda q, s, n: cross_by_hand(q, s, n, values=q), "blend the sentences' values"),
+             (lambda q, s, n: cross_by_hand(q, s, n, values=q), "The shapes that met in `matmul (@)`")],
+    mistakes=cross_attention.CROSS_MISTAKES,
+    passed_says="three fixed padded batches",
 )
 
 
-# -- 11: predict what shuffling the sentence does (a dict of predictions) --------------------------------------------
-SHUFFLES_RIGHT = {"self-attention": "shuffled", "self-attention + positions": "changed", "cross-attention": "same",
-                  "cross-attention + positions": "changed"}
+# -- 11: predict what shuffling does (a dict of predictions) ---------------------------------------------------------
+SHUFFLES_RIGHT = {"causal self-attention": "changed", "question shuffled": "shuffled",
+                  "positions on the question": "same", "positions travel": "shuffled"}
 
-_SHUFFLE_REASONS = {"self-attention": "each word keeps its output, in its new place",
-                    "self-attention + positions": "gets a different position vector",
-                    "cross-attention": "does not care in which order",
-                    "cross-attention + positions": "not only in a different order"}
+_SHUFFLE_REASONS = {"causal self-attention": "a sense of order of its own",
+                    "question shuffled": "Shuffling them shuffles those rows",
+                    "positions on the question": "only the queries carry positions",
+                    "positions travel": "each word carries its position vector with it"}
 
 SHUFFLE_PREDICTIONS = Exercise(
     check_shuffle_predictions,
@@ -294,15 +330,21 @@ SHUFFLE_PREDICTIONS = Exercise(
     wrong=[
         *[({**SHUFFLES_RIGHT, experiment: outcome}, fragment)
           for experiment in EXPERIMENTS for outcome in OUTCOMES if outcome != SHUFFLES_RIGHT[experiment]
-          for fragment in (f"{experiment!r} is not {outcome!r}", _SHUFFLE_REASONS[experiment])],
-        ({**SHUFFLES_RIGHT, "cross-attention": "reversed"}, "choose one of ['same', 'shuffled', 'changed']"),
-        ({**SHUFFLES_RIGHT, "cross-attention": 1}, "choose one of"),
+          for fragment in (f"{experiment!r} is not {outcome!r}", _SHUFFLE_REASONS[experiment], "3 of 4 right")],
+        # every verdict is given, not only the first wrong one
+        ({**SHUFFLES_RIGHT, "causal self-attention": "same", "positions travel": "changed"}, "2 of 4 right"),
+        ({**SHUFFLES_RIGHT, "causal self-attention": "same", "positions travel": "changed"},
+         "✔ 'question shuffled': right."),
+        ({**SHUFFLES_RIGHT, "causal self-attention": "same", "positions travel": "changed"},
+         "'positions travel' is not 'changed'"),
+        ({**SHUFFLES_RIGHT, "question shuffled": "reversed"}, "choose one of ['same', 'shuffled', 'changed']"),
+        ({**SHUFFLES_RIGHT, "question shuffled": 1}, "choose one of"),
         ({**SHUFFLES_RIGHT, "attention": "same"}, "unknown experiments ['attention']"),
         (["same", "shuffled"], "expected a dict"),
     ],
     mistakes=list(shuffles._HINTS.items()),
-    stubs=(dict.fromkeys(EXPERIMENTS, ...), {**SHUFFLES_RIGHT, "cross-attention": ...},
-           {k: v for k, v in SHUFFLES_RIGHT.items() if k != "self-attention"}, {}),
+    stubs=(dict.fromkeys(EXPERIMENTS, ...), {**SHUFFLES_RIGHT, "question shuffled": ...},
+           {k: v for k, v in SHUFFLES_RIGHT.items() if k != "positions travel"}, {}),
 )
 
 
@@ -430,15 +472,17 @@ def kernel_with(*changes: tuple[str, str]):
     import tempfile
     from pathlib import Path
 
-    from attention_lib.memory_efficient.triton_kernel import attention_forward_kernel, import_triton
+    from attention_lib.memory_efficient import triton_kernel
 
-    triton = import_triton()
-    source = inspect.getsource(attention_forward_kernel)
+    triton = triton_kernel.import_triton()
+    source = inspect.getsource(triton_kernel.fold_tile.fn) + "\n\n" + inspect.getsource(
+        triton_kernel.attention_forward_kernel)
     for old, new in changes:
         assert old in source, old
         source = source.replace(old, new)
     path = Path(tempfile.mkdtemp(prefix="kernel_variant_")) / "variant.py"
-    path.write_text("from __future__ import annotations\n\nimport triton.language as tl\n\n\n" + source)
+    path.write_text("from __future__ import annotations\n\nimport triton\nimport triton.language as tl\n\n\n" + source
+                    + "\n\nfold_tile = triton.jit(fold_tile)\n")
     spec = importlib.util.spec_from_file_location(f"kernel_variant_{abs(hash(source))}", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -446,9 +490,9 @@ def kernel_with(*changes: tuple[str, str]):
 
 
 def kernel_rows() -> list[Exercise]:
-    """The row of the kernel exercise, or none where triton is not installed."""
+    """The rows of the two kernel exercises, or none where triton is not installed."""
     try:
-        from attention_lib.exercises import check_attention_kernel
+        from attention_lib.exercises import check_attention_kernel, check_causal_kernel
         from attention_lib.exercises import triton_kernel as kernel_exercise
         from attention_lib.memory_efficient.triton_kernel import attention_forward_kernel, import_triton
 
@@ -457,32 +501,126 @@ def kernel_rows() -> list[Exercise]:
         return []
     no_rescale = [("running_sum * correction +", "running_sum +"),
                   ("running_output * correction[:, None] +", "running_output +")]
+    ragged_mask = "tl.where(cols[None, :] < S, scores, float(\"-inf\"))"
     causal_mask = "scores = tl.where(cols[None, :] <= rows[:, None], scores, float(\"-inf\"))"
-    return [Exercise(
+    every_tile_masked = ("running_output, False, IS_CAUSAL", "running_output, True, IS_CAUSAL")  # one masked loop
+    key_end = "key_end = tl.minimum(S, (block + 1) * BLOCK_L)"
+    v_with_head_dim = ("v_ptrs = V + cols[:, None] * v_stride_s + value_dims[None, :]",
+                       "v_ptrs = V + cols[:, None] * v_stride_s + dims[None, :]")
+    attention = Exercise(
         check_attention_kernel,
-        correct=[kernel_with(), kernel_with(("tl.exp(", "tl.math.exp("))],
+        correct=[kernel_with(), kernel_with(("tl.exp2(", "tl.math.exp2(")), kernel_with(every_tile_masked)],
         wrong=[
             (kernel_with(*no_rescale), "the maximum grows"),
             (kernel_with(no_rescale[1]), "multiply running_sum and running_output by correction"),
-            (kernel_with(("running_max = new_max\n", "\n")), "wrong log-sum-exp"),
-            (kernel_with(("scores = tl.where(cols[None, :] < S, scores, float(\"-inf\"))", "")), "runs past S"),
-            (kernel_with((", mask=cols[:, None] < S,\n                    other=0.0)  # (BLOCK_S, VALUE_DIM)", ")")),
+            (kernel_with(("return new_max, running_sum", "return running_max, running_sum")), "wrong log-sum-exp"),
+            (kernel_with(("(running_max + tl.log2(running_sum)) * 0.6931471805599453",
+                          "running_max + tl.log2(running_sum)")), "1.44 times too large"),
+            (kernel_with((ragged_mask, "scores")), "runs past S"),
+            (kernel_with(("k = tl.load(k_ptrs, mask=cols[:, None] < S, other=0.0)", "k = tl.load(k_ptrs)"),
+                         ("v = tl.load(v_ptrs, mask=cols[:, None] < S, other=0.0)", "v = tl.load(v_ptrs)")),
              "read past the end of key or value"),
-            (kernel_with((causal_mask, "pass")), "inside the diagonal block"),
-            (kernel_with(("cols[None, :] <= rows[:, None]", "cols[None, :] < rows[:, None]")), "lost every key"),
-            (kernel_with(("(block + 1) * BLOCK_L", "block * BLOCK_L")), "lost every key"),
-            (kernel_with(("key_end = tl.minimum(S, (block + 1) * BLOCK_L)", "key_end = S")), "must be skipped"),
-            (kernel_with(("(block + 1) * BLOCK_L", "(block + 2) * BLOCK_L")), "must be skipped"),
-            (kernel_with(("weights = tl.exp(scores - new_max[:, None])", "weights = scores - new_max[:, None]")),
+            (kernel_with(every_tile_masked, (ragged_mask, "tl.where(cols[None, :] < S, float(\"-inf\"), scores)")),
+             "a mask that says the opposite"),
+            (kernel_with((ragged_mask, "tl.where(cols[None, :] < S - 1, scores, float(\"-inf\"))")),
+             "leaves out the last key, S - 1"),
+            (kernel_with(("output = running_output / running_sum[:, None]", "output = running_output")),
+             "not yet divided by the sum of the weights"),
+            (kernel_with(("K_head, V_head = K + bh * k_stride_bh, V + bh * v_stride_bh", "K_head, V_head = K, V")),
+             "your heads all read head 0's keys and values"),
+            (kernel_with(("K_head, V_head = K + bh * k_stride_bh, V + bh * v_stride_bh",
+                          "K_head, V_head = K, V + bh * v_stride_bh")), "your heads all read head 0's keys:"),
+            (kernel_with(("tl.store(Out + bh * out_stride_bh +", "tl.store(Out +")), "every pointer needs that head's"),
+            (kernel_with(("for start in range(0, full_end, BLOCK_S):", "for start in range(0, full_end, BLOCK_L):")),
+             "queries come in blocks of BLOCK_L"),
+            (kernel_with(("weights = tl.exp2(scores - new_max[:, None])", "weights = scores - new_max[:, None]")),
              "the update is lesson 10's"),
             (kernel_with(("mask=rows[:, None] < L)", ")")), "wrote past the last query"),
             (attention_forward_kernel, "put @triton.jit on the line above"),
         ],
-        crashes=[(kernel_with(("tl.sum(weights, axis=1)", "tl.sum(weights, axis=2)")), "fixed shape")],
+        crashes=[(kernel_with(("tl.sum(weights, axis=1)", "tl.sum(weights, axis=2)")), "fixed shape"),
+                 (kernel_with(v_with_head_dim), "value_dims = tl.arange(0, VALUE_DIM)")],
         mistakes=kernel_exercise.MISTAKES,
-        stubs=(kernel_with(("        k = tl.load(K", "        raise NotImplementedError\n        k = tl.load(K")),),
-        passed_says="log-sum-exp on 5 cases",
-    )]
+        stubs=(kernel_with(("    cols = start + tl.arange",
+                            "    raise NotImplementedError\n    cols = start + tl.arange")),),
+        passed_says="log-sum-exp on 6 cases",
+    )
+    causal = Exercise(
+        check_causal_kernel,
+        correct=[kernel_with(), kernel_with(("tl.exp2(", "tl.math.exp2("))],
+        wrong=[
+            (kernel_with((causal_mask, "pass")), "in the tiles on the diagonal mask the others"),
+            (kernel_with(("cols[None, :] <= rows[:, None]", "cols[None, :] < rows[:, None]")), "lost every key"),
+            (kernel_with(("(block + 1) * BLOCK_L", "block * BLOCK_L")), "lost every key"),
+            (kernel_with((key_end, "key_end = S")), "must be skipped"),
+            (kernel_with(("(block + 1) * BLOCK_L", "(block + 2) * BLOCK_L")), "must be skipped"),
+            (kernel_with((key_end, "key_end = tl.minimum(S, (block + 1) * BLOCK_S)")), "counted in BLOCK_L"),
+            (kernel_with(("block * BLOCK_L // BLOCK_S * BLOCK_S", "(block + 1) * BLOCK_L // BLOCK_S * BLOCK_S")),
+             "in the tiles on the diagonal mask the others"),
+            (kernel_with(every_tile_masked), "the tiles left of the diagonal"),
+        ],
+        mistakes=kernel_exercise.CAUSAL_MISTAKES,
+        stubs=(kernel_with(("    if IS_CAUSAL:  # and every key", "    if IS_CAUSAL:\n"
+                            "        raise NotImplementedError\n    if IS_CAUSAL:  # and every key")),),
+        passed_says="right on 10 cases",
+    )
+    return [attention, causal]
 
 
 ROWS += kernel_rows()
+
+
+# -- 15: one decoding step with a cache, and what each cache bug does to the grammar ---------------------------------
+def _generation_rows():
+    import math
+
+    from attention_lib.exercises import generation as generation_exercise
+    from attention_lib.exercises.generation import check_bug_predictions, check_decoding_step
+
+    def step(cache_k, cache_v, q, k, v):
+        keys, values = torch.cat([cache_k, k], dim=-2), torch.cat([cache_v, v], dim=-2)
+        return calculate_attention(q, keys, values)[0], keys, values
+
+    def by_hand(cache_k, cache_v, q, k, v):
+        keys, values = torch.cat((cache_k, k), 2), torch.cat((cache_v, v), 2)
+        scores = (q @ keys.mT) / math.sqrt(q.shape[-1])
+        return scores.softmax(-1) @ values, keys, values
+
+    def features(cache_k, cache_v, q, k, v):  # appended along the features: the matmul cannot work
+        keys, values = torch.cat([cache_k, k], dim=-1), torch.cat([cache_v, v], dim=-1)
+        return calculate_attention(q, keys, values)[0], keys, values
+
+    def causal(cache_k, cache_v, q, k, v):
+        keys, values = torch.cat([cache_k, k], dim=-2), torch.cat([cache_v, v], dim=-2)
+        return calculate_attention(q, keys, values, is_causal=True)[0], keys, values
+
+    def output_only(cache_k, cache_v, q, k, v):
+        return step(cache_k, cache_v, q, k, v)[0]
+
+    gallery = {"no bug": {"well-formed": 1.0, "agreeing": 1.0}, "top-left mask while decoding": {"agreeing": 0.0},
+               "top-left mask in a chunked prefill": {"agreeing": 0.3}, "no mask in the prefill": {"agreeing": 0.85},
+               "positions not offset": {"agreeing": 0.42}}
+    right = {"top-left mask while decoding": "none", "top-left mask in a chunked prefill": "some",
+             "no mask in the prefill": "most", "positions not offset": "some"}
+
+    def predict(predictions):
+        return check_bug_predictions(predictions, gallery)
+
+    predict.__name__ = "check_bug_predictions"
+    mistakes = generation_exercise.MISTAKES
+    return [
+        Exercise(check_decoding_step, correct=[step, by_hand],
+                 wrong=[*((fn, hint[:40]) for fn, hint in mistakes),
+                        (causal, "that is the top-left causal mask"),
+                        (output_only, "return three things, (output, keys, values)")],
+                 crashes=[(features, "")], mistakes=mistakes, passed_says="correct on 3"),
+        Exercise(predict, correct=[right],
+                 wrong=[({**right, "no mask in the prefill": "all"}, "3 of 4 right"),
+                        ({**right, "positions not offset": "none"}, "measured 42% ('some')"),
+                        ({**right, "top-left mask while decoding": "a few"}, "a prediction is one of"),
+                        ({"positions not offset": "some"}, "predict every bug first")],
+                 stubs=(None, {}, dict.fromkeys(right, ...)), not_attempted="no predictions yet"),
+    ]
+
+
+ROWS += _generation_rows()

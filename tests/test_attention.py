@@ -1,6 +1,7 @@
 """calculate_attention and its five steps against torch.nn.functional.scaled_dot_product_attention."""
 
 import math
+import warnings
 
 import pytest
 import torch
@@ -334,15 +335,104 @@ def _assert_like_sdpa(name, q, k, v, dtype=torch.float64, **options):
         torch.testing.assert_close(got, want, **TOL[dtype])
 
 
+# -- masks that block with torch.finfo(dtype).min, as Hugging Face's models do ---------------------------------
+#
+# Such a mask leaves every key a finite score. A row whose every key is blocked then gets the uniform average (the
+# scores' own differences vanish next to finfo.min), and its gradients are autograd's through the formula
+# softmax(Q Kᵀ · scale + mask) V. SDPA's output agrees in every release measured; its gradients of that row do not:
+# measured on the CPU, with the inputs below, torch 2.13.0 gives the formula's gradients and torch 2.14.1 does not
+# (float64: the row's first query gradient -0.541 where the formula gives -0.077, and the key and value gradients
+# that the row feeds change with it). So the gradients are checked against the formula, computed in float64; SDPA
+# stays the reference for what it does the same in both releases (the output, and every gradient when the fully
+# blocked row passes no gradient back); and what SDPA does with that row's gradients is recorded, so that the next
+# change is noticed.
+
+
+def _finfo_min_case(dtype):
+    """Inputs ``(2, 5, 6)``, ``(2, 7, 6)``, ``(2, 7, 6)`` (float64) and a float mask ``(5, 7)`` of ``dtype`` that
+    blocks with ``finfo(dtype).min``: row 1 blocks every key, row 3 all keys but the first two."""
+    q, k, v = make_qkv((2,), 5, 7, 6, 6)
+    mask = torch.zeros(5, 7, dtype=dtype)
+    mask[1] = torch.finfo(dtype).min
+    mask[3, 2:] = torch.finfo(dtype).min
+    return q, k, v, mask
+
+
+def _formula(q, k, v, attn_mask):
+    """softmax(Q Kᵀ / √E + mask) V, in float64, for autograd to differentiate: the math reference."""
+    scores = q.double() @ k.double().transpose(-2, -1) / math.sqrt(q.size(-1))  # (N, L, E) @ (N, E, S) -> (N, L, S)
+    return torch.softmax(scores + attn_mask.double(), dim=-1) @ v.double()  # (N, L, S) @ (N, S, Ev) -> (N, L, Ev)
+
+
+def _output_and_gradients(fn, q, k, v, dtype, grad_output, **options):
+    """``fn(q, k, v, **options)`` on leaves of ``dtype``, and the gradients of query, key and value for
+    ``grad_output``: ``[output, dq, dk, dv]``."""
+    q, k, v = (t.detach().to(dtype).requires_grad_() for t in (q, k, v))
+    out = fn(q, k, v, **options)
+    return [out, *torch.autograd.grad(out, (q, k, v), grad_output.to(out.dtype))]
+
+
+def _grad_output(shape, dtype):
+    return torch.randn(shape, generator=torch.Generator().manual_seed(9), dtype=dtype)
+
+
+#: The implementations that compute the formula themselves (``need_weights=False`` is SDPA: its gradients are
+#: SDPA's, whatever the release).
+FORMULA_IMPLEMENTATIONS = [name for name in EVERY_IMPLEMENTATION if name != "need_weights=False"]
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("name", FORMULA_IMPLEMENTATIONS)
+def test_finfo_min_masks_give_what_the_formula_gives(name, dtype):
+    """A fully blocked row is the uniform average, and every gradient is autograd's through the formula."""
+    q, k, v, mask = _finfo_min_case(dtype)
+    grad_output = _grad_output((2, 5, 6), dtype)
+    got = _output_and_gradients(EVERY_IMPLEMENTATION[name], q, k, v, dtype, grad_output, attn_mask=mask)
+    want = _output_and_gradients(_formula, q, k, v, torch.float64, grad_output, attn_mask=mask)
+    torch.testing.assert_close(got[0][:, 1], v.to(dtype).mean(dim=-2), **TOL[dtype])  # the uniform average
+    for what, mine, reference in zip(["output", "dq", "dk", "dv"], got, want, strict=True):
+        torch.testing.assert_close(mine, reference.to(dtype), **TOL[dtype], msg=lambda m, what=what: f"{what}: {m}")
+
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 @pytest.mark.parametrize("name", EVERY_IMPLEMENTATION)
 def test_finfo_min_masks_give_what_sdpa_gives(name, dtype):
-    """Hugging Face blocks with torch.finfo(dtype).min, not -inf: a fully blocked row is then the uniform average."""
-    q, k, v = make_qkv((2,), 5, 7, 6, 6)
-    mask = torch.zeros(5, 7, dtype=dtype)
-    mask[1] = torch.finfo(dtype).min  # every key blocked: the uniform average, as in SDPA
-    mask[3, 2:] = torch.finfo(dtype).min
-    _assert_like_sdpa(name, q, k, v, dtype, attn_mask=mask)
+    """The output is SDPA's, and so is every gradient while the fully blocked row passes none back (where
+    SDPA's releases agree with each other)."""
+    q, k, v, mask = _finfo_min_case(dtype)
+    grad_output = _grad_output((2, 5, 6), dtype)
+    grad_output[:, 1] = 0.0  # row 1, blocked everywhere, passes no gradient back
+    got = _output_and_gradients(EVERY_IMPLEMENTATION[name], q, k, v, dtype, grad_output, attn_mask=mask)
+    want = _output_and_gradients(F.scaled_dot_product_attention, q, k, v, dtype, grad_output, attn_mask=mask)
+    for what, mine, reference in zip(["output", "dq", "dk", "dv"], got, want, strict=True):
+        torch.testing.assert_close(mine, reference, **TOL[dtype], msg=lambda m, what=what: f"{what}: {m}")
+
+
+#: What SDPA's CPU kernel gives as the gradients of a row that finfo.min blocks everywhere, as measured (the
+#: release, then whether they are the formula's); a newer release is expected to behave like the newest one here.
+SDPA_FULLY_BLOCKED_ROW_GRADIENTS = {(2, 13): True, (2, 14): False}
+
+
+def test_what_sdpa_does_with_a_fully_blocked_finfo_min_row_is_recorded():
+    """SDPA's output for the row is the uniform average (in every release measured); whether its gradients are the
+    formula's is checked against :data:`SDPA_FULLY_BLOCKED_ROW_GRADIENTS`, and a release that differs from the
+    record gets a warning in the test summary (update the record), not a failure: the package follows the
+    formula either way."""
+    q, k, v, mask = _finfo_min_case(torch.float64)
+    grad_output = _grad_output((2, 5, 6), torch.float64)
+    sdpa = _output_and_gradients(F.scaled_dot_product_attention, q, k, v, torch.float64, grad_output, attn_mask=mask)
+    formula = _output_and_gradients(_formula, q, k, v, torch.float64, grad_output, attn_mask=mask)
+    torch.testing.assert_close(sdpa[0][:, 1], v.mean(dim=-2), **TOL[torch.float64])
+    torch.testing.assert_close(sdpa[0], formula[0], **TOL[torch.float64])
+    difference = max(float((s - f).abs().max()) for s, f in zip(sdpa[1:], formula[1:], strict=True))
+    release = tuple(int(part) for part in torch.__version__.split("+")[0].split(".")[:2])
+    recorded = [key for key in sorted(SDPA_FULLY_BLOCKED_ROW_GRADIENTS) if key <= release] or [(2, 13)]
+    expected = SDPA_FULLY_BLOCKED_ROW_GRADIENTS[recorded[-1]]
+    if (difference < 1e-10) != expected:
+        warnings.warn(f"torch {torch.__version__}: SDPA's gradients of a row that finfo.min blocks everywhere "
+                      f"{'are now' if difference < 1e-10 else 'are no longer'} the formula's (largest difference "
+                      f"{difference:.3g}); the record for torch {'.'.join(map(str, recorded[-1]))} says otherwise: "
+                      "update SDPA_FULLY_BLOCKED_ROW_GRADIENTS in tests/test_attention.py", stacklevel=1)
 
 
 @pytest.mark.parametrize("name", EVERY_IMPLEMENTATION)

@@ -1,4 +1,4 @@
-"""The course website (``python course.py book``): built from the stored outputs, checked in a real browser.
+"""The course website (``python3 course.py book``): built from the stored outputs, checked in a real browser.
 
 The first tests need no build: how a notebook is prepared for its static page (explorers become their stored
 static view, the Colab badge gives way to the launch button) and that the repository slug is written only in
@@ -15,7 +15,7 @@ and ``test_the_accessibility_audit_covered_every_page`` prints the audit's summa
 that does not open that page's notebook. They
 save ``artifacts/screenshots/book-04_scaler.png`` and ``book-08_masking-dark.png`` (dark mode). Each check is
 shown to fail on a deliberately broken scratch page. Without Chromium or playwright they fail and say how to
-install them (``bash tools/install_browser.sh``); ``COURSE_SKIP_BROWSER=1`` skips them on purpose.
+install them (``python tools/install_browser.py``); ``COURSE_SKIP_BROWSER=1`` skips them on purpose.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ import os
 import re
 import sys
 import time
+import types
 from pathlib import Path
 
 import nbformat
@@ -109,6 +110,28 @@ def test_the_colab_badge_gives_way_to_the_launch_button(notebook):
     setup = colab_sync.setup_source(colab_sync.colab_config())
     assert all("remove-cell" in c.metadata.get("tags", []) for c in site.cells if c.source == setup)
     assert "colab-badge.svg" not in nbformat.writes(site), "the badge picture would be fetched from the web"
+
+
+def test_figures_get_their_text_alternative_through_myst_nbs_render_plugin():
+    """book/conf.py chooses the ``course`` renderer (myst-nb's documented plug-in point, not a patch of myst-nb),
+    the entry point finds it, and an image output's ``alt`` comes from its output's metadata."""
+    from myst_nb.core.render import MimeData, NbElementRenderer, load_renderer
+
+    conf = (ROOT / "book" / "conf.py").read_text()
+    assert 'nb_render_plugin = "course"' in conf
+    assert "NbElementRenderer" not in conf, "conf.py must not patch myst-nb's renderer"
+    renderer = load_renderer("course")
+    assert issubclass(renderer, NbElementRenderer)
+    assert renderer.render_image is not NbElementRenderer.render_image
+    site = types.SimpleNamespace(get_cell_level_config=lambda *args, **kwargs: {})
+    element = renderer(site, logger=None)
+    element.write_file = lambda path, content, overwrite=False, exists_ok=False: "_images/figure.png"
+    png = "iVBORw0KGgo="
+    data = MimeData("image/png", png, output_metadata={"image/png": {"alt": "Two bars: cat 0.7, dog 0.3."}})
+    (image,) = element.render_image(data)
+    assert image["alt"] == "Two bars: cat 0.7, dog 0.3."
+    (plain,) = element.render_image(MimeData("image/png", png))
+    assert "alt" not in plain.attributes or not plain["alt"]
 
 
 def test_the_repository_slug_is_written_only_in_pyproject():
@@ -195,14 +218,14 @@ def test_the_download_button_gives_the_committed_notebook(site):
 
 
 @pytest.fixture(scope="module")
-def browser(tmp_path_factory):
+def browser(tmp_path_factory, chromium):
     if os.environ.get("COURSE_SKIP_BROWSER") == "1":
         pytest.skip("COURSE_SKIP_BROWSER=1: the browser test was skipped on purpose")
     problem = site_browser_problem()
     if problem:
         pytest.fail(f"The browser test cannot run: {problem}", pytrace=False)
-    with LabBrowser(tmp_path_factory.mktemp("book-browser")) as chromium:
-        yield chromium
+    with LabBrowser(tmp_path_factory.mktemp("book-browser"), executable=chromium) as running:
+        yield running
 
 
 @pytest.fixture(scope="module")

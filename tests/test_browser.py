@@ -1,8 +1,9 @@
 """Every lesson, run in JupyterLab in a real (headless) browser, the way a learner runs it.
 
 nbval checks what the kernel prints; this test checks what the learner *sees*. For each numbered lesson
-``notebooks/NN_*.ipynb`` (those that exist when pytest collects) it opens the notebook in JupyterLab, clears
-the outputs and runs *Run → Run All Cells* from the menu bar, waits for the kernel to go idle, and fails when
+``notebooks/NN_*.ipynb`` (those that exist when pytest collects) it opens the notebook in JupyterLab, checks that
+it opens unmodified (JupyterLab rewrote nothing as the kernel started, so its tab shows no dot), clears the
+outputs and runs *Run → Run All Cells* from the menu bar, waits for the kernel to go idle, and fails when
 a cell shows a traceback or an error output or did not run, a widget shows "Error displaying widget" (or never
 loads), a markdown cell has a LaTeX error or a picture that does not load, or JupyterLab's log console holds
 a traceback. Every explorer (ipywidgets controls above a figure) is operated with the keyboard only, as a
@@ -17,12 +18,13 @@ page at the first problem, else at the first explorer or figure) and, for a less
 
     python -m pytest tests/test_browser.py -k 04_scaler
 
-What it needs: Chromium and the Python package ``playwright`` (in the ``[dev]`` extras). ``python course.py test``
-installs Chromium when none is found: Debian's through apt as root or with passwordless sudo, else Playwright's
-own download (``tests/browser/lab.py`` finds either). Without a browser the test FAILS once
+What it needs: Chromium and the Python package ``playwright`` (in the ``[dev]`` extras). When the tests selected
+to run use the ``chromium`` fixture (``tests/conftest.py``) and no Chromium is found, the run installs one before
+its first test: Debian's through apt as root or with passwordless sudo, else Playwright's own download
+(``tools/chromium.py`` finds either). Without a browser the test FAILS once
 (``test_the_browser_is_available`` says how to get one; the other browser tests then skip); it never passes
 without having run. A learner who only wants the rest of the suite can opt out with ``COURSE_SKIP_BROWSER=1``, e.g.
-``COURSE_SKIP_BROWSER=1 python course.py test``. ``COURSE_CHROMIUM=/path/to/chrome`` picks another browser.
+``COURSE_SKIP_BROWSER=1 python3 course.py test``. ``COURSE_CHROMIUM=/path/to/chrome`` picks another browser.
 
 The test works on a temporary copy of ``notebooks/`` (the committed notebooks are never opened, autosave is
 off, and each check fails if the file it opened changed), starts one JupyterLab server (127.0.0.1, free port,
@@ -33,6 +35,7 @@ machine a lesson takes 9-17 s and the whole module about 5 minutes.
 
 from __future__ import annotations
 
+import copy
 import os
 
 import nbformat
@@ -44,6 +47,7 @@ from browser.lab import (
     browser_problem,
     lesson_notebooks,
 )
+from ipykernel.ipkernel import IPythonKernel
 
 LESSONS = lesson_notebooks()
 #: What each lesson's check saw (its links and anchors), for the cross-notebook link test at the end.
@@ -51,31 +55,40 @@ CHECKED: dict = {}
 
 
 @pytest.fixture(scope="module")
-def lab(tmp_path_factory):
+def lab(tmp_path_factory, chromium):
     """One JupyterLab server and one browser for the whole module: ``(server, browser)``."""
     if os.environ.get("COURSE_SKIP_BROWSER") == "1":
         pytest.skip("COURSE_SKIP_BROWSER=1: the browser test was skipped on purpose")
     if browser_problem():  # said once, by test_the_browser_is_available, not once per test
         pytest.skip("no browser: see test_the_browser_is_available")
     workdir = tmp_path_factory.mktemp("browser")
-    with LabServer(workdir) as server, LabBrowser(workdir) as browser:
+    with LabServer(workdir) as server, LabBrowser(workdir, executable=chromium) as browser:
         yield server, browser
 
 
-def write_notebook(server: LabServer, name: str, *sources: str) -> str:
+#: The metadata JupyterLab writes as the kernel starts (what ``course.py execute`` stores): a scratch notebook with
+#: it opens unmodified.
+KERNEL_METADATA = {"kernelspec": {"display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"},
+                   "language_info": IPythonKernel.language_info}
+#: What notebooks stored before: JupyterLab rewrites both as the kernel starts, and the notebook opens modified.
+OLD_METADATA = {"kernelspec": {"display_name": "Python 3", "language": "python", "name": "python3"},
+                "language_info": {"name": "python"}}
+
+
+def write_notebook(server: LabServer, name: str, *sources: str, metadata: dict = KERNEL_METADATA) -> str:
     """Write a scratch notebook into the server's (temporary) root; returns its name.
 
     Each source is a code cell, or a markdown cell when it starts with ``md:``.
     """
     nb = nbformat.v4.new_notebook()
-    nb.metadata["kernelspec"] = {"display_name": "Python 3", "language": "python", "name": "python3"}
+    nb.metadata.update(copy.deepcopy(metadata))
     nb.cells = [nbformat.v4.new_markdown_cell(source.removeprefix("md:")) if source.startswith("md:")
                 else nbformat.v4.new_code_cell(source) for source in sources]
     nbformat.write(nb, server.root / name)
     return name
 
 
-def test_the_browser_is_available():
+def test_the_browser_is_available(chromium):
     """The one failure (with what to do) when the browser test cannot run; the other tests then skip."""
     if os.environ.get("COURSE_SKIP_BROWSER") == "1":
         pytest.skip("COURSE_SKIP_BROWSER=1: the browser test was skipped on purpose")
@@ -90,6 +103,7 @@ def test_lessons_exist():
 
 @pytest.mark.parametrize("lesson", LESSONS, ids=[p.stem for p in LESSONS])
 def test_lesson_runs_cleanly_in_jupyterlab(lab, lesson):
+    """The lesson opens unmodified, runs from the menu without a problem, and its explorers work by keyboard."""
     server, browser = lab
     report = check_notebook(browser, server, lesson.name)
     CHECKED[lesson.name] = report
@@ -243,6 +257,20 @@ def render(n):  # fails for every value but the first: nbval never sees it, the 
 
 make_explorer(render, {"n": widgets.IntSlider(value=3, min=1, max=9)})
 """
+
+def test_a_notebook_that_opens_modified_is_reported(lab):
+    """A notebook stored with metadata that JupyterLab rewrites as the kernel starts (what notebooks stored before)
+    opens with the dot on its tab, and the check names what was rewritten."""
+    server, browser = lab
+    name = write_notebook(server, "scratch_modified.ipynb", "x = 1", metadata=OLD_METADATA)
+    report = check_notebook(browser, server, name, screenshot_dir=None)
+    print(report.summary())
+    assert any("opens as modified (jp-mod-dirty) before any edit" in p and "kernelspec" in p
+               for p in report.problems), report.summary()
+    unmodified = check_notebook(browser, server, write_notebook(server, "scratch_unmodified.ipynb", "x = 1"),
+                                screenshot_dir=None)
+    assert unmodified.problems == [], unmodified.summary()
+
 
 @pytest.mark.parametrize(("sources", "expected"), [
     pytest.param([BROKEN_WIDGET], "widget error: Error displaying widget", id="broken-widget"),

@@ -5,6 +5,7 @@ IPython 7, the main environment's torch) is built on first use. Building it inst
 only built when COURSE_COLAB_ENV=1 is set; in CI (CI=true) it is always built and these tests never skip.
 """
 
+import doctest
 import json
 import os
 import subprocess
@@ -12,6 +13,7 @@ import sys
 import types
 from pathlib import Path
 
+import nbformat
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools"))
@@ -24,15 +26,18 @@ IDS = [p.relative_to(ROOT / "notebooks").as_posix() for p in NOTEBOOKS]
 CONFIG = colab_sync.colab_config()
 
 
+def _setup_index(nb) -> int:
+    return next(i for i, c in enumerate(nb.cells) if "colab-setup" in c.metadata.get("tags", []))
+
+
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=IDS)
 def test_badge_setup_cell_and_gpu_metadata(path):
     nb = read(path)
-    badge, setup = nb.cells[0], nb.cells[1]
+    badge, setup = nb.cells[0], nb.cells[_setup_index(nb)]
     relpath = path.relative_to(ROOT).as_posix()
     assert "colab-badge" in badge.metadata.get("tags", [])
     assert f"/blob/{CONFIG['ref']}/{relpath}\"" in badge.source, "the badge must open this very notebook"
     assert f"github/{CONFIG['repository']}/" in badge.source
-    assert "colab-setup" in setup.metadata.get("tags", [])
     assert setup.source == colab_sync.setup_source(CONFIG)
     assert setup.outputs == [], "outside Colab the setup cell must print nothing"
     assert nb.metadata["accelerator"] == "GPU"
@@ -40,14 +45,52 @@ def test_badge_setup_cell_and_gpu_metadata(path):
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=IDS)
+def test_the_title_and_goals_come_before_the_setup_cell(path):
+    """A reader meets the lesson first: its title and goals, then the Colab-only install cell, before any code."""
+    nb = read(path)
+    at = _setup_index(nb)
+    before = nb.cells[:at]
+    assert any(c.cell_type == "markdown" and c.source.startswith("# ") for c in before), "the title comes first"
+    if any(colab_sync.GOALS in c.source for c in nb.cells if c.cell_type == "markdown"):
+        assert any(colab_sync.GOALS in c.source for c in before), "the goals come before the setup cell"
+    assert [c for c in before if c.cell_type == "code"] == [], "no code runs before the setup cell"
+    assert at == 1 + colab_sync.setup_position(nb.cells[1:at] + nb.cells[at + 1:]), "right after the goals"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=IDS)
 def test_badge_and_setup_cell_appear_once(path):
-    """One badge (the first cell) and one setup cell (the second), never a second copy further down."""
+    """One badge (the first cell) and one setup cell, never a second copy further down."""
     nb = read(path)
     badges = [i for i, c in enumerate(nb.cells) if "colab-badge.svg" in c.source]
     setups = [i for i, c in enumerate(nb.cells) if c.cell_type == "code" and "google.colab" in c.source
               and "pip" in c.source]
     assert badges == [0], f"the Colab badge must appear once, as the first cell; found it in cells {badges}"
-    assert setups == [1], f"the Colab setup cell must appear once, as the second cell; found it in cells {setups}"
+    assert setups == [_setup_index(nb)], f"the Colab setup cell must appear once; found it in cells {setups}"
+
+
+def test_sync_puts_the_setup_cell_after_the_title_and_goals():
+    """On a notebook laid out the old way (setup cell second), sync moves the setup cell after the goals, keeps
+    its id, and a second sync changes nothing."""
+    old_setup = nbformat.v4.new_code_cell(colab_sync.setup_source(CONFIG), metadata={"tags": ["colab-setup"]})
+    nb = nbformat.v4.new_notebook(cells=[
+        nbformat.v4.new_markdown_cell("old badge", metadata={"tags": ["colab-badge"]}), old_setup,
+        nbformat.v4.new_markdown_cell("# 99 · A lesson\n\nWhere we are."),
+        nbformat.v4.new_markdown_cell("**By the end of this notebook you will be able to:** ..."),
+        nbformat.v4.new_markdown_cell("## Setup"), nbformat.v4.new_code_cell("import torch")])
+    colab_sync.sync(nb, "notebooks/99_lesson.ipynb", CONFIG)
+    layout = [c.metadata.get("tags", [c.source.split()[0]])[0] for c in nb.cells]
+    assert layout == ["colab-badge", "#", "**By", "colab-setup", "##", "import"]
+    assert nb.cells[3]["id"] == old_setup["id"]
+    again = nbformat.writes(nb)
+    colab_sync.sync(nb, "notebooks/99_lesson.ipynb", CONFIG)
+    assert nbformat.writes(nb) == again
+
+
+def test_colab_sync_examples():
+    """The ``>>>`` examples in tools/colab_sync.py run (tools/ is not collected for doctests)."""
+    result = doctest.testmod(colab_sync, optionflags=doctest.NORMALIZE_WHITESPACE)
+    assert result.attempted >= 1
+    assert result.failed == 0
 
 
 @pytest.mark.slow  # reads every notebook in a new process (35-50 s on a busy 2-core machine)
@@ -70,9 +113,12 @@ def test_slug_is_defined_in_one_place():
     assert (ROOT / "pyproject.toml").read_text().count(slug) == 1
     assert holders <= {"pyproject.toml", "README.md"}
     readme = (ROOT / "README.md").read_text()
-    start, end = readme.index(colab_sync.README_START), readme.index(colab_sync.README_END)
-    outside = readme[:start] + readme[end:]
-    assert slug not in outside, "README mentions the slug outside the generated badge block"
+    outside = readme
+    blocks = ((colab_sync.README_START, colab_sync.README_END), (colab_sync.CLONE_START, colab_sync.CLONE_END))
+    for start, end in blocks:
+        outside = outside[:outside.index(start)] + outside[outside.index(end):]
+    assert slug not in outside, "README mentions the slug outside the generated blocks (badges, git clone)"
+    assert colab_sync.clone_block(CONFIG) in readme, "the README's git clone lines are not the generated ones"
 
 
 def _run_setup_cell(monkeypatch, on_colab: bool):

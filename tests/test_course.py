@@ -1,4 +1,4 @@
-"""The README's promise: on a fresh clone, `python course.py lab` and `python course.py test` do the right thing.
+"""The README's promise: on a fresh clone, `python3 course.py lab` and `python3 course.py test` do the right thing.
 
 Each test works on a fresh copy of the repository (the files git tracks, no ``.venv``). Nothing is downloaded:
 ``COURSE_DRY_RUN=1`` makes course.py print its plan (every step, then the command it would start) and run nothing,
@@ -92,12 +92,24 @@ def test_fresh_clone_test_installs_everything_then_runs_pytest(clone, tmp_path):
         f"create the environment in {clone / '.venv'}", "update pip", "install the course and its tools"]
     assert f"-m pip install -e '{clone}[dev]'" in out
     assert CPU_INDEX not in out.split("[course] step")[1], "the default path installs torch from PyPI"
-    assert "about 3 GB" in out or "a few hundred MB" in out  # what will be downloaded, said before it starts
-    assert "python course.py test --cpu" in out or sys.platform != "linux"
-    # no Chromium on PATH (only an apt-get stub): the browser comes before pytest
-    assert "Chromium" in out
-    assert "chromium" in out.split("-m pytest")[0]
-    assert out.rstrip().splitlines()[-1].endswith("--nbval-cell-timeout 600"), "pytest runs last"
+    assert "about 3.2 GB to download, 6.1 GB on disk" in out or "a few hundred MB" in out  # said before it starts
+    # the browser comes from the test run itself, decided by what pytest collected (tests/conftest.py)
+    assert "chromium" not in out.lower()
+    assert out.rstrip().splitlines()[-1].endswith("-m pytest -v --nbval --nbval-current-env --nbval-sanitize-with "
+                                                  f"{clone / 'tests' / 'nbval_sanitize.cfg'} --nbval-cell-timeout 600")
+
+
+@pytest.mark.parametrize("argv", [["help"], ["--help"], ["-h"], []], ids=["help", "--help", "-h", "nothing"])
+def test_help_is_a_command_and_an_option(clone, tmp_path, argv):
+    out = dry_run(clone, tmp_path, *argv)  # asserts exit status 0
+    assert "python3 course.py test" in out
+
+
+def test_an_unknown_command_says_so_and_fails(clone):
+    done = subprocess.run([sys.executable, "-S", str(clone / "course.py"), "tset"], capture_output=True, text=True,
+                          timeout=60)
+    assert done.returncode == 2
+    assert "'tset' is not a command of course.py" in done.stderr
 
 
 @pytest.mark.parametrize("how", [["lab", "--cpu"], ["lab"]], ids=["flag", "env"])
@@ -107,7 +119,7 @@ def test_the_cpu_option_installs_torch_from_the_cpu_index_first(clone, tmp_path,
     cpu = out.index(f"--index-url {CPU_INDEX} 'torch>=2.1'")
     assert "--timeout 15 --retries 0" in out, "an unreachable index must fail within seconds"
     assert cpu < out.index(f"-m pip install -e '{clone}[dev]'"), "torch comes first, so the project keeps it"
-    assert "CPU-only build (about 190 MB" in out
+    assert "about 0.65 GB to download, 2.5 GB on disk" in out or sys.platform != "linux"
     if sys.platform == "linux":  # the CPU-only build brings no Triton: lesson 14's comes from PyPI, pinned
         triton = out.index("-m pip install triton==3.8.0\n")
         assert cpu < triton < out.index(f"-m pip install -e '{clone}[dev]'")
@@ -144,6 +156,25 @@ def test_course_parts_use_the_standard_library_only(clone):
     assert {str(clone / "tools" / name) for name in ("environment.py", "chromium.py", "steps.py")} <= set(loaded)
 
 
+def test_ci_runs_the_readme_command_in_both_environments_and_on_both_cpu_paths():
+    """.ci/run: the README's test command over everything (pinned torch), then in an environment made as the
+    default install makes it (no torch pin: the newest) the quick part and the notebooks that train, then those
+    notebooks under both other CPU kernel paths; the notebooks that train come from the ``trains`` marker."""
+    ci = (ROOT / ".ci" / "run").read_text()
+    commands = [line.strip() for line in ci.splitlines() if "course.py test" in line and not line.startswith("#")]
+    assert commands == [
+        'part "1/4 the whole suite, torch 2.13.0" "$PY" course.py test',
+        'part "2/4 the newest torch: the quick part" env COURSE_VENV=.venv-newest "$PY" course.py test -m "not slow"',
+        'env COURSE_VENV=.venv-newest "$PY" course.py test -m trains notebooks/',
+        'env ATEN_CPU_CAPABILITY=avx2 "$PY" course.py test -m trains notebooks/',
+        'env ATEN_CPU_CAPABILITY=default "$PY" course.py test -m trains notebooks/',
+    ]
+    assert "rm -rf .venv-newest" in ci
+    assert "export COURSE_TORCH=default" in ci
+    assert ".venv-newest/bin/python -m pip" not in ci, "the newest environment is made by course.py, as a learner's"
+    assert "python3 course.py test" in (ROOT / "README.md").read_text()
+
+
 def test_ci_pins_the_triton_that_the_cpu_option_installs(parts):
     """.ci/run installs the torch and Triton pair that course.py's ``--cpu`` path installs on a fresh machine."""
     ci = (ROOT / ".ci" / "run").read_text()
@@ -151,18 +182,34 @@ def test_ci_pins_the_triton_that_the_cpu_option_installs(parts):
     assert parts.environment.TORCH == "torch>=2.1"
 
 
-def test_no_browser_work_when_chromium_is_there_skipped_or_not_selected(clone, tmp_path):
-    present = dry_run(clone, tmp_path / "a", "test", path_names=("apt-get", "chromium"))
-    skipped = dry_run(clone, tmp_path / "b", "test", COURSE_SKIP_BROWSER="1")
-    other = dry_run(clone, tmp_path / "c", "test", "tests/test_masks.py")
-    quick = dry_run(clone, tmp_path / "e", "test", "-m", "not slow")  # the browser tests are slow
-    for out in (present, skipped, other, quick):
-        assert "Chromium" not in out
-        assert "apt-get" not in out
-        assert "playwright" not in out
-    for number, args in enumerate([["tests/test_browser.py"], ["tests/test_book.py"], ["-m", "slow"]]):
-        selected = dry_run(clone, tmp_path / f"d{number}", "test", *args)
-        assert "none was found: installing it" in selected
+def _collected(*fixturenames):
+    """A stand-in for what pytest collected: one test per tuple of fixture names."""
+    items = [types.SimpleNamespace(fixturenames=names) for names in fixturenames]
+    config = types.SimpleNamespace(option=types.SimpleNamespace(collectonly=False),
+                                   pluginmanager=types.SimpleNamespace(getplugin=lambda name: None))
+    return types.SimpleNamespace(items=items, config=config)
+
+
+@pytest.mark.parametrize(("collected", "found", "skip", "installs"), [
+    ((("lab", "chromium"), ("tmp_path",)), None, None, True),
+    ((("tmp_path",), ()), None, None, False),
+    ((("lab", "chromium"),), "/usr/bin/chromium", None, False),
+    ((("lab", "chromium"),), None, "1", False),
+], ids=["a-browser-test-and-no-browser", "no-browser-test", "browser-found", "COURSE_SKIP_BROWSER"])
+def test_the_browser_is_provided_when_what_pytest_collected_needs_it(monkeypatch, collected, found, skip, installs):
+    """Decided by the tests selected to run (what ``-k``, ``-m``, ``--deselect`` or node ids left), not by reading
+    pytest's arguments: a test that uses the ``chromium`` fixture, no Chromium found, and no COURSE_SKIP_BROWSER."""
+    tests_conftest = importlib.import_module("conftest")
+    assert Path(tests_conftest.__file__) == ROOT / "tests" / "conftest.py"
+    calls = []
+    monkeypatch.setattr(tests_conftest, "find_chromium", lambda: found)
+    monkeypatch.setattr(tests_conftest, "ensure_browser", calls.append)
+    if skip:
+        monkeypatch.setenv("COURSE_SKIP_BROWSER", skip)
+    else:
+        monkeypatch.delenv("COURSE_SKIP_BROWSER", raising=False)
+    tests_conftest.pytest_collection_finish(_collected(*collected))
+    assert calls == ([Path(sys.executable)] if installs else [])
 
 
 @pytest.mark.parametrize(("root", "sudo", "first"), [
@@ -203,8 +250,8 @@ def test_without_any_way_to_a_browser_one_message_names_the_choices(parts, monke
     out = capsys.readouterr().out
     assert out.count("Choose one:") == 1
     assert "apt: not run (needs root or passwordless sudo)" in out
-    assert "`COURSE_SKIP_BROWSER=1 python course.py test`" in out
-    assert "COURSE_CHROMIUM=/path/to/chrome python course.py test" in out
+    assert "`COURSE_SKIP_BROWSER=1 python3 course.py test`" in out
+    assert "COURSE_CHROMIUM=/path/to/chrome python3 course.py test" in out
 
 
 @pytest.mark.parametrize(("installed", "pins", "said"), [
@@ -230,6 +277,8 @@ def test_a_torch_already_installed_is_kept_even_with_the_cpu_option(parts, tmp_p
 
 
 def test_an_unreachable_cpu_index_stops_at_once_with_one_message(parts, tmp_path, monkeypatch, capsys):
+    """The message offers PyPI's build, which needs no other index, and that choice says nothing of --cpu again:
+    the two messages never send the learner back and forth."""
     course, environment = parts.course, parts.environment
     monkeypatch.delenv("COURSE_DRY_RUN", raising=False)
     monkeypatch.delenv("COURSE_NO_VENV", raising=False)
@@ -242,7 +291,80 @@ def test_an_unreachable_cpu_index_stops_at_once_with_one_message(parts, tmp_path
     assert ran == [], "nothing is installed when the CPU index cannot be reached"
     err = capsys.readouterr().err
     assert f"PyTorch's CPU index ({CPU_INDEX}) cannot be reached: [Errno -2] Name or service not known" in err
-    assert "leave out --cpu" in err
+    assert "`COURSE_TORCH=default python3 course.py lab`" in err
+    assert "about 3.2 GB to download, 6.1 GB on disk" in err
+    monkeypatch.setattr(environment, "cuda_by_default", lambda: True)
+    monkeypatch.setattr(environment, "has_nvidia_gpu", lambda: False)
+    steps, notes = environment.install_plan(tmp_path / "other", "default")
+    assert "--cpu" not in " ".join(notes), "the learner chose PyPI's build: no advice to switch back"
+
+
+@pytest.fixture
+def cpu_only_linux(parts, monkeypatch):
+    """The environment module on a Linux PC without an NVIDIA GPU, where PyPI's torch is the CUDA build."""
+    environment = parts.environment
+    monkeypatch.setattr(environment, "cuda_by_default", lambda: True)
+    monkeypatch.setattr(environment, "has_nvidia_gpu", lambda: False)
+    monkeypatch.delenv("COURSE_DRY_RUN", raising=False)
+    monkeypatch.delenv("COURSE_NO_VENV", raising=False)
+    monkeypatch.delenv("COURSE_TORCH", raising=False)
+    return environment
+
+
+@pytest.mark.parametrize(("answers", "choice"), [([""], "cpu"), (["1"], "cpu"), (["2"], "default"),
+                                                 (["3", "2"], "default")], ids=["enter", "1", "2", "again"])
+def test_without_a_gpu_the_learner_chooses_once_knowing_the_costs(cpu_only_linux, parts, tmp_path, monkeypatch,
+                                                                  capsys, answers, choice):
+    environment = cpu_only_linux
+    monkeypatch.setenv("COURSE_VENV", str(tmp_path / "venv"))
+    (tmp_path / "venv").mkdir()  # where the (stubbed) steps would have made it
+    monkeypatch.setattr(environment.sys.stdin, "isatty", lambda: True, raising=False)
+    asked = []
+    monkeypatch.setattr("builtins.input", lambda prompt: asked.append(prompt) or answers[len(asked) - 1])
+    monkeypatch.setattr(environment, "cpu_index_problem", lambda: None)
+    ran = []
+    monkeypatch.setattr(environment, "run_steps", ran.append)
+    environment.venv_python()
+    assert len(asked) == len(answers)
+    assert "1. PyTorch's CPU-only build" in asked[0]
+    assert "about 0.65 GB to download, 2.5 GB on disk" in asked[0]
+    assert "2. PyPI's default, the CUDA build (about 3.2 GB to download, 6.1 GB on disk" in asked[0]
+    commands = [" ".join(step.argv) for step in ran[0]]
+    assert any(CPU_INDEX in c for c in commands) == (choice == "cpu")
+    out = capsys.readouterr().out
+    assert "--cpu" not in out, "a learner who chose is not told to choose again"
+
+
+def test_without_a_terminal_pypis_build_is_installed_and_the_notice_says_what_else_there_is(cpu_only_linux, tmp_path,
+                                                                                            monkeypatch):
+    environment = cpu_only_linux
+    monkeypatch.setattr(environment, "ask_choice", lambda: None)  # no terminal (CI, a script)
+    steps, notes = environment.install_plan(tmp_path / "venv", environment.torch_choice())
+    assert all(CPU_INDEX not in step.argv for step in steps)
+    assert "the CUDA build" in notes[0]
+    assert "about 3.2 GB to download, 6.1 GB on disk" in notes[0]
+    assert "`python3 course.py lab --cpu`" in notes[0]
+    assert "about 0.65 GB to download, 2.5 GB on disk" in notes[0]
+
+
+def test_the_readme_states_the_costs_the_course_says(parts):
+    """The install table of the README and the messages of tools/environment.py give the same measured costs."""
+    readme = (ROOT / "README.md").read_text()
+    for choice, (download, disk) in parts.environment.COSTS.items():
+        name = "`--cpu`" if choice == "cpu" else choice
+        row = next(line for line in readme.splitlines() if line.startswith(f"| {name} |"))
+        assert f"about {download}" in row, row
+        assert disk in row, row
+
+
+def test_the_suite_time_is_stated_once():
+    """How long the whole suite takes is said in one place, the README's quick start; pyproject.toml gives no time."""
+    pyproject = (ROOT / "pyproject.toml").read_text()
+    pytest_section = pyproject[pyproject.index("[tool.pytest.ini_options]"):pyproject.index("[tool.ruff]")]
+    assert not re.search(r"\d+(\.\d+)? ?min", pytest_section), "say times in the README, not in pyproject.toml"
+    readme = (ROOT / "README.md").read_text()
+    stated = re.findall(r"(?:whole suite|every test of the course|everything)[^.|\n]*?\d+ min", readme)
+    assert stated == ["every test of the course: about 22 min"], stated
 
 
 def test_every_slow_entry_names_a_test_that_exists():

@@ -80,7 +80,10 @@ def test_gpu_check_without_cuda_says_so_and_succeeds():
     script = Path(__file__).resolve().parents[1] / "tools" / "gpu_check.py"
     result = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120)
     assert result.returncode == 0
-    assert "no CUDA here" in result.stdout
+    assert result.stdout.startswith("No CUDA GPU here")
+    assert "nothing was run" in result.stdout
+    for name in ("device tests", "backward", "triton launch", "triton kernel", "triton timing", "bench", "lesson 14"):
+        assert f"  - {name}: " in result.stdout
 
 
 def test_gpu_check_timing_table_runs(capsys):
@@ -91,7 +94,45 @@ def test_gpu_check_timing_table_runs(capsys):
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools"))
     import gpu_check
 
-    gpu_check.timings("cpu", sizes=(8, 16))
+    assert gpu_check.timings("cpu", sizes=(8, 16))
     lines = capsys.readouterr().out.splitlines()
     assert lines[0].split()[:2] == ["n", "loop"]
     assert [line.split()[0] for line in lines[1:]] == ["8", "16"]
+
+
+def test_gpu_check_reports_every_case_and_fails_if_one_failed(monkeypatch, tmp_path, capsys):
+    """On a GPU (faked here), a case that raises is reported and the next one still runs; one report, exit 1."""
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools"))
+    import gpu_check
+
+    def broken():
+        raise RuntimeError("the GPU fell over")
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda device=None: "a fake GPU")
+    monkeypatch.setattr(gpu_check, "cases", lambda: [gpu_check.Case("first", "raises", broken),
+                                                     gpu_check.Case("second", "prints", lambda: print("ran") or True),
+                                                     gpu_check.Case("third", "returns False", lambda: False)])
+    report = tmp_path / "report.txt"
+    assert gpu_check.main(["--report", str(report)]) == 1
+    text = report.read_text()
+    assert text.startswith("GPU check: a fake GPU")
+    assert "FAILED  first" in text
+    assert "passed  second" in text
+    assert "FAILED  third" in text
+    assert "1 of 3 cases passed; FAILED: first, third" in text
+    assert "RuntimeError: the GPU fell over" in text
+    assert "== second: prints\nran" in text
+    assert gpu_check.main(["--report", str(report), "--only", "second"]) == 0
+    assert "1 of 1 cases passed" in report.read_text()
+
+
+@pytest.mark.parametrize(("cuda", "mps", "expected"), [(True, True, "cuda"), (False, True, "mps"),
+                                                       (False, False, "cpu")])
+def test_get_device_prefers_cuda_then_mps(monkeypatch, cuda, mps, expected):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: cuda)
+    monkeypatch.setattr(torch.backends.mps, "is_available", lambda: mps)
+    assert al.get_device() == torch.device(expected)

@@ -1,11 +1,19 @@
 """``course.py execute`` never waits in silence: a cell or a notebook that runs too long ends with a message naming the
-notebook and the cell, the file stays as it was, and the explorers' Output widgets still reach the saved state."""
+notebook and the cell, the file stays as it was; the explorers' Output widgets reach the saved state; and the stored
+metadata is what JupyterLab writes when it opens the notebook, so that a lesson opens unmodified."""
 
+import platform
 import sys
 from pathlib import Path
 
 import nbformat
 import pytest
+from jupyter_client.kernelspec import KernelSpecManager
+
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10
+    import tomli as tomllib
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tools"))
@@ -43,17 +51,42 @@ def test_an_error_in_a_cell_names_the_cell(tmp_path):
     assert "ZeroDivisionError" in outcome.error
 
 
-def test_output_widgets_are_saved_without_echoing_them_to_the_kernel(tmp_path):
+def test_output_widgets_are_saved_and_echoed_to_the_kernel_as_in_jupyterlab(tmp_path):
     path = notebook(tmp_path, "import ipywidgets as w\nfrom IPython.display import display\nout = w.Output()\n"
                               "display(out)\nwith out:\n    print('inside')",
-                    "print(len(out.outputs))")  # the kernel's copy: only a front end's echo would fill it
+                    "print(len(out.outputs))")  # the kernel's copy, filled by the front end's echo
     outcome = execute_notebooks.execute(path, cell_timeout=60, notebook_timeout=120)
     assert outcome.error == ""
     nb = nbformat.read(path, as_version=4)
     state = nb.metadata["widgets"]["application/vnd.jupyter.widget-state+json"]["state"]
     saved = [m["state"]["outputs"] for m in state.values() if m["model_name"] == "OutputModel"]
     assert saved == [[{"name": "stdout", "output_type": "stream", "text": "inside\n"}]]
-    assert nb.cells[1].outputs[0]["text"] == "0\n"
+    assert nb.cells[1].outputs[0]["text"] == "1\n"
+
+
+def test_the_stored_metadata_is_what_jupyterlab_writes_when_it_opens_the_notebook(tmp_path):
+    """The kernel's own kernelspec and language_info (JupyterLab writes both as the kernel starts: any other value
+    marks the notebook as modified before the learner touches it), and no execution times."""
+    path = notebook(tmp_path, "x = 1")
+    outcome = execute_notebooks.execute(path, cell_timeout=60, notebook_timeout=120)
+    assert outcome.error == ""
+    nb = nbformat.read(path, as_version=4)
+    spec = KernelSpecManager().get_kernel_spec("python3")
+    assert nb.metadata["kernelspec"] == {"display_name": spec.display_name, "language": spec.language,
+                                         "name": "python3"}
+    assert nb.metadata["language_info"]["name"] == "python"
+    assert nb.metadata["language_info"]["version"] == platform.python_version()
+    assert {"codemirror_mode", "file_extension", "mimetype", "pygments_lexer"} <= set(nb.metadata["language_info"])
+    assert all("execution" not in cell.metadata for cell in nb.cells)
+
+
+def test_the_kernels_that_can_leave_a_request_unread_are_excluded():
+    """Executing echoes an Output widget's outputs to the kernel, as JupyterLab does; ipykernel 7.0 to 7.3 could
+    then leave the next request unread for good (ipykernel#1554), so the project's dependencies exclude them."""
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    for extra in ("lab", "test"):
+        pin = next(r for r in extras[extra] if r.startswith("ipykernel"))
+        assert all(f"!={minor}.*" in pin for minor in ("7.0", "7.1", "7.2", "7.3")), pin
 
 
 @pytest.mark.parametrize(("argv", "message"), [

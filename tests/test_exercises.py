@@ -29,8 +29,8 @@ import attention_lib as al
 from attention_lib.exercises import (
     blend,
     check_calculate_attention,
-    check_causal_mask,
     check_function,
+    check_log_softmax,
     check_masked_softmax,
     check_matchmaker,
     check_merge_heads,
@@ -38,9 +38,9 @@ from attention_lib.exercises import (
     check_scaled_scores,
     check_soft_lookup,
     check_split_heads,
-    check_stable_softmax,
     check_tune_in,
     check_weights_no_loops,
+    check_window_mask,
     cocktail_party,
     detective_team,
     library_search,
@@ -61,69 +61,109 @@ def T(x):  # noqa: N802 - the transpose every exercise needs
     return x.transpose(-2, -1)
 
 
-# -- 01: tune_in(x (L, E), focus) -> (L, E) -------------------------------------------------------------------
+# -- 01: tune_in(x (L, E), focus (L,)) -> (L, E), one focus per listener ---------------------------------------
 def tune_in(x, focus):
-    return sm(focus * x @ x.T, dim=-1) @ x  # (L, L) @ (L, E) -> (L, E)
+    return sm(focus[:, None] * (x @ x.T), dim=-1) @ x  # (L, L) @ (L, E) -> (L, E)
 
 
 def tune_in_by_rows(x, focus):
-    return torch.stack([(sm(focus * (x @ x[i]), dim=0)[:, None] * x).sum(0) for i in range(x.shape[0])])
+    return torch.stack([(sm(focus[i] * (x @ x[i]), dim=0)[:, None] * x).sum(0) for i in range(x.shape[0])])
 
 
 TUNE_IN = Exercise(
-    check_tune_in, correct=[tune_in, tune_in_by_rows, lambda x, f: al.calculate_attention(x, x, x, scale=f)[0]],
+    check_tune_in,
+    correct=[tune_in, tune_in_by_rows, lambda x, f: sm(f.unsqueeze(-1) * x @ x.mT, dim=-1) @ x,
+             lambda x, f: sm(torch.diag(f) @ x @ x.T, dim=-1) @ x],
     wrong=[
-        (lambda x, f: (f * x @ x.T) @ x, "turn the scores into weights with torch.softmax"),
-        (lambda x, f: sm(f * x @ x.T, dim=0) @ x, "dim=0 runs over the first dimension"),
+        (lambda x, f: sm(f * (x @ x.T), dim=-1) @ x, "`focus * scores` lines the (L,) focus up with the last"),
+        (lambda x, f: sm(f[None, :] * (x @ x.T), dim=-1) @ x, "the columns (the speakers)"),
+        (lambda x, f: (f[:, None] * x @ x.T) @ x, "turn the scores into weights with torch.softmax"),
+        (lambda x, f: sm(f[:, None] * x @ x.T, dim=0) @ x, "dim=0 runs over the first dimension"),
         (lambda x, f: sm(x @ x.T, dim=-1) @ x, "multiply the scores by `focus` before the softmax"),
-        (lambda x, f: sm(x @ x.T / f, dim=-1) @ x, "don't divide"),
-        (lambda x, f: f * (sm(x @ x.T, dim=-1) @ x), "inside the softmax"),
+        (lambda x, f: sm(x @ x.T / f[:, None], dim=-1) @ x, "don't divide"),
+        (lambda x, f: f[:, None] * (sm(x @ x.T, dim=-1) @ x), "inside the softmax"),
         (lambda x, f: sm(x @ x.T / math.sqrt(x.size(-1)), dim=-1) @ x, "the focus replaces the 1/√E"),
-        (lambda x, f: sm(f * x @ x.T / math.sqrt(x.size(-1)), dim=-1) @ x, "and also divided by √E"),
-        (lambda x, f: sm(f * x @ x.T, dim=-1), "expected shape (4, 3), but got (4, 4)"),
+        (lambda x, f: sm(f[:, None] * x @ x.T / math.sqrt(x.size(-1)), dim=-1) @ x, "and also divided by √E"),
+        (lambda x, f: sm(f.mean() * (x @ x.T), dim=-1) @ x, "the same focus, the average"),
+        (lambda x, f: sm(f[:, None] * x @ x.T, dim=-1), "(L, L) is the weights"),
+        (lambda x, f: sm(f[:, None, None] * (x @ x.T), dim=-1) @ x, "a dimension too many"),
         (lambda x, f: tune_in(x, f) + 0.5, "largest difference 0.5"),
+        # the library's attention does it for you, even with each query scaled by its own focus
+        (lambda x, f: al.calculate_attention(f[:, None] * x, x, x, scale=1.0)[0],
+         "your function called `al.calculate_attention`"),
+        (lambda x, f: F.scaled_dot_product_attention(f[:, None] * x, x, x, scale=1.0),
+         "write it yourself, with plain PyTorch operations"),
     ],
-    crashes=[(lambda x, f: sm(f * x @ x, dim=-1) @ x, "(4, 3) and (4, 3)"),
-             (lambda x, f: sm(f * x @ x, dim=-1) @ x, "flip the second with .transpose(-2, -1)"),
-             (lambda x, f: sm(f * x @ x.T, dim=-1) @ x.T, "`x` needs no flip here"),
-             (lambda x, f: sm(f * x @ x.T, dim=-1) @ x.T, "Drop the .T")],
+    crashes=[(lambda x, f: sm(f * x @ x.T, dim=-1) @ x, "`focus` (4,) has one number per row of (4, 3)"),
+             (lambda x, f: sm(f * x @ x.T, dim=-1) @ x, "focus[:, None]"),
+             (lambda x, f: sm(f[:, None] * x @ x, dim=-1) @ x, "flip the second with .transpose(-2, -1)"),
+             (lambda x, f: sm(f[:, None] * x @ x.T, dim=-1) @ x.T, "`x` needs no flip here"),
+             (lambda x, f: sm(f[:, None] * x @ x.T, dim=-1) @ x.T, "Drop the .T")],
     mistakes=cocktail_party.MISTAKES,
+    passed_says="each with a different focus for every word",
 )
 
 
-# -- 02: soft_lookup(query (E,), key (S, E), value (S, Ev)) -> (Ev,) --------------------------------------------
+# -- 02: soft_lookup(query (N, E), key (N, S, E), value (N, S, Ev)) -> (N, Ev): one question per library --------
 def soft_lookup(q, k, v):
-    return sm(k @ q / math.sqrt(q.size(-1)), dim=-1) @ v  # (S,) @ (S, Ev) -> (Ev,)
+    scores = (k @ q.unsqueeze(-1)).squeeze(-1)  # (N, S, E) @ (N, E, 1) -> (N, S)
+    return (sm(scores / math.sqrt(q.size(-1)), dim=-1).unsqueeze(-2) @ v).squeeze(-2)  # (N, Ev)
 
 
 def lookup_scaled(divisor):
-    return lambda q, k, v: sm(k @ q / divisor(q, k, v), dim=-1) @ v
+    return lambda q, k, v: (sm((k * q[:, None]).sum(-1) / divisor(q, k, v), dim=-1)[:, None] @ v)[:, 0]
+
+
+def every_library(q, k, v):
+    return sm(q @ k.transpose(-2, -1) / math.sqrt(q.size(-1)), dim=-1) @ v  # (N, E) @ (N, E, S) -> (N, N, S)
 
 
 SOFT_LOOKUP = Exercise(
     check_soft_lookup,
-    correct=[soft_lookup, lambda q, k, v: al.calculate_attention(q[None], k, v)[0][0],
-             lambda q, k, v: sm(q @ k.T * q.shape[-1] ** -0.5, dim=-1) @ v],
+    correct=[soft_lookup, lookup_scaled(lambda q, k, v: math.sqrt(q.size(-1))),
+             lambda q, k, v: torch.einsum("ns,nsv->nv", sm(torch.einsum("ne,nse->ns", q, k) * q.shape[-1] ** -0.5,
+                                                                -1), v),
+             lambda q, k, v: torch.stack([sm(k[n] @ q[n] / math.sqrt(q.size(-1)), dim=-1) @ v[n]
+                                          for n in range(q.size(0))])],
     wrong=[
-        (lambda q, k, v: sm(k @ q / math.sqrt(q.size(-1)), dim=-1) @ k, "you mixed the keys"),
+        (lambda q, k, v: (sm((k * q[:, None]).sum(-1) / math.sqrt(q.size(-1)), dim=-1)[:, None] @ k)[:, 0],
+         "you mixed the keys"),
         (lookup_scaled(lambda q, k, v: 1.0), "divide the scores by √d_k"),
         (lookup_scaled(lambda q, k, v: q.size(-1)), "not by d_k itself"),
         (lookup_scaled(lambda q, k, v: q.size(-1) ** -0.5), "you multiplied"),
-        (lookup_scaled(lambda q, k, v: math.sqrt(k.size(0))), "divide by √E, not √S"),
+        (lookup_scaled(lambda q, k, v: q.size(-1) ** 1 / 2), "** binds tighter than /"),
+        (lambda q, k, v: (sm((k * q[:, None]).sum(-1) / q.size(-1) ** 1 / 2, dim=-1)[:, None] @ v)[:, 0],
+         "is even (scores / d_k) / 2"),
+        (lookup_scaled(lambda q, k, v: math.sqrt(k.size(-2))), "divide by √E, not √S"),
         (lookup_scaled(lambda q, k, v: math.sqrt(v.size(-1))), "divide by √E, not √Ev"),
-        (lambda q, k, v: (k @ q / math.sqrt(q.size(-1))) @ v, "turn the scores into weights"),
-        (lambda q, k, v: v[(k @ q).argmax()], "that is the hard lookup"),
-        (lambda q, k, v: sm(k @ q / math.sqrt(q.size(-1)), dim=-1), "weights (S,) @ value (S, Ev)"),
+        (lambda q, k, v: ((k * q[:, None]).sum(-1) / math.sqrt(q.size(-1)))[:, None] @ v,
+         "drop the size-1 dimension with .squeeze(-2)"),
+        (lambda q, k, v: (((k * q[:, None]).sum(-1) / math.sqrt(q.size(-1)))[:, None] @ v)[:, 0],
+         "turn the scores into weights"),
+        (lambda q, k, v: v[torch.arange(q.size(0)), (k * q[:, None]).sum(-1).argmax(-1)], "that is the hard lookup"),
+        (every_library, "each reader's question met every library"),
+        (lambda q, k, v: sm((k * q[:, None]).sum(-1), dim=-1), "those are the weights, (N, S)"),
+        # the library's recipe does it for you
+        (lambda q, k, v: al.calculate_attention(q[:, None], k, v)[0][:, 0],
+         "your function called `al.calculate_attention`"),
+        (lambda q, k, v: F.scaled_dot_product_attention(q[:, None], k, v)[:, 0], "write it yourself"),
     ],
-    crashes=[(lambda q, k, v: sm(q @ k / math.sqrt(q.size(-1)), dim=-1) @ v, "(3,) and (4, 3)"),
+    crashes=[(lambda q, k, v: sm(k @ q / math.sqrt(q.size(-1)), dim=-1) @ v, "(2, 4, 3) and (2, 3)"),
+             (lambda q, k, v: sm(k @ q / math.sqrt(q.size(-1)), dim=-1) @ v, "query.unsqueeze(-1) is (2, 3, 1)"),
              (lambda q, k: k @ q, "with 3 arguments, (query, key, value)")],
     mistakes=library_search.MISTAKES,
+    passed_says="3 fixed queues of readers",
 )
 
 
-# -- 03: matchmaker(query (N, ..., L, E), key (N, ..., S, E)) -> (N, ..., L, S) -----------------------------------
-def rectangles_without_transpose(q, k):
-    return q @ T(k) if q.shape[-2] == k.shape[-2] == q.shape[-1] else q @ k  # right only on the square trial
+# -- 03: my_matchmaker(query (N, ..., L, E), key (N, ..., S, E)) -> (N, ..., L, S), without @ -----------------
+def broadcast(q, k):
+    return (q.unsqueeze(-2) * k.unsqueeze(-3)).sum(dim=-1)  # (..., L, 1, E) * (..., 1, S, E) -> (..., L, S)
+
+
+def by_loops(q, k):
+    return torch.stack([torch.stack([(q[..., i, :] * k[..., j, :]).sum(-1) for j in range(k.shape[-2])], dim=-1)
+                        for i in range(q.shape[-2])], dim=-2)
 
 
 def raises_value_error(*args):
@@ -132,98 +172,144 @@ def raises_value_error(*args):
 
 MATCHMAKER = Exercise(
     check_matchmaker,
-    correct=[al.matchmaker, lambda q, k: q @ T(k), lambda q, k: q @ k.mT,
-             lambda q, k: torch.matmul(q, k.transpose(-1, -2)), lambda q, k: torch.einsum("...le,...se->...ls", q, k)],
+    correct=[broadcast, lambda q, k: (q[..., :, None, :] * k[..., None, :, :]).sum(-1),
+             lambda q, k: torch.mul(q.unsqueeze(-2), k.unsqueeze(-3)).sum(dim=-1, keepdim=False)],
     wrong=[
-        (lambda q, k: q @ k, "flip the key sideways"),
-        (lambda q, k: k @ T(q), "is (..., S, L), the scores flipped"),
-        (lambda q, k: q @ k.T, "x.T reverses every dimension"),
-        (lambda q, k: q @ T(k) / q.size(-1) ** 0.5, "the scaler's job"),
-        (lambda q, k: (q * k[..., : q.shape[-2], :]).sum(-1), "one row per query and one column per key"),
+        (lambda q, k: q @ T(k), "without a matrix product, and your function called `matmul`"),
+        (lambda q, k: torch.matmul(q, k.transpose(-1, -2)), "without a matrix product"),
+        (lambda q, k: torch.einsum("...le,...se->...ls", q, k), "your function called `einsum`"),
+        (lambda q, k: F.linear(q, k), "your function called `linear`"),
+        (lambda q, k: torch.bmm(q, T(k)), "your function called `bmm`"),
+        (lambda q, k: q @ k, "your function called `matmul`"),  # refused before it can crash
+        (al.matchmaker, "your function called `al.matchmaker`"),
+        (by_loops, "no Python loops"),
+        (by_loops, "query.unsqueeze(-2) (..., L, 1, E)"),
+        (lambda q, k: (q.unsqueeze(-3) * k.unsqueeze(-2)).sum(-1), "Yours are flipped, (..., S, L)"),
+        (lambda q, k: broadcast(q, k) / q.size(-1) ** 0.5, "the scaler's job"),
+        (lambda q, k: (q * k).sum(-1), "multiplies query i with key i only"),
+        (lambda q, k: (q.unsqueeze(-2) * k.unsqueeze(-3)).sum(-2), "you added up over the words"),
+        (lambda q, k: q.unsqueeze(-2) * k.unsqueeze(-3), "those are the products"),
+        (lambda q, k: broadcast(q, k) + 1e-3, "largest difference 0.001"),
+        (lambda q, k: (q.unsqueeze(-2) * k.unsqueeze(-2)).sum(-1), "in front of their words, key.unsqueeze(-3)"),
     ],
     crashes=[
-        (lambda q, k: q @ k.transpose(1, 2), "is `key` (3, 2, 4, 5) with dimensions 1 and 2 swapped"),
-        (lambda q, k: torch.bmm(q, T(k)), "torch.bmm takes exactly 3-D tensors"),
-        (lambda q, k: q @ k.t(), "x.t() only flips 2-D tensors"),
-        (lambda q, k: q @ k.permute(0, 2, 1), "permute(...) names every dimension"),
-        (rectangles_without_transpose, "(2, 3, 6) and (2, 5, 6)"),
-        (rectangles_without_transpose, "flip the second with .transpose(-2, -1)"),
+        (lambda q, k: (q[:, :, None] * k[:, None]).sum(-1), "elementwise operations line shapes up"),
         (raises_value_error, "print the shape of each tensor"),
     ],
     mistakes=matchmaker.MISTAKES,
+    passed_says="one square and one with two batch dimensions",
 )
 
 
-# -- 04: scaled_scores(query (N, L, E), key (N, S, E)) -> (N, L, S) -----------------------------------------------
+# -- 04: scaled_scores(x (N, L, d_model), w_query, w_key (d_k, d_model)) -> (N, L, L) ---------------------------
 def scaled_by(divisor):
-    return lambda q, k: q @ T(k) / divisor(q, k)
+    def scaled(x, wq, wk):
+        q, k = x @ wq.T, x @ wk.T  # (N, L, d_k)
+        return q @ T(k) / divisor(q, k, x)
+    return scaled
 
 
 SCALED_SCORES = Exercise(
     check_scaled_scores,
-    correct=[scaled_by(lambda q, k: math.sqrt(q.size(-1))), lambda q, k: al.scaler(al.matchmaker(q, k), q.size(-1)),
-             lambda q, k: q @ T(k) * q.shape[-1] ** -0.5],
+    correct=[scaled_by(lambda q, k, x: math.sqrt(q.size(-1))),
+             lambda x, wq, wk: F.linear(x, wq) @ T(F.linear(x, wk)) / math.sqrt(wq.size(0)),
+             lambda x, wq, wk: (x @ wq.T * wq.shape[0] ** -0.5) @ (x @ wk.T).mT,
+             lambda x, wq, wk: torch.einsum("nld,ed,nmd->nlm", x @ wq.T, torch.eye(wq.size(0)),
+                                            x @ wk.T) / wq.size(0) ** 0.5],
     wrong=[
-        (lambda q, k: q @ T(k), "divide the scores by √d_k"),
-        (scaled_by(lambda q, k: q.size(-1)), "not by d_k itself"),
-        (scaled_by(lambda q, k: q.size(-1) ** -0.5), "you multiplied"),
-        (scaled_by(lambda q, k: math.sqrt(k.size(-2))), "divide by √E, not √S"),
-        (scaled_by(lambda q, k: math.sqrt(q.size(-2))), "divide by √E, not √L"),
-        (scaled_by(lambda q, k: math.sqrt(q.size(0))), "divide by √E, not √N"),
-        (lambda q, k: q @ k / math.sqrt(q.size(-1)), "flip the key sideways"),
-        (lambda q, k: k @ T(q) / math.sqrt(q.size(-1)), "is (..., S, L), the scores flipped"),
-        (lambda q, k: sm(q @ T(k) / math.sqrt(q.size(-1)), dim=-1), "stop before the softmax"),
+        (scaled_by(lambda q, k, x: math.sqrt(x.size(-1))), "not by √d_model = x.size(-1)"),
+        (scaled_by(lambda q, k, x: 1.0), "divide the scores by √d_k"),
+        (scaled_by(lambda q, k, x: q.size(-1)), "not by d_k itself"),
+        (scaled_by(lambda q, k, x: q.size(-1) ** -0.5), "you multiplied"),
+        (scaled_by(lambda q, k, x: q.size(-1) ** 1 / 2), "** binds tighter than /"),
+        (lambda x, wq, wk: (x @ wq.T) @ T(x @ wk.T) / wq.size(0) ** 1 / 2, "is even (scores / d_k) / 2"),
+        (scaled_by(lambda q, k, x: math.sqrt(q.size(-2) * q.size(-1))), "√(L·d_k)"),
+        (scaled_by(lambda q, k, x: math.sqrt(q[0].numel())), "√(L·d_k)"),
+        (scaled_by(lambda q, k, x: math.sqrt(q.size(-2))), "divide by √E, not √L"),
+        (scaled_by(lambda q, k, x: math.sqrt(q.size(0))), "divide by √E, not √N"),
+        (lambda x, wq, wk: (x @ wq.T) @ (x @ wk.T) / math.sqrt(wq.size(0)), "flip the key sideways"),
+        (lambda x, wq, wk: (x @ wk.T) @ T(x @ wq.T) / math.sqrt(wq.size(0)), "is (..., S, L), the scores flipped"),
+        (lambda x, wq, wk: sm(scaled_by(lambda q, k, x: math.sqrt(q.size(-1)))(x, wq, wk), dim=-1),
+         "stop before the softmax"),
+        (lambda x, wq, wk: scaled_by(lambda q, k, x: math.sqrt(q.size(-1)))(x, wq, wq),
+         "you used w_query for the keys"),
+        (lambda x, wq, wk: scaled_by(lambda q, k, x: math.sqrt(q.size(-1)))(x, wk, wk),
+         "you used w_key for the queries"),
+        (lambda x, wq, wk: x @ wq.T, "those are the projected queries"),
+        (lambda x, wq, wk: T(x @ wq.T) @ (x @ wk.T) / math.sqrt(wq.size(0)), "the words meet, not the features"),
+        (lambda x, wq, wk: al.scaler(al.matchmaker(x @ wq.T, x @ wk.T), wq.size(0)),
+         "your function called `al.matchmaker`"),
+        (lambda x, wq, wk: scaled_by(lambda q, k, x: math.sqrt(q.size(-1)))(x, wq, wk) + 0.5,
+         "the values differ from the reference"),
     ],
-    crashes=[(lambda q, k: q @ k.transpose(0, 1) / math.sqrt(q.size(-1)), "with dimensions 0 and 1 swapped"),
-             (lambda q, k: torch.mm(q, k.T), "torch.mm and torch.mv take plain matrices"),
-             (lambda q, k: q @ k.T / math.sqrt(q.size(-1)), "is `k` (2, 5, 5) with every dimension reversed"),
-             (lambda query, key: query @ key.T, "key.transpose(-2, -1)")],
+    crashes=[(lambda x, wq, wk: (x @ wq) @ T(x @ wk) / math.sqrt(wq.size(0)), "flip the second with .transpose"),
+             (scaled_by(lambda q, k, x: torch.sqrt(q.size(-1))), "torch.sqrt takes a tensor"),
+             (scaled_by(lambda q, k, x: torch.sqrt(q.size(-1))), "use math.sqrt(...)"),
+             (lambda x, wq, wk: torch.mm(x, wq.T), "torch.mm and torch.mv take plain matrices"),
+             (lambda x, wq, wk: (x @ wq.T) @ (x @ wk.T).transpose(0, 1), "with dimensions 0 and 1 swapped"),
+             (lambda x, wq, wk: (x @ wq.T) @ (x @ wk.T).T, "with every dimension reversed")],
     mistakes=scaler.MISTAKES,
+    passed_says="each with d_model different from d_k",
 )
 
 
-# -- 05: stable_softmax(scores (N, L, S)) -> (N, L, S), by hand ----------------------------------------------------
-def by_hand(shift=lambda s: s.amax(dim=-1, keepdim=True), dim=-1, keepdim=True, normalise=True):
-    def softmax(s):
-        e = (s - shift(s)).exp()
-        return e / e.sum(dim=dim, keepdim=keepdim) if normalise else e
-    return softmax
+# -- 05: stable_log_softmax(scores (N, L, S)) -> (N, L, S), by hand --------------------------------------------------
+def log_by_hand(shift=lambda s: s.amax(dim=-1, keepdim=True), dim=-1, keepdim=True, add_back=True):
+    def log_softmax(s):
+        shifted = s - shift(s)
+        return (shifted if add_back else s) - shifted.exp().sum(dim=dim, keepdim=keepdim).log()
+    return log_softmax
 
 
-def in_place(s):
+def stable_softmax(s):
+    e = (s - s.amax(dim=-1, keepdim=True)).exp()
+    return e / e.sum(dim=-1, keepdim=True)
+
+
+def log_in_place(s):
     s -= s.amax(dim=-1, keepdim=True)
-    s.exp_()
-    s /= s.sum(dim=-1, keepdim=True)
-    return s
+    return s - s.exp().sum(dim=-1, keepdim=True).log()
 
 
-STABLE_SOFTMAX = Exercise(
-    check_stable_softmax,
-    correct=[by_hand(), in_place, by_hand(lambda s: s.max(dim=-1, keepdim=True).values),
-             lambda s: (s - torch.logsumexp(s, dim=-1, keepdim=True)).exp()],
+LOG_SOFTMAX = Exercise(
+    check_log_softmax,
+    correct=[log_by_hand(), log_in_place, log_by_hand(lambda s: s.max(dim=-1, keepdim=True).values),
+             lambda s: (lambda m: s - m - torch.log(torch.sum(torch.exp(s - m), dim=-1, keepdim=True)))(
+                 s.amax(-1, keepdim=True))],
     wrong=[
-        (by_hand(lambda s: 0.0), "subtract each row's max first"),
-        (by_hand(lambda s: s.max()), "not the max of the whole tensor"),
-        (by_hand(lambda s: s.amax(dim=-2, keepdim=True)), "not each column's (dim=-2)"),
-        (by_hand(lambda s: s.amin(dim=-1, keepdim=True)), "not its min"),
-        (by_hand(lambda s: s.mean(dim=-1, keepdim=True)), "not its mean"),
-        (by_hand(lambda s: s.amax(dim=-1)), "is (..., L, 1)"),
-        (by_hand(normalise=False), "divide by each row's sum"),
-        (by_hand(keepdim=False), "keep the reduced dimension when you sum"),
-        (by_hand(dim=-2), "A sum over dim=-2 adds up each column"),
-        (by_hand(lambda s: s.amax(dim=-2, keepdim=True), dim=-2), "not each column (dim=-2)"),
-        (by_hand(lambda s: s.amax(dim=0, keepdim=True), dim=0), "dim=0 runs over the first dimension"),
-        (by_hand(lambda s: s - s.clamp(max=80.0)), "clamping the scores changes them"),
-        (lambda s: torch.softmax(s, dim=-1), "your function called `softmax`"),
-        (lambda s: F.softmax(s, dim=-1), "builds the softmax by hand"),
-        (lambda s: s.softmax(dim=-1), "builds the softmax by hand"),
-        (lambda s: s.log_softmax(dim=-1).exp(), "your function called `log_softmax`"),
-        (lambda s: torch.nn.Softmax(dim=-1)(s), "builds the softmax by hand"),
-        (al.percentages, "through a helper such as al.percentages"),
-        (lambda s: by_hand()(s).sum(dim=-1), "same shape as the scores"),
+        (lambda s: torch.log(stable_softmax(s)), "the log of a weight that rounded to 0 is -inf"),
+        (lambda s: stable_softmax(s).log(), "Never compute the weights"),
+        (lambda s: stable_softmax(s.double()).log(), "cannot be fixed afterwards"),  # float64 does not save it
+        (log_by_hand(lambda s: 0.0), "Subtract each row's max m first"),
+        (lambda s: log_by_hand(lambda t: 0.0)(s.double()), "709 in float64"),  # float64 does not save it either
+        (log_by_hand(add_back=False), "you subtracted the max inside the sum but not from the scores"),
+        (log_by_hand(lambda s: s.max()), "not the max of the whole tensor"),
+        (log_by_hand(lambda s: s.amax(dim=-2, keepdim=True)), "not each column's (dim=-2)"),
+        (log_by_hand(lambda s: s.amin(dim=-1, keepdim=True)), "not its min or its mean"),
+        (log_by_hand(lambda s: s.mean(dim=-1, keepdim=True)), "not its min or its mean"),
+        (log_by_hand(lambda s: s.amax(dim=-1)), "is (..., L, 1)"),
+        (log_by_hand(keepdim=False), "keep the reduced dimension when you sum"),
+        (log_by_hand(dim=-2), "A sum over dim=-2 adds up each column"),
+        (log_by_hand(lambda s: s.amax(dim=-2, keepdim=True), dim=-2), "not each column (dim=-2)"),
+        (stable_softmax, "those are the weights"),
+        (log_by_hand(lambda s: s - s.clamp(max=80.0)), "clamping the scores changes them"),
+        (lambda s: torch.log_softmax(s, dim=-1), "your function called `log_softmax`"),
+        (lambda s: F.log_softmax(s, dim=-1), "builds the log of the weights by hand"),
+        (lambda s: s.log_softmax(dim=-1), "builds the log of the weights by hand"),
+        (lambda s: torch.softmax(s, dim=-1).log(), "your function called `softmax`"),
+        (lambda s: torch.nn.LogSoftmax(dim=-1)(s), "builds the log of the weights by hand"),
+        (lambda s: s - torch.logsumexp(s, dim=-1, keepdim=True), "your function called `logsumexp`"),
+        (lambda s: s - s.logsumexp(-1, keepdim=True), "your function called `logsumexp`"),
+        (lambda s: al.percentages(s).log(), "your function called `al.percentages`"),
+        (lambda s: F.scaled_dot_product_attention(s, torch.eye(s.size(-1), dtype=s.dtype),
+                                                  torch.eye(s.size(-1), dtype=s.dtype), scale=1.0).log(),
+         "your function called `scaled_dot_product_attention`"),  # the identity trick of lessons 03 to 05
+        (lambda s: log_by_hand()(s).sum(dim=-1), "the same shape as the scores"),
     ],
-    crashes=[(lambda s: (s - s.max(dim=-1, keepdim=True)).exp(), "returns two things, the values and their indices")],
+    crashes=[(lambda s: s - (s - s.max(dim=-1, keepdim=True)).exp().sum(-1, keepdim=True).log(),
+              "returns two things, the values and their indices")],
     mistakes=percentages.MISTAKES,
+    passed_says="in float32 and float64",
 )
 
 
@@ -231,35 +317,56 @@ def naive_softmax(s):
     return s.exp() / s.exp().sum(dim=-1, keepdim=True)  # fine for small scores, NaN from about 88.7 up
 
 
-# -- 06: calculate_attention(query, key, value) -> (output, weights) -----------------------------------------------
+# -- 06: my_calculate_attention(query (L, N, E), key (S, N, E), value (S, N, Ev)) -> (output (L, N, Ev), (N, L, S)) ---
 def from_steps(q, k, v):
+    q, k, v = (t.transpose(0, 1) for t in (q, k, v))
     weights = al.percentages(al.scaler(al.matchmaker(q, k), q.size(-1)))
-    return al.blend(weights, v), weights
+    return al.blend(weights, v).transpose(0, 1), weights
 
 
 def attention(scores=lambda q, k: q @ T(k), divisor=lambda q, k, v: math.sqrt(q.size(-1)), dim=-1,
-              softmax=True, blend=lambda w, s, k, v: w @ v):
+              softmax=True, blend=lambda w, s, k, v: w @ v, move=True, back=True):
     def attend(q, k, v):
+        if move:
+            q, k, v = (t.transpose(0, 1) for t in (q, k, v))  # batch first: (N, L, E), (N, S, E), (N, S, Ev)
         scaled = scores(q, k) / divisor(q, k, v)
         weights = sm(scaled, dim=dim) if softmax else scaled
-        return blend(weights, scaled, k, v), weights
+        output = blend(weights, scaled, k, v)
+        return (output.transpose(0, 1) if move and back else output), weights
     return attend
+
+
+def permuted(q, k, v):
+    weights = sm(torch.einsum("lne,sne->nls", q, k) / math.sqrt(q.size(-1)), dim=-1)  # (N, L, S)
+    return torch.einsum("nls,snv->lnv", weights, v), weights
 
 
 CALCULATE_ATTENTION = Exercise(
     check_calculate_attention,
-    correct=[attention(), lambda q, k, v: list(attention()(q, k, v)),
-             lambda q, k, v: (lambda w: (w @ v, w))(sm(q @ k.mT * q.size(-1) ** -0.5, dim=-1))],
+    correct=[attention(), lambda q, k, v: list(attention()(q, k, v)), permuted,
+             lambda q, k, v: (lambda w: ((w @ v.transpose(0, 1)).transpose(0, 1), w))(
+                 sm(q.permute(1, 0, 2) @ k.permute(1, 2, 0) * q.size(-1) ** -0.5, dim=-1))],
     wrong=[
-        (al.calculate_attention, "your function called `calculate_attention`"),
-        (lambda q, k, v: list(al.calculate_attention(q, k, v)), "write the five steps with plain PyTorch"),
-        (from_steps, "your function called `matchmaker`"),
-        (lambda q, k, v: (F.scaled_dot_product_attention(q, k, v), attention()(q, k, v)[1]),
-         "your function called `scaled_dot_product_attention`"),
+        (lambda q, k, v: al.calculate_attention(q, k, v), "your function called `al.calculate_attention`"),
+        (lambda q, k, v: (lambda o, w: (o.transpose(0, 1), w))(
+            *al.calculate_attention(q.transpose(0, 1), k.transpose(0, 1), v.transpose(0, 1))),
+         "write the five steps with plain PyTorch"),
+        (from_steps, "your function called `al.matchmaker`"),
+        (lambda q, k, v: (al.memory_efficient_attention(*(t.transpose(0, 1) for t in (q, k, v))).transpose(0, 1),
+                          attention()(q, k, v)[1]), "your function called `al.memory_efficient_attention`"),
+        (lambda q, k, v: (F.scaled_dot_product_attention(*(t.transpose(0, 1) for t in (q, k, v))).transpose(0, 1),
+                          attention()(q, k, v)[1]), "your function called `scaled_dot_product_attention`"),
+        (lambda q, k, v: (torch.nn.MultiheadAttention(q.size(-1), 1, bias=False)(q, k, v)[0], None),
+         "not allowed here"),
+        (attention(move=False), "in this layout the batch is dimension 1"),
         (attention(scores=lambda q, k: q @ k), "flip the key sideways"),
         (attention(scores=lambda q, k: k @ T(q)), "is (..., S, L), the scores flipped"),
+        (attention(scores=lambda q, k: q @ k.T), "x.T reverses every dimension"),
         (attention(divisor=lambda q, k, v: 1.0), "divide the scores by √d_k"),
         (attention(divisor=lambda q, k, v: q.size(-1)), "not by d_k itself"),
+        (attention(divisor=lambda q, k, v: q.size(-1) ** 1 / 2), "** binds tighter than /"),
+        (attention(scores=lambda q, k: q @ T(k) / q.size(-1) ** 1 / 2, divisor=lambda q, k, v: 1.0),
+         "is even (scores / d_k) / 2"),
         (attention(divisor=lambda q, k, v: math.sqrt(q.size(-2))), "divide by √E, not √L"),
         (attention(divisor=lambda q, k, v: math.sqrt(k.size(-2))), "divide by √E, not √S"),
         (attention(divisor=lambda q, k, v: math.sqrt(v.size(-1))), "divide by √E, not √Ev"),
@@ -268,88 +375,169 @@ CALCULATE_ATTENTION = Exercise(
         (attention(dim=-2), "not each column (dim=-2)"),
         (attention(dim=0), "dim=0 runs over the first dimension"),
         (attention(softmax=False), "turn the scores into weights"),
-        (attention(softmax=False, blend=lambda w, s, k, v: (s.exp() / s.exp().sum(-1, keepdim=True)) @ v),
-         "turn the scores into weights"),
-        (lambda q, k, v: (lambda w: (w @ v, w))(naive_softmax(q @ T(k) / math.sqrt(q.size(-1)))),
-         "subtract each row's max first"),
+        (lambda q, k, v: attention(softmax=False)(q, k, v)[::-1][::-1], "turn the scores into weights"),
+        (attention(scores=lambda q, k: naive_softmax(q @ T(k) / math.sqrt(q.size(-1))) * math.sqrt(q.size(-1)),
+                   softmax=False), "subtract each row's max first"),
         (attention(blend=lambda w, s, k, v: s @ v), "not with the scaled scores"),
         (attention(blend=lambda w, s, k, v: w @ k), "you mixed the keys"),
-        (lambda q, k, v: (lambda w: (w @ v, w))(sm(q @ T(k), dim=-1) / math.sqrt(q.size(-1))),
-         "scale the scores before the softmax"),
+        (attention(blend=lambda w, s, k, v: w / math.sqrt(k.size(-1)) @ v, ), "values differ"),
+        (lambda q, k, v: (lambda o, w: (o, w / math.sqrt(q.size(-1))))(
+            *attention(divisor=lambda q, k, v: 1.0)(q, k, v)), "scale the scores before the softmax"),
         (lambda q, k, v: attention()(q, k, v)[::-1], "in the order (output, weights)"),
+        (attention(back=False), "that is the output batch first, (N, L, Ev)"),
+        (lambda q, k, v: (attention()(q, k, v)[0], attention()(q, k, v)[1].transpose(0, 1)),
+         "the weights come back batch first, (N, L, S)"),
         (lambda q, k, v: attention()(q, k, v)[0], "a single Tensor"),
         (lambda q, k, v: (*attention()(q, k, v), 0), "a tuple of 3 items"),
-        (lambda q, k, v: attention()(q[0], k[0], v[0]), "weights are (N, L, S)"),
-        (lambda q, k, v: (torch.zeros(*q.shape[:-1], v.shape[-1]), torch.zeros(*q.shape[:-1], k.shape[-2])),
+        (lambda q, k, v: (torch.zeros(*q.shape[:-1], v.shape[-1]), torch.zeros(q.shape[1], q.shape[0], k.shape[0])),
          "values differ"),
     ],
-    crashes=[(attention(blend=lambda w, s, k, v: w @ v.T), "`v.T` in your line flips `v` (2, 4, 4) into (4, 4, 2)"),
-             (attention(blend=lambda w, s, k, v: w @ v.T), "`v` needs no flip here"),
-             (attention(scores=lambda q, k: q @ k.T), "is `k` (2, 4, 4) with every dimension reversed"),
-             (lambda q, k, v: (q.view(-1) @ k, None), "A @ B needs the last size of A")],
+    crashes=[(attention(blend=lambda w, s, k, v: w @ v.T), "`v.T` in your line flips `v`"),
+             (lambda q, k, v: (q.reshape(-1) @ k, None), "A @ B needs the last size of A")],
     mistakes=blend.MISTAKES,
+    passed_says="one of them square",
 )
 
 
-# -- 07: weights_no_loops(query (N, L, E), key (N, S, E)) -> (N, L, S) ---------------------------------------------
+# -- 07: weights_no_loops(query (N, L, E), key (N, S, E)) -> (N, L, S): cosine attention, no loops ------------------
+def unit(x, dim=-1):
+    return x / x.norm(dim=dim, keepdim=True)
+
+
+def cosine(q, k, dim=-1, temperature=0.1):
+    return sm(unit(q) @ T(unit(k)) / temperature, dim=dim)  # (N, L, E) @ (N, E, S) -> (N, L, S)
+
+
 def loop_over_sentences(q, k):
-    return torch.stack([sm(q[n] @ k[n].T / math.sqrt(q.size(-1)), dim=-1) for n in range(q.shape[0])])
+    return torch.stack([cosine(q[n], k[n]) for n in range(q.shape[0])])
 
 
 def loop_over_words(q, k):
-    return torch.stack([sm(q[:, i:i + 1] @ T(k) / math.sqrt(q.size(-1)), dim=-1)[:, 0] for i in range(q.shape[1])],
-                       dim=1)
+    return torch.stack([cosine(q[:, i:i + 1], k)[:, 0] for i in range(q.shape[1])], dim=1)
+
+
+def loop_over_features(q, k):
+    qu, ku = unit(q), unit(k)
+    return sm(sum(qu[..., e, None] * ku[..., None, :, e] for e in range(q.shape[-1])) / 0.1, dim=-1)
+
+
+def loop_in_plain_python(q, k):
+    """Right numbers, and a Python loop with no PyTorch call in it: only the lines of Python grow."""
+    ones = [1.0 for _ in range(q.shape[1])]  # one per query
+    return cosine(q, k) * torch.tensor(ones)[:, None]
+
+
+def loop_over_lists(q, k):
+    rows = []
+    for qn, kn in zip(q.tolist(), k.tolist(), strict=True):
+        rows.append([[sum(a * b for a, b in zip(qi, kj, strict=True)) for kj in kn] for qi in qn])
+    return sm(torch.tensor(rows) / (q.norm(dim=-1, keepdim=True) * T(k.norm(dim=-1, keepdim=True))) / 0.1, dim=-1)
+
+
+def loop_over_numpy(q, k):
+    import numpy as np
+
+    qn, kn = np.asarray(q), np.asarray(k)
+    scores = np.zeros((qn.shape[0], qn.shape[1], kn.shape[1]), dtype=np.float32)
+    for n in range(qn.shape[0]):
+        for i in range(qn.shape[1]):
+            for j in range(kn.shape[1]):
+                scores[n, i, j] = qn[n, i] @ kn[n, j] / np.linalg.norm(qn[n, i]) / np.linalg.norm(kn[n, j])
+    return sm(torch.from_numpy(scores) / 0.1, dim=-1)
+
+
+def weights_from_sdpa(q, k):
+    eye = torch.eye(k.shape[-2]).expand(k.shape[0], -1, -1)  # value = identity: the output is the weights
+    return F.scaled_dot_product_attention(unit(q), unit(k), eye, scale=10.0)
 
 
 WEIGHTS_NO_LOOPS = Exercise(
     check_weights_no_loops,
-    correct=[lambda q, k: sm(q @ T(k) / math.sqrt(q.size(-1)), dim=-1),
-             lambda q, k: al.percentages(al.scaler(al.matchmaker(q, k), q.size(-1)))],
+    correct=[cosine, lambda q, k: sm(F.normalize(q, dim=-1) @ T(F.normalize(k, dim=-1)) * 10, dim=-1),
+             lambda q, k: sm(F.cosine_similarity(q[:, :, None], k[:, None], dim=-1) / 0.1, dim=-1),
+             lambda q, k: sm(q @ T(k) / (q.norm(dim=-1, keepdim=True) * T(k.norm(dim=-1, keepdim=True))) / 0.1, -1)],
     wrong=[
-        (lambda q, k: sm(q @ k / math.sqrt(q.size(-1)), dim=-1), "flip the key sideways"),
-        (lambda q, k: sm(k @ T(q) / math.sqrt(q.size(-1)), dim=-1), "is (..., S, L), the scores flipped"),
-        (lambda q, k: sm(q @ T(k), dim=-1), "divide the scores by √d_k"),
-        (lambda q, k: sm(q @ T(k) / q.size(-1), dim=-1), "not by d_k itself"),
-        (lambda q, k: sm(q @ T(k) * math.sqrt(q.size(-1)), dim=-1), "you multiplied"),
-        (lambda q, k: sm(q @ T(k) / math.sqrt(q.size(-2)), dim=-1), "divide by √E, not √L"),
-        (lambda q, k: sm(q @ T(k) / math.sqrt(k.size(-2)), dim=-1), "divide by √E, not √S"),
-        (lambda q, k: sm(q @ T(k) / math.sqrt(q.size(0)), dim=-1), "divide by √E, not √N"),
-        (lambda q, k: sm(q @ T(k) / math.sqrt(q.size(-1)), dim=-2), "not each column (dim=-2)"),
-        (lambda q, k: sm(q @ T(k) / math.sqrt(q.size(-1)), dim=0), "dim=0 runs over the first dimension"),
-        (lambda q, k: q @ T(k) / math.sqrt(q.size(-1)), "turn the scores into weights"),
-        (lambda q, k: naive_softmax(q @ T(k) / math.sqrt(q.size(-1))), "subtract each row's max first"),
-        (lambda q, k: sm(q @ T(k), dim=-1) / math.sqrt(q.size(-1)), "scale the scores before the softmax"),
-        (loop_over_sentences, "no Python loops"),
-        (loop_over_words, "no Python loops"),
-        (lambda q, k: al.loop_attention(q[0], k[0], k[0])[1], "handles the batch dimension N"),
+        (lambda q, k: sm(q @ T(k) / 0.1, dim=-1), "divide by the lengths too"),
+        (lambda q, k: sm(unit(q) @ T(k) / 0.1, dim=-1), "by the queries' lengths only"),
+        (lambda q, k: sm(q @ T(unit(k)) / 0.1, dim=-1), "by the keys' lengths only"),
+        (lambda q, k: sm(unit(q, -2) @ T(unit(k, -2)) / 0.1, dim=-1), "dim=-2 runs across the words"),
+        (lambda q, k: sm(q @ T(k) / (q.norm(dim=-1, keepdim=True) * k.norm(dim=-1, keepdim=True)) / 0.1, dim=-1),
+         "the key lengths belong to the columns"),
+        (lambda q, k: cosine(q, k, temperature=10.0), "you multiplied"),
+        (lambda q, k: cosine(q, k, temperature=1.0), "divide the cosines by the temperature, 0.1, before"),
+        (lambda q, k: cosine(q, k, temperature=0.1 * math.sqrt(q.size(-1))), "there is no √d_k here"),
+        (lambda q, k: sm(q @ T(k) / math.sqrt(q.size(-1)), dim=-1), "the scaled dot product of lessons 03 to 06"),
+        (lambda q, k: unit(q) @ T(unit(k)) / 0.1, "turn the scores into weights"),
+        (lambda q, k: cosine(q, k, dim=-2), "not each column (dim=-2)"),
+        (lambda q, k: cosine(q, k, dim=0), "dim=0 runs over the first dimension"),
+        (lambda q, k: sm(unit(q) @ unit(k) / 0.1, dim=-1), "flip the key sideways"),
+        (loop_over_sentences, "so it loops in Python"),
+        (loop_over_sentences, "PyTorch operations on the smallest input"),
+        (loop_over_words, "so it loops in Python"),
+        (loop_over_features, "so it loops in Python"),
+        (loop_in_plain_python, "lines of Python on the smallest input"),
+        (loop_over_lists, "your function called `tolist`, which turns the tensor into Python lists"),
+        (loop_over_numpy, "your function called `__array__`, which turns the tensor into a NumPy array"),
+        (lambda q, k: torch.from_numpy(cosine(q, k).numpy()), "stay in PyTorch"),
+        (weights_from_sdpa, "your function called `scaled_dot_product_attention`"),
+        (lambda q, k: al.calculate_attention(unit(q), unit(k), unit(k), scale=10.0)[1],
+         "your function called `calculate_attention`"),
+        (lambda q, k: al.percentages(unit(q) @ T(unit(k)) / 0.1), "your function called `percentages`"),
+        (lambda q, k: al.loop_attention(unit(q), unit(k), unit(k), scale=10.0)[1],
+         "your function called `loop_attention`"),
+        (lambda q, k: cosine(q[0], k[0]), "one row per query, one column per key, for every sentence"),
     ],
     crashes=[(lambda q, k: torch.mm(q, k.T), "torch.mm and torch.mv take plain matrices"),
-             (lambda q, k: sm(q @ T(k) / math.sqrt(q.size(-1)), dim=3), "dim=3 counts from the front"),
-             (lambda q, k: sm(q @ k.T / math.sqrt(q.size(-1)), dim=-1), "with every dimension reversed")],
+             (lambda q, k: sm(q @ T(k) / (q.norm(dim=-1) * k.norm(dim=-1)) / 0.1, dim=-1),
+              "without keepdim=True drops the dimension"),
+             (lambda q, k: cosine(q, k, dim=3), "dim=3 counts from the front"),
+             (lambda query, key: sm(unit(query) @ unit(key).T / 0.1, dim=-1), "with every dimension reversed")],
     mistakes=no_loops.MISTAKES,
+    passed_says="with no Python loop",
 )
 
 
-# -- 08: causal_mask(L, S) and masked_softmax(scores, mask) --------------------------------------------------------
-CAUSAL_MASK = Exercise(
-    check_causal_mask,
-    correct=[al.causal_mask, lambda L, S: torch.ones(L, S, dtype=torch.bool).tril(),
-             lambda L, S: torch.tril(torch.ones(L, S)).bool(),
-             lambda L, S: torch.arange(S)[None, :] <= torch.arange(L)[:, None],
-             lambda L, S: ~torch.ones(L, S, dtype=torch.bool).triu(diagonal=1)],
+# -- 08: window_mask(L, S, window) and masked_softmax(scores, mask) -------------------------------------------------
+def ones(L, S):
+    return torch.ones(L, S, dtype=torch.bool)
+
+
+def band(L, S, lowest, highest):
+    offset = torch.arange(S)[None, :] - torch.arange(L)[:, None]  # (L, S): j - i
+    return (offset >= lowest) & (offset <= highest)
+
+
+WINDOW_MASK = Exercise(
+    check_window_mask,
+    correct=[lambda L, S, w: ones(L, S).tril() & ones(L, S).triu(1 - w),
+             lambda L, S, w: ones(L, S).tril() & ~ones(L, S).tril(-w),
+             lambda L, S, w: (torch.arange(S)[None, :] <= torch.arange(L)[:, None])
+             & (torch.arange(S)[None, :] > torch.arange(L)[:, None] - w),
+             lambda L, S, w: al.causal_mask(L, S) & ones(L, S).triu(1 - w),
+             lambda L, S, w: torch.ones(L, S).tril().triu(1 - w).bool()],
     wrong=[
-        (lambda L, S: torch.ones(L, S, dtype=torch.bool).triu(), "upper triangle (triu)"),
-        (lambda L, S: ~al.causal_mask(L, S), "True and False are swapped"),
-        (lambda L, S: torch.ones(L, S, dtype=torch.bool).triu(diagonal=1), "True and False are swapped"),
-        (lambda L, S: torch.ones(L, S, dtype=torch.bool).tril(diagonal=-1), "a word cannot see itself"),
-        (lambda L, S: torch.ones(L, S, dtype=torch.bool).tril(diagonal=S - L), "Align it top-left"),
-        (lambda L, S: torch.zeros(L, S).masked_fill(~al.causal_mask(L, S), INF), "the additive form"),
-        (lambda L, S: torch.ones(L, L, dtype=torch.bool).tril(), "Did you use L for both sizes?"),
-        (lambda L, S: torch.ones(L, S).tril(), "return a bool tensor"),
-        (lambda L, S: torch.ones(L, S, dtype=torch.bool), "the values differ from the reference"),
+        (lambda L, S, w: ones(L, S).tril(), "that is the causal mask"),
+        (lambda L, S, w: al.causal_mask(L, S), "that is the causal mask"),
+        (lambda L, S, w: band(L, S, -w, 0), "one key too many"),
+        (lambda L, S, w: band(L, S, 2 - w, 0), "one key too few"),
+        (lambda L, S, w: band(L, S, 1 - w, -1), "a word cannot see itself"),
+        (lambda L, S, w: band(L, S, 0, w - 1), "that window looks ahead"),
+        (lambda L, S, w: (ones(S, L).tril() & ones(S, L).triu(1 - w)).T, "that window looks ahead"),
+        (lambda L, S, w: (torch.arange(S)[None, :] - torch.arange(L)[:, None]).abs() < w, "reaches both ways"),
+        (lambda L, S, w: ones(L, S).triu(1 - w), "the future included"),
+        (lambda L, S, w: ~(ones(L, S).tril() & ones(L, S).triu(1 - w)), "True and False are swapped"),
+        (lambda L, S, w: band(L, S, 1 - w + S - L, S - L), "Align it top-left"),
+        (lambda L, S, w: torch.zeros(L, S).masked_fill(~band(L, S, 1 - w, 0), INF), "the additive form"),
+        (lambda L, S, w: ones(S, L).tril() & ones(S, L).triu(1 - w), "you returned (S, L) = (7, 4)"),
+        (lambda L, S, w: ones(S, L).tril() & ones(S, L).triu(1 - w), "the mask transposed"),
+        (lambda L, S, w: ones(L, L).tril() & ones(L, L).triu(1 - w), "Did you use L for both sizes?"),
+        (lambda L, S, w: ones(S, S).tril() & ones(S, S).triu(1 - w), "Did you use S for both sizes?"),
+        (lambda L, S, w: (ones(L, S).tril() & ones(L, S).triu(1 - w)).float(), "return a bool tensor"),
+        (lambda L, S, w: ones(L, S), "the values differ from the reference"),
     ],
-    crashes=[(lambda L, S: torch.ones(L).tril(), "print the shape of each tensor")],
-    mistakes=masking.CAUSAL_MISTAKES,
+    crashes=[(lambda L, S, w: torch.ones(L).tril(), "print the shape of each tensor")],
+    mistakes=masking.WINDOW_MISTAKES,
+    passed_says="four fixed sizes",
 )
 
 
@@ -357,73 +545,100 @@ def masked(s, m, fill=INF, dim=-1):
     return sm(s.masked_fill(~m, fill), dim=dim)
 
 
+def zero_empty_rows(weights, m):
+    return weights.masked_fill(~m.any(dim=-1, keepdim=True), 0.0)
+
+
 MASKED_SOFTMAX = Exercise(
     check_masked_softmax,
-    correct=[lambda s, m: al.percentages(s, attn_mask=m), lambda s, m: masked(s, m).nan_to_num(0.0),
-             lambda s, m: masked(s, m).masked_fill(~m.any(dim=-1, keepdim=True), 0.0),
+    correct=[lambda s, m: masked(s, m).nan_to_num(0.0), lambda s, m: zero_empty_rows(masked(s, m), m),
              lambda s, m: masked(s, m, fill=-1e9) * m.any(dim=-1, keepdim=True)],
     wrong=[
         (lambda s, m: sm(s.masked_fill(m, INF), dim=-1), "you blocked the allowed keys"),
+        (lambda s, m: sm(s.masked_fill(m, INF), dim=-1).nan_to_num(0.0), "you blocked the allowed keys"),
+        (lambda s, m: zero_empty_rows(sm(s.masked_fill(m, INF), dim=-1), m), "you blocked the allowed keys"),
         (lambda s, m: sm(s, dim=-1).masked_fill(~m, 0.0), "mask *before* the softmax"),
+        (lambda s, m: zero_empty_rows(sm(s, dim=-1).masked_fill(~m, 0.0), m).nan_to_num(0.0),
+         "mask *before* the softmax"),
         (lambda s, m: sm(s, dim=-1) * m, "mask *before* the softmax"),
         (lambda s, m: sm(s * m, dim=-1), "e^0 = 1 still gets weight"),
         (lambda s, m: sm(s.masked_fill(~m, 0.0), dim=-1), "a blocked score set to 0 (by masked_fill(~mask, 0.0)"),
+        (lambda s, m: zero_empty_rows(sm(s.masked_fill(~m, 0.0), dim=-1), m), "e^0 = 1 still gets weight"),
         (lambda s, m: masked(s, m, dim=-2), "not each column (dim=-2)"),
+        (lambda s, m: masked(s, m, dim=-2).nan_to_num(0.0), "not each column (dim=-2)"),
         (masked, "its softmax is 0 / 0 = NaN"),
         (lambda s, m: masked(s, m, fill=-1e9), "a uniform average over keys it must not see"),
         (lambda s, m: masked(s, m, fill=torch.finfo(s.dtype).min), "a uniform average over keys it must not see"),
+        (lambda s, m: al.percentages(s, attn_mask=m), "your function called `percentages`"),
+        (lambda s, m: al.calculate_attention(s, s, s, attn_mask=m)[1] * 0 + al.percentages(s, attn_mask=m),
+         "not allowed here"),
+        (lambda s, m: F.scaled_dot_product_attention(torch.eye(s.shape[-1])[None, :s.shape[-2]].expand(2, -1, -1),
+                                                     torch.eye(s.shape[-1])[None].expand(2, -1, -1),
+                                                     torch.eye(s.shape[-1])[None].expand(2, -1, -1), attn_mask=m),
+         "your function called `scaled_dot_product_attention`"),
         (lambda s, m: sm(s, dim=-1), "the values differ from the reference"),
         (lambda s, m: s[m], "the weights have the scores' shape"),
     ],
     crashes=[(lambda s, m: sm(s.masked_fill(1 - m, INF), dim=-1), "invert it with ~mask"),
              (lambda s, m: sm(s.masked_fill(~m.float(), INF), dim=-1), "invert it with ~mask")],
     mistakes=masking.MASKED_SOFTMAX_MISTAKES,
+    passed_says="in two, a query has every key blocked",
 )
 
 
-# -- 09: split_heads(x (N, L, E), num_heads) -> (N, H, L, Dh) and merge_heads -----------------------------------------
+# -- 09: split_heads(x (L, N, E), num_heads) -> (N, H, L, Dh) and merge_heads, words first ----------------------------
 SPLIT_HEADS = Exercise(
     check_split_heads,
-    correct=[lambda x, h: x.view(x.shape[0], x.shape[1], h, -1).permute(0, 2, 1, 3),
-             lambda x, h: torch.stack(x.chunk(h, dim=-1), dim=1),
-             lambda x, h: x.unflatten(-1, (h, -1)).transpose(1, 2).contiguous()],
+    correct=[lambda x, h: x.reshape(x.shape[0], x.shape[1], h, -1).permute(1, 2, 0, 3),
+             lambda x, h: x.view(x.shape[0], x.shape[1], h, -1).permute(1, 2, 0, 3),
+             lambda x, h: x.transpose(0, 1).reshape(x.shape[1], x.shape[0], h, -1).transpose(1, 2),
+             lambda x, h: torch.stack(x.chunk(h, dim=-1), dim=0).permute(2, 0, 1, 3),
+             lambda x, h: x.unflatten(-1, (h, -1)).permute(1, 2, 0, 3).contiguous()],
     wrong=[
-        (lambda x, h: x.reshape(x.shape[0], h, x.shape[1], -1), "reads the numbers in memory order"),
-        (lambda x, h: x.reshape(x.shape[0], x.shape[1], -1, h).permute(0, 3, 1, 2), "not every H-th feature"),
-        (lambda x, h: x.reshape(x.shape[0], x.shape[1], h, -1), "the last step is missing: .transpose(1, 2)"),
-        (lambda x, h: x.transpose(1, 2).reshape(x.shape[0], h, x.shape[1], -1), "reshape first, then transpose"),
-        (lambda x, h: x.reshape(x.shape[0], x.shape[1], h, -1).transpose(2, 3),
-         "the transpose swapped the last two dimensions (H and Dh)"),
-        (lambda x, h: x.reshape(x.shape[0], x.shape[1], h, -1).transpose(1, 2) * 2, "the values differ"),
+        (lambda x, h: x.reshape(x.shape[0], x.shape[1], h, -1).transpose(1, 2), "you got (L, H, N, Dh)"),
+        (lambda x, h: x.reshape(x.shape[0], x.shape[1], h, -1).transpose(1, 2),
+         ".transpose(1, 2) is the move for batch-first (N, L, E) inputs"),
+        (lambda x, h: x.reshape(x.shape[1], h, x.shape[0], -1), "reads the numbers in memory order"),
+        (lambda x, h: x.reshape(x.shape[1], x.shape[0], h, -1).transpose(1, 2), "x is (L, N, E), words first"),
+        (lambda x, h: x.reshape(x.shape[0], x.shape[1], -1, h).permute(1, 3, 0, 2), "not every H-th feature"),
+        (lambda x, h: x.transpose(0, 1).reshape(x.shape[1], h, x.shape[0], -1), "you put the sentences first"),
+        (lambda x, h: x.reshape(x.shape[0], x.shape[1], h, -1), "the last step is missing: .permute(1, 2, 0, 3)"),
+        (lambda x, h: x.reshape(x.shape[0], x.shape[1], h, -1).permute(2, 1, 0, 3), "you got (H, N, L, Dh)"),
+        (lambda x, h: x.reshape(x.shape[0], x.shape[1], h, -1).permute(1, 0, 2, 3), "the heads must come before"),
+        (lambda x, h: x.reshape(x.shape[0], x.shape[1], h, -1).permute(1, 2, 0, 3) * 2, "the values differ"),
         (lambda x, h: x.tolist(), "expected a torch.Tensor"),
-        (al.split_heads, "your function called the library's `split_heads`"),
-        (lambda x, h: al.split_heads(x.clone(), h) + 0, "your function called the library's `split_heads`"),
+        (lambda x, h: al.split_heads(x.transpose(0, 1), h), "your function called the library's `split_heads`"),
     ],
     crashes=[(lambda x, h: x.reshape(x.shape[0], x.shape[1], h, x.shape[2] / h), "use integer division"),
              (lambda x, h: x.reshape(x.shape[0], 7, h, -1), "exactly as many numbers as the old one")],
     mistakes=detective_team.SPLIT_MISTAKES,
+    passed_says="L, N and H all different",
 )
 
 MERGE_HEADS = Exercise(
     check_merge_heads,
-    correct=[lambda x: x.permute(0, 2, 1, 3).flatten(2), lambda x: torch.cat(x.unbind(dim=1), dim=-1)],
+    correct=[lambda x: x.permute(2, 0, 1, 3).flatten(2), lambda x: torch.cat(x.unbind(dim=1), dim=-1).transpose(0, 1),
+             lambda x: x.transpose(1, 2).reshape(x.shape[0], x.shape[2], -1).transpose(0, 1)],
     wrong=[
-        (lambda x: x.reshape(x.shape[0], x.shape[2], -1), "mixes words and heads"),
-        (lambda x: x.permute(0, 2, 3, 1).flatten(2), "not interleaved"),
-        (lambda x: x.transpose(1, 2), "finish with .reshape(N, L, H * Dh)"),
-        (lambda x: x.transpose(1, 2).flatten(2) + 1, "the values differ"),
-        (lambda x: x.flip(1).transpose(1, 2).flatten(2), "the heads are in reversed order"),
-        (lambda x: torch.cat(x.unbind(dim=1)[::-1], dim=-1), "the heads are in reversed order"),
-        (lambda x: x.sum(dim=1), "the heads were added up"),
+        (lambda x: x.transpose(1, 2).reshape(x.shape[0], x.shape[2], -1), "the batch-first layout"),
+        (lambda x: x.reshape(x.shape[2], x.shape[0], -1), "mixes sentences, heads and words"),
+        (lambda x: x.transpose(1, 2).reshape(x.shape[2], x.shape[0], -1), "after .transpose(1, 2) the tensor is"),
+        (lambda x: x.permute(2, 0, 3, 1).flatten(2), "not interleaved"),
+        (lambda x: x.permute(2, 0, 1, 3), "finish with .reshape(L, N, H * Dh)"),
+        (lambda x: x.permute(2, 0, 1, 3).flatten(2) + 1, "the values differ"),
+        (lambda x: x.flip(1).permute(2, 0, 1, 3).flatten(2), "the heads are in reversed order"),
+        (lambda x: torch.cat(x.unbind(dim=1)[::-1], dim=-1).transpose(0, 1), "the heads are in reversed order"),
+        (lambda x: x.sum(dim=1).transpose(0, 1), "the heads were added up"),
         (lambda x: x.mean(dim=1), "the heads were added up (or averaged)"),
-        (al.merge_heads, "your function called the library's `merge_heads`"),
+        (lambda x: al.merge_heads(x).transpose(0, 1), "your function called the library's `merge_heads`"),
     ],
-    crashes=[(lambda x: x.transpose(1, 2).view(x.shape[0], x.shape[2], -1), "use .reshape(...)")],
+    crashes=[(lambda x: x.permute(2, 0, 1, 3).view(x.shape[2], x.shape[0], -1), "use .reshape(...)")],
     mistakes=detective_team.MERGE_MISTAKES,
+    passed_says="L, N and H all different",
 )
 
-EXERCISES = [TUNE_IN, SOFT_LOOKUP, MATCHMAKER, SCALED_SCORES, STABLE_SOFTMAX, CALCULATE_ATTENTION, WEIGHTS_NO_LOOPS,
-             CAUSAL_MASK, MASKED_SOFTMAX, SPLIT_HEADS, MERGE_HEADS, *ROWS]
+EXERCISES = [TUNE_IN, SOFT_LOOKUP, MATCHMAKER, SCALED_SCORES, LOG_SOFTMAX, CALCULATE_ATTENTION, WEIGHTS_NO_LOOPS,
+             WINDOW_MASK, MASKED_SOFTMAX, SPLIT_HEADS, MERGE_HEADS, *ROWS]
 
 
 def rows(field: str):
@@ -492,12 +707,73 @@ def qk(seed):
     (lambda q, k: q.sum(dim=5), "dim=5 counts from the front"),
     (lambda q: q, "with 2 arguments, (query, key)"),
     (lambda q, k: undefined_name, "NameError"),  # noqa: F821 - the learner's typo
+    (lambda q, k: torch.einsum("nle,nse->nls", q[None], k[None]), "Write ... for the dimensions in front"),
+    (lambda q, k: torch.einsum("nle,nse->nls", q[None], k[None]), "'nle,nse->nls' fits only inputs"),
+    (lambda q, k: torch.einsum("...le,...es->...ls", q, k), "'e' stands for 4 in one operand and 5 in another"),
+    (lambda q, k: q @ T(k) / torch.sqrt(q.size(-1)), "torch.sqrt takes a tensor, but got a plain Python int"),
+    (lambda q, k: q @ T(k) / torch.sqrt(q.size(-1)), "use math.sqrt(...) for a number (or d_k ** 0.5)"),
+    (lambda q, k: torch.softmax(q.size(-1), dim=-1), "torch.softmax takes a tensor"),
 ])
 def test_crash_causes_are_recognised(crash, fragment):
     result = check_function(crash, al.matchmaker, qk, name="scores")
     assert result.status == "error"
     assert "\nHint: " in result.message
     assert fragment in result.message
+
+
+def test_a_mistake_is_named_only_when_it_agrees_on_every_input():
+    """On a square input, √(L·E) is E: the slip agrees with "divide by d_k" there and only there. It gets the hint
+    of the mistake it makes everywhere, or none, never the one it matches by chance."""
+    def sizes(seed):
+        L, E = ((4, 4), (3, 5), (2, 6))[seed]
+        g = torch.Generator().manual_seed(seed)
+        return torch.randn(2, L, E, generator=g), torch.randn(2, 5, E, generator=g)
+
+    def scaled(divisor):
+        return lambda q, k: q @ T(k) / divisor(q)
+
+    by_d_k = (scaled(lambda q: q.size(-1)), "not by d_k itself")
+    reference = scaled(lambda q: math.sqrt(q.size(-1)))
+    slip = scaled(lambda q: math.sqrt(q.size(-2) * q.size(-1)))
+    assert "not by d_k itself" not in check_function(slip, reference, sizes, name="s", mistakes=[by_d_k]).message
+    assert check_function(by_d_k[0], reference, sizes, name="s", mistakes=[by_d_k]).message.endswith(by_d_k[1])
+
+
+def test_a_forbidden_call_is_named_even_when_the_answer_then_crashes():
+    def crashes_after_a_shortcut(q, k):
+        return al.matchmaker(q, k) @ k  # (2, 3, 5) @ (2, 5, 4) runs; then the shape is wrong
+    crash = lambda q, k: al.matchmaker(q, k) @ q  # noqa: E731 - (2, 3, 5) @ (2, 3, 4) raises
+    forbidden = {al.matchmaker: "no shortcut: {call}"}
+    for answer in (crashes_after_a_shortcut, crash):
+        result = check_function(answer, al.matchmaker, qk, name="scores", forbidden=forbidden)
+        assert result.message == "❌ scores: not allowed here. Hint: no shortcut: `matchmaker`"
+
+
+def test_a_difference_is_told_with_assert_close_report_in_a_few_words():
+    from attention_lib.exercises._checker import difference
+
+    assert difference(torch.ones(2, 3), torch.ones(2, 3)) is None
+    assert difference(torch.ones(2, 3, dtype=torch.float64), torch.ones(2, 3)) is None  # any float dtype
+    assert difference(torch.tensor([0.0, 1.0, 2.0]), torch.tensor([0.0, 1.5, 2.0])) == (
+        "1 of 3 numbers differ, largest difference 0.5 at index (1,)")
+    assert difference(torch.tensor([float("nan")]), torch.tensor([float("nan")])) is None
+    assert difference((4, 5), (4, 5, 6)) == "2 items where 3 are expected"
+    for not_sizes in (("4", "5"), (4.0, 5), (True, 5)):
+        assert difference(not_sizes, (4, 5)) is not None
+
+
+def test_the_library_shortcuts_cover_every_function_of_the_package():
+    from attention_lib.exercises._checker import library_shortcuts
+
+    shortcuts = library_shortcuts("you called {call}")
+    for name in al.__all__:
+        obj = getattr(al, name)
+        if callable(obj) and name != "get_device" and not (isinstance(obj, type) and not hasattr(obj, "forward")):
+            assert (obj.forward if isinstance(obj, type) else obj) in shortcuts, name  # a cache computes nothing
+    assert shortcuts[al.memory_efficient_attention] == "you called `al.memory_efficient_attention`"
+    assert shortcuts[torch.nn.MultiheadAttention.forward] == "you called `nn.MultiheadAttention`"
+    assert al.get_device not in shortcuts
+    assert {"scaled_dot_product_attention", "multi_head_attention_forward"} <= set(shortcuts)
 
 
 def test_a_flipped_tensor_is_named_as_the_learners_line_names_it():
@@ -567,12 +843,45 @@ def test_the_fully_masked_row_is_in_the_inputs():
     assert not bool(mask.any(dim=-1).all())
 
 
-def test_the_stable_softmax_inputs_break_each_shortcut():
-    (scores,) = percentages._inputs(0)
+@pytest.mark.parametrize("trial", [0, 1, 2])
+def test_the_log_softmax_inputs_break_each_shortcut(trial):
+    """Every input has weights that round to 0 (so log(softmax) is -inf) and scores beyond exp's range, in float32
+    and in float64 (trial 2), so that moving to float64 rescues neither; the stable version stays finite."""
+    (scores,) = percentages._inputs(trial)
+    assert scores.dtype == (torch.float64 if trial == 2 else torch.float32)
+    assert bool(torch.log(stable_softmax(scores)).isinf().any())
     for shift in (0.0, scores.amin(dim=-1, keepdim=True), scores.mean(dim=-1, keepdim=True)):
-        e = (scores - shift).exp()
-        assert bool((e / e.sum(dim=-1, keepdim=True)).isnan().any())
-    assert bool(by_hand()(scores).isfinite().all())
+        assert not bool(log_by_hand(lambda s, shift=shift: shift)(scores).isfinite().all())
+    assert bool(log_by_hand()(scores).isfinite().all())
+    if trial < 2:  # the float32 inputs: float64 would rescue a naive softmax on them, the float64 one does not
+        assert bool(log_by_hand(lambda s: 0.0)(scores.double()).isfinite().all())
+
+
+EXERCISE_INPUTS = {cocktail_party: 3, library_search: 3, matchmaker: 3, scaler: 3, percentages: 3, blend: 3}
+
+
+@pytest.mark.parametrize("module", list(EXERCISE_INPUTS), ids=lambda m: m.__name__.rsplit(".", 1)[-1])
+def test_the_inputs_tell_every_pair_of_listed_mistakes_apart(module):
+    """A hint is given only when the answer equals a mistake on every input where both run: so no two mistakes of
+    one exercise may agree on all of its inputs, or the second could never be named."""
+    from attention_lib.exercises._checker import difference
+
+    inputs = [module._inputs(trial) for trial in range(EXERCISE_INPUTS[module])]
+
+    def answers(fn):
+        out = []
+        for args in inputs:
+            try:
+                out.append(fn(*args))
+            except Exception:  # noqa: BLE001 - a slip that crashes on this input
+                out.append(None)
+        return out
+
+    table = [(hint, answers(fn)) for fn, hint in module.MISTAKES]
+    for i, (hint_a, a) in enumerate(table):
+        for hint_b, b in table[i + 1:]:
+            both = [(x, y) for x, y in zip(a, b, strict=True) if x is not None and y is not None]
+            assert any(difference(x, y) is not None for x, y in both) or not both, (hint_a[:50], hint_b[:50])
 
 
 # -- what the table cannot say --------------------------------------------------------------------------------------
@@ -631,3 +940,57 @@ def test_the_online_softmax_inputs_exercise_every_case():
     moved = scores.amax(-1, keepdim=True) > running_max
     assert bool(moved[:, 1:-1].any())  # the max moves in some rows ...
     assert not bool(moved[:, -1].any())  # ... and not in the last
+
+
+# -- the no-loops rule ----------------------------------------------------------------------------------------------
+def _sizes_inputs():
+    return [(torch.ones(2, 3),), (torch.ones(5, 3),)]
+
+
+@pytest.mark.parametrize(("fn", "what"), [
+    (lambda x: torch.stack([row.sum() for row in x]), "PyTorch operations"),  # a loop over tensors
+    (lambda x: torch.tensor([sum(row) for row in x.tolist()]), "lines of Python"),  # over a list: no op in it
+    (lambda x: x.sum(dim=-1) * torch.tensor([1.0 for _ in range(x.shape[0])]), "lines of Python"),
+])
+def test_a_loop_is_seen_in_what_grows(fn, what):
+    from attention_lib.exercises._running import loop_growth
+
+    grown, smallest, largest = loop_growth(fn, _sizes_inputs())
+    assert grown == what
+    assert smallest < largest
+
+
+def test_code_without_a_loop_runs_the_same_counts_on_every_input():
+    from attention_lib.exercises._running import loop_growth
+
+    assert loop_growth(lambda x: x.sum(dim=-1), _sizes_inputs()) is None
+    assert loop_growth(lambda x: torch.vmap(lambda row: row.sum())(x), _sizes_inputs()) is None
+    assert loop_growth(lambda x: [x.sum() for _ in range(2)][0], _sizes_inputs()) is None  # a fixed count is no loop
+
+
+def test_counting_lines_leaves_the_trace_function_as_it_was():
+    import sys
+
+    from attention_lib.exercises._running import run_learner
+
+    def tracer(frame, event, arg):
+        return None
+
+    sys.settrace(tracer)
+    try:
+        run = run_learner(lambda x: x + 1, (torch.ones(2),), count_lines=True)
+        assert sys.gettrace() is tracer
+    finally:
+        sys.settrace(None)
+    assert run.lines == 1
+
+
+@pytest.mark.parametrize(("fn", "call"), [(lambda x: torch.tensor(x.tolist()), "`tolist`"),
+                                          (lambda x: torch.from_numpy(x.numpy()), "`numpy`"),
+                                          (lambda x: torch.tensor(__import__("numpy").asarray(x)), "`__array__`")])
+def test_leaving_torch_is_named(fn, call):
+    from attention_lib.exercises._running import LEAVING_TORCH, run_learner
+
+    run = run_learner(fn, (torch.ones(2),), LEAVING_TORCH)
+    assert call in run.forbidden
+    assert "stay in PyTorch" in run.forbidden

@@ -86,3 +86,32 @@ def test_the_clue_is_a_key_projection():
 def test_detective_errors(kwargs, match):
     with pytest.raises(ValueError, match=match):
         detective_projections(**kwargs)
+
+
+# -- 07: one call of the matrix version taken apart ------------------------------------------------------------------
+def test_timing_breakdown_times_the_three_versions_at_each_length():
+    from attention_lib.experiments import timing_breakdown
+
+    threads = torch.get_num_threads()
+    rows = timing_breakdown([8, 32], repeats=3, warmup=1)
+    assert torch.get_num_threads() == threads  # one thread while it measures, then as before
+    assert [row.L for row in rows] == [8, 32]
+    assert [row.flops for row in rows] == [2 * 8 * 8 * 128, 2 * 32 * 32 * 128]
+    for row in rows:
+        assert 0.0 <= row.products
+        assert 0.0 <= row.reused
+        assert 0.0 < row.whole
+        assert row.faults is None or row.faults >= 0.0
+
+
+@pytest.mark.parametrize(("kwargs", "error", "message"), [
+    ({"lengths": [0]}, ValueError, r"L must be positive, but L=0; pass sentence lengths such as \[128, 256\]"),
+    ({"lengths": [2.5]}, TypeError, r"L must be an int, but got float \(2.5\)"),
+    ({"lengths": [8], "repeats": 0}, ValueError, "repeats must be positive, but repeats=0"),
+    ({"lengths": [8], "warmup": -1}, ValueError, "warmup must be non-negative, but warmup=-1"),
+])
+def test_timing_breakdown_rejects_bad_arguments(kwargs, error, message):
+    from attention_lib.experiments import timing_breakdown
+
+    with pytest.raises(error, match=message):
+        timing_breakdown(**kwargs)

@@ -251,3 +251,26 @@ def test_softmax_backward_figure_draws_the_jacobian_and_ds():
 def test_softmax_backward_figure_rejects_bad_input(args, match):
     with pytest.raises(ValueError, match=match):
         plot_softmax_backward(*args)
+
+
+def test_steps_figure_says_every_running_number():
+    from attention_lib.plotting import alt_text
+
+    steps = online_softmax_steps(*example(), 2)
+    text = alt_text(plot_online_softmax_steps(steps))
+    assert "4 panels" in text
+    assert "0 (nothing to correct yet)" in text
+    assert "lands on the exact output after the last block" in text
+    assert f"(exact {steps[-1].estimate[0].item():.3g})" in text
+    assert "curve 2" not in text  # the dotted reference lines are not read out as curves
+
+
+def test_softmax_backward_figure_says_each_keys_gradient():
+    from attention_lib.plotting import alt_text
+
+    p = torch.softmax(torch.tensor([0.0, 0.0, 2.0, 0.6]), -1)
+    text = alt_text(plot_softmax_backward(p, torch.tensor([1.0, 1.3, 2.0, 1.4]), ["the", "cat", "purred", "softly"]))
+    assert "D = 1.75" in text
+    assert "purred (weight 0.659): dP 2, dP - D 0.249, dS 0.164" in text
+    assert "Positive score gradient for: purred." in text
+    assert "\n" not in text

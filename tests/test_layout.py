@@ -4,7 +4,7 @@
   ``plotting/<slug>``, ``widgets/<slug>``, ``experiments/<slug>`` (a module, or a package when it outgrows 300 lines).
 - What several lessons share is named for what it is (a short, fixed list below); private modules start with ``_``.
 - Notebooks import from ``attention_lib``, one of its top-level modules or sub-packages, or their own lesson's module.
-- Every module stays under 300 lines; every argument check is written once, in ``validation.py``.
+- Every module stays under 300 lines; every argument check is written once, in ``validation/``.
 - Each "Built step by step in ``notebooks/NN_x.ipynb``" names a lesson that mentions the function it documents.
 """
 
@@ -91,8 +91,8 @@ HAND_WRITTEN_INT_CHECK = re.compile(r"isinstance\(\s*\w+\s*,\s*bool\s*\)")
 
 
 def test_argument_checks_are_written_once_in_validation():
-    """``isinstance(x, bool) or not isinstance(x, int)`` lives in validation.py (check_int, check_index, is_int)."""
-    found = [f"{p.relative_to(ROOT)}:{i}" for p in MODULES if p.name != "validation.py"
+    """``isinstance(x, bool) or not isinstance(x, int)`` lives in validation/ (check_int, check_index, is_int)."""
+    found = [f"{p.relative_to(ROOT)}:{i}" for p in MODULES if p.parent.name != "validation"
              for i, line in enumerate(p.read_text().splitlines(), 1) if HAND_WRITTEN_INT_CHECK.search(line)]
     assert not found, f"hand-written int or bool checks (use attention_lib.validation): {found}"
 

@@ -319,3 +319,32 @@ def test_gpu_check_compares_the_backward_pass(monkeypatch, capsys):
     lines = capsys.readouterr().out.splitlines()
     assert len(lines) == 12  # 3 dtypes x 4 masks
     assert all("relative error dQ, dK, dV" in line and "FAILED" not in line for line in lines)
+
+
+@pytest.mark.parametrize("fn", ["memory_efficient_attention", "loop_attention"])
+def test_no_features_are_refused_by_name_as_everywhere(fn):
+    """E = 0 (SDPA would blend the values equally): the error calculate_attention gives, not ZeroDivisionError."""
+    import attention_lib
+
+    q, k, v = torch.randn(2, 5, 0), torch.randn(2, 7, 0), torch.randn(2, 7, 3)
+    with pytest.raises(ValueError, match=r"at least one feature \(E >= 1\)"):
+        getattr(attention_lib, fn)(q, k, v)
+
+
+@pytest.mark.parametrize(("change", "error", "match"), [
+    ({"scores": [[1.0, 2.0]]}, TypeError, "scores must be a torch.Tensor"),
+    ({"value": torch.ones(2, 2, dtype=torch.long)}, TypeError, "value must be a floating-point tensor"),
+    ({"running_max": torch.zeros(1, 2)}, ValueError, r"running_max and running_sum must both be \(..., L, 1\)"),
+    ({"running_sum": torch.zeros(2, 1)}, ValueError, r"running_max and running_sum must both be \(..., L, 1\)"),
+    ({"scores": torch.zeros(3, 2)}, ValueError, "the same number of queries L"),
+    ({"scores": torch.zeros(1, 3)}, ValueError, "one column per key of the block"),
+    ({"running_output": torch.zeros(1, 5)}, ValueError, "must share Ev"),
+    ({"value": torch.zeros(2, 2, dtype=torch.float64)}, TypeError, "share one dtype"),
+    ({"value": torch.zeros(2)}, ValueError, "at least 2 dimensions"),
+])
+def test_online_softmax_update_checks_its_inputs(change, error, match):
+    state = {"running_max": torch.full((1, 1), float("-inf")), "running_sum": torch.zeros(1, 1),
+             "running_output": torch.zeros(1, 2), "scores": torch.tensor([[1.0, 2.0]]), "value": torch.ones(2, 2)}
+    online_softmax_update(**state)  # the unchanged state is fine
+    with pytest.raises(error, match=match):
+        online_softmax_update(**(state | change))

@@ -1,6 +1,6 @@
 """The stored notebooks are fit for strict nbval: executed, in order, error-free, stable, well formed.
 
-Strict nbval itself runs over every notebook as part of `python course.py test` (`--nbval`); these tests
+Strict nbval itself runs over every notebook as part of `python3 course.py test` (`--nbval`); these tests
 catch what nbval would silently let through.
 """
 
@@ -20,6 +20,8 @@ from notebook_rules import (
     unstable_outputs,
 )
 
+from tools.project import TRAINING_NOTEBOOKS, training_notebooks
+
 NOTEBOOKS = all_notebooks()
 IDS = [p.relative_to(ROOT / "notebooks").as_posix() for p in NOTEBOOKS]
 
@@ -31,8 +33,8 @@ def test_there_are_notebooks():
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=IDS)
 def test_every_code_cell_was_executed(path):
     nb = read(path)
-    assert unexecuted_cells(nb) == [], f"{path.name}: run `python course.py execute {path.relative_to(ROOT)}`"
-    assert not out_of_order(nb), f"{path.name}: cells ran out of order; re-run `python course.py execute`"
+    assert unexecuted_cells(nb) == [], f"{path.name}: run `python3 course.py execute {path.relative_to(ROOT)}`"
+    assert not out_of_order(nb), f"{path.name}: cells ran out of order; re-run `python3 course.py execute`"
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=IDS)
@@ -95,3 +97,19 @@ def test_lesson_imports_attention_lib_and_has_solution(path):
         assert solution.exists(), f"{path.name} has an exercise but no {solution.relative_to(ROOT)}"
         outputs = json.dumps(read(solution).cells, ensure_ascii=False)
         assert "✅" in outputs, f"{solution.name} must show its checker passing"
+
+
+#: A call of a training function (``train``, ``train_induction``, ...), not its definition.
+TRAINING_CALL = re.compile(r"(?<!def )\btrain(?:_\w+)?\(")
+
+
+def test_every_notebook_that_trains_is_listed():
+    """CI runs the notebooks that train under the newest torch and other CPUs' kernels: the list is
+    TRAINING_NOTEBOOKS in tools/project.py, and every notebook that calls a training function is on it."""
+    calling = [p.stem for p in NOTEBOOKS
+               if TRAINING_CALL.search("\n".join(c.source for c in read(p).cells if c.cell_type == "code"))]
+    assert calling, "no notebook calls a training function: the check checks nothing"
+    assert sorted(calling) == sorted(p.stem for p in training_notebooks())
+    assert len(training_notebooks()) == len(TRAINING_NOTEBOOKS), "a name in TRAINING_NOTEBOOKS has no notebook"
+    assert TRAINING_CALL.search("run = train(task)")
+    assert not TRAINING_CALL.search("def train(task):")

@@ -257,6 +257,12 @@ HELPERS = {
         ["Line plot 'the phase change'", "falls from 3 to 0.5", "halfway down at step"]),
     "plot_softmax_backward": (lambda **k: plotting.plot_softmax_backward(
         torch.softmax(torch.tensor([0.0, 2.0]), -1), torch.tensor([1.0, 2.0]), ["a", "b"], **k), ["panels"]),
+    "plot_new_token_attention": (lambda **k: plotting.plot_new_token_attention(
+        torch.tensor([[[0.1, 0.7, 0.2]], [[0.2, 0.6, 0.2]]]), ["<bos>", "cat", "purrs"], written="softly", **k),
+        ["Heatmap 'purrs → softly'", "2 rows", "looks most at 'cat', with 0.65"]),
+    "plot_decoding_times": (lambda **k: plotting.plot_decoding_times([4, 1024], {"no cache": [1e-3, 2e-2],
+                                                                                "cache": [1e-3, 2e-3]}, **k),
+                            ["Line plot", "10 times at 1024"]),
     "plot_head_maps": (lambda **k: plotting.plot_head_maps([torch.eye(3)], "abc", titles=["itself"],
                                                            targets=[[(0, 0), (1, 1)]], **k),
                        ["Heatmap 'itself'", "2 outlined cells", "hold 1 of"]),

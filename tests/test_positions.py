@@ -123,6 +123,43 @@ def test_learned_positions_reject_bad_sizes(args, error, match):
         LearnedPositions(*args)
 
 
+# --- positions that start at an offset (one new token after the cached ones) ------------------------------------
+
+
+@given(offset=st.integers(0, 40), length=st.integers(1, 6))
+def test_sinusoidal_offset_gives_the_rows_of_the_later_positions(offset, length):
+    torch.testing.assert_close(sinusoidal_encoding(length, 6, offset=offset),
+                               sinusoidal_encoding(offset + length, 6)[offset:])
+
+
+def test_sinusoidal_offset_defaults_to_zero_and_is_checked():
+    assert torch.equal(sinusoidal_encoding(3, 4, offset=0), sinusoidal_encoding(3, 4))
+    with pytest.raises(ValueError, match="offset must be non-negative"):
+        sinusoidal_encoding(3, 4, offset=-1)
+    with pytest.raises(TypeError, match="offset must be an int"):
+        sinusoidal_encoding(3, 4, offset=1.5)
+
+
+def test_learned_positions_offset_adds_the_rows_of_the_later_positions():
+    torch.manual_seed(0)
+    positions = LearnedPositions(8, 4)
+    x = torch.randn(2, 5, 4)
+    whole = positions(x)
+    torch.testing.assert_close(positions(x[:, 3:], offset=3), whole[:, 3:])  # the last two, after 3 cached ones
+    torch.testing.assert_close(positions(x[:, 4:5], offset=4), whole[:, 4:5])
+    assert not torch.allclose(positions(x[:, 4:5]), whole[:, 4:5])  # the bug: the new word at position 0
+
+
+@pytest.mark.parametrize(("offset", "error", "match"), [
+    (5, ValueError, r"positions 5..6 but the table holds only max_length=6"),
+    (-1, ValueError, "offset must be non-negative"),
+    (None, TypeError, "offset must be an int"),
+])
+def test_learned_positions_reject_a_bad_offset(offset, error, match):
+    with pytest.raises(error, match=match):
+        LearnedPositions(6, 4)(torch.zeros(1, 2, 4), offset=offset)
+
+
 # --- positions break the symmetry -----------------------------------------------------------------------------
 
 

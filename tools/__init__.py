@@ -1,5 +1,5 @@
 """The project's tools. ``course.py`` is made of the standard-library-only modules here, so that it runs with a bare
-``python course.py ...`` before anything is installed:
+``python3 course.py ...`` before anything is installed:
 
 - :mod:`tools.project`: where things are, the one list of notebooks, and how notebooks run (environment, nbval flags);
 - :mod:`tools.steps`: install steps, each announced with its command and timed;

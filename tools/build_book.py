@@ -1,4 +1,4 @@
-"""Build the course website from the notebooks' stored outputs (``python course.py book``).
+"""Build the course website from the notebooks' stored outputs (``python3 course.py book``).
 
 Nothing is executed: the site shows the outputs that strict nbval checks. The build
 
@@ -23,8 +23,8 @@ Each staged copy differs from its notebook in four ways, all for a static page:
 Every build starts from an empty ``book/_build`` (it takes seconds): an incremental Sphinx build would leave
 stale sidebars and previous/next links on the pages that did not change when a lesson is added.
 
-    python course.py book             # build
-    python course.py book --verbose   # with Sphinx's progress messages
+    python3 course.py book             # build
+    python3 course.py book --verbose   # with Sphinx's progress messages
 """
 
 from __future__ import annotations
@@ -231,7 +231,7 @@ def build(*, quiet: bool = True) -> Path:
                if importlib.util.find_spec(m) is None]
     if missing or importlib.util.find_spec("sphinx-mathjax-offline") is None:
         raise RuntimeError(f"the website's tools are not installed ({', '.join(missing) or 'sphinx-mathjax-offline'})"
-                           ": pip install -e '.[book]' (python course.py book installs them into .venv)")
+                           ": pip install -e '.[book]' (python3 course.py book installs them into .venv)")
     if BUILD.exists():
         shutil.rmtree(BUILD)
     stage()

@@ -1,8 +1,9 @@
-"""The browser tests' Chromium: find one, or install one (apt as root or with passwordless sudo, else Playwright's).
+"""The browser tests' Chromium: the one place that finds it, or installs one (apt as root or with passwordless sudo,
+else Playwright's download).
 
-Standard library only: ``python course.py test`` uses it before the tests start; ``tools/install_browser.py`` runs it
-on its own. The browser tests (tests/test_browser.py, tests/test_book.py) find the browser the same way
-(``tests/browser/lab.py``).
+Standard library only. The test suite provides Chromium when what pytest collected holds a browser test (a test that
+uses the ``chromium`` fixture of ``tests/conftest.py``), before the first test runs; the browser tests
+(``tests/browser/``) find it here; ``tools/install_browser.py`` installs it on its own.
 """
 
 from __future__ import annotations
@@ -13,18 +14,16 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from .project import ROOT
 from .steps import Step, StepFailed, dry_run, run_steps, say
 
-#: Where the browser test looks for Chromium (first match wins; COURSE_CHROMIUM overrides); as tests/browser/lab.py.
+#: Where the browser tests look for Chromium on PATH (first match wins; COURSE_CHROMIUM overrides).
 CHROMIUM_NAMES = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
-SKIP_HINT = "COURSE_SKIP_BROWSER=1 python course.py test"
-#: The test files that drive the browser: ``python course.py test`` provides Chromium when it runs one of them.
-BROWSER_TESTS = (ROOT / "tests" / "test_browser.py", ROOT / "tests" / "test_book.py")
+SKIP_HINT = "COURSE_SKIP_BROWSER=1 python3 course.py test"
 
 
 def find_chromium() -> str | None:
-    """Chromium as tests/browser/lab.py finds it: COURSE_CHROMIUM, then PATH, then Playwright's own download."""
+    """The path of a Chromium (or Chrome) executable, or None: COURSE_CHROMIUM, then PATH, then Playwright's own
+    download (``python -m playwright install chromium``, what is done without root or sudo)."""
     explicit = os.environ.get("COURSE_CHROMIUM")
     if explicit:
         return explicit if Path(explicit).is_file() else None
@@ -61,28 +60,6 @@ def browser_plan(python: Path) -> list[list[Step]]:
     return plans
 
 
-def marker_expression(args: list[str]) -> str:
-    """The ``-m`` expression among pytest's arguments (the last one wins, as in pytest), or ``""``."""
-    expression = ""
-    for i, arg in enumerate(args):
-        if arg == "-m" and i + 1 < len(args):
-            expression = args[i + 1]
-        elif arg.startswith("-m"):
-            expression = arg[2:].lstrip("=")
-    return expression
-
-
-def browser_needed(args: list[str]) -> bool:
-    """Whether this test run collects a browser test (all tests, or a path that holds one, unless ``-m "not slow"``
-    leaves the slow tests out: the browser tests are slow)."""
-    if os.environ.get("COURSE_SKIP_BROWSER") == "1" or "not slow" in marker_expression(args):
-        return False
-    values = {args[i + 1] for i, arg in enumerate(args[:-1]) if arg in ("-m", "-k")}  # not paths
-    paths = [Path(arg.split("::")[0]) for arg in args if not arg.startswith("-") and arg not in values]
-    paths = [path.resolve() for path in paths if (ROOT / path).exists() or path.exists()]
-    return not paths or any(path == test or path in test.parents for path in paths for test in BROWSER_TESTS)
-
-
 def ensure_browser(python: Path) -> bool:
     """Find or install Chromium for the browser tests; False (after one message) when none can be had."""
     if find_chromium():
@@ -106,8 +83,8 @@ def ensure_browser(python: Path) -> bool:
         tried.insert(0, "apt: not run (needs root or passwordless sudo)")
     print("\nThe browser test (tests/test_browser.py) needs Chromium: none was found, and none could be "
           "installed:\n" + "".join(f"  - {line}\n" for line in tried) + "Choose one:\n"
-          "  - install it as root (Debian/Ubuntu: `sudo apt-get install chromium`), then `python course.py test`;\n"
-          "  - with internet access, `python course.py test` downloads Playwright's Chromium;\n"
-          "  - use a Chrome or Chromium you have: `COURSE_CHROMIUM=/path/to/chrome python course.py test`;\n"
+          "  - install it as root (Debian/Ubuntu: `sudo apt-get install chromium`), then `python3 course.py test`;\n"
+          "  - with internet access, `python3 course.py test` downloads Playwright's Chromium;\n"
+          "  - use a Chrome or Chromium you have: `COURSE_CHROMIUM=/path/to/chrome python3 course.py test`;\n"
           f"  - skip the browser test: `{SKIP_HINT}`.", flush=True)
     return False

@@ -3,9 +3,12 @@
 The repository slug and git ref live only in ``[tool.course.colab]`` of ``pyproject.toml``. Each notebook gets:
 
 1. a first markdown cell (tagged ``colab-badge``) holding the badge that opens this very notebook on Colab;
-2. a second code cell (tagged ``colab-setup``) that, only on Colab, installs ``attention_lib`` from the same
-   repository and ref, and does nothing anywhere else (no output, no network);
+2. right after the lesson's title and goals (the markdown cell that says "By the end", else the title), and
+   before any other code, a code cell (tagged ``colab-setup``) that, only on Colab, installs ``attention_lib``
+   from the same repository and ref, and does nothing anywhere else (no output, no network);
 3. notebook metadata asking Colab for a GPU runtime.
+
+It also writes the README's table of badges and its ``git clone`` lines.
 
 With ``--check`` nothing is written and the exit code says whether every notebook is up to date.
 """
@@ -28,7 +31,12 @@ sys.path.insert(0, str(ROOT))
 from course import all_notebooks  # noqa: E402
 
 BADGE_TAG, SETUP_TAG = "colab-badge", "colab-setup"
+#: What a lesson's goals cell says ("By the end of this notebook you will be able to: ..."; tests/test_notebooks.py
+#: checks that every lesson has it).
+GOALS = "By the end"
 README_START, README_END = "<!-- colab-badges:start -->", "<!-- colab-badges:end -->"
+#: The README's ``git clone`` lines (the quick start), written from the same slug.
+CLONE_START, CLONE_END = "<!-- clone:start -->", "<!-- clone:end -->"
 
 
 def colab_config() -> dict[str, str]:
@@ -46,7 +54,7 @@ def setup_source(config: dict[str, str]) -> str:
     spec = f"attention-lib @ git+https://github.com/{config['repository']}@{config['ref']}"
     return (
         "# Colab only: install attention_lib at the same version as this notebook (elsewhere: does nothing).\n"
-        "# Written by `python course.py colab`; torch, matplotlib and ipywidgets are left as Colab has them.\n"
+        "# Written by `python3 course.py colab`; torch, matplotlib and ipywidgets are left as Colab has them.\n"
         "import sys\n"
         "\n"
         'if "google.colab" in sys.modules:\n'
@@ -64,8 +72,27 @@ def _tagged(cell, tag: str) -> bool:
     return tag in cell.get("metadata", {}).get("tags", [])
 
 
+def setup_position(cells) -> int:
+    """Where the setup cell goes among ``cells`` (a notebook's cells without its badge and setup cells): right
+    after the title and goals, and before the first code cell.
+
+    Example:
+        >>> cells = [nbformat.v4.new_markdown_cell("# 03 · A title"), nbformat.v4.new_markdown_cell("By the end ..."),
+        ...          nbformat.v4.new_markdown_cell("## Setup"), nbformat.v4.new_code_cell("import torch")]
+        >>> setup_position(cells), setup_position(cells[:1] + cells[2:]), setup_position(cells[3:])
+        (2, 1, 0)
+    """
+    first_code = next((i for i, c in enumerate(cells) if c.cell_type == "code"), len(cells))
+    markdown = [(i, c.source) for i, c in enumerate(cells) if c.cell_type == "markdown"]
+    goals = next((i for i, source in markdown if GOALS in source), None)
+    if goals is None:
+        goals = next((i for i, source in markdown if source.startswith("# ")), -1)
+    return min(goals + 1, first_code)
+
+
 def sync(nb, relpath: str, config: dict[str, str]) -> None:
-    """Put the badge and setup cells first (replacing old ones) and the Colab metadata in place."""
+    """Put the badge first and the setup cell after the title and goals (replacing old ones), and the Colab
+    metadata in place."""
     cells = [c for c in nb.cells if not (_tagged(c, BADGE_TAG) or _tagged(c, SETUP_TAG))]
     old = {tag: next((c for c in nb.cells if _tagged(c, tag)), None) for tag in (BADGE_TAG, SETUP_TAG)}
     badge = nbformat.v4.new_markdown_cell(badge_source(relpath, config), metadata={"tags": [BADGE_TAG]})
@@ -75,7 +102,8 @@ def sync(nb, relpath: str, config: dict[str, str]) -> None:
             new["id"] = old[tag]["id"]
     if old[SETUP_TAG] is not None and old[SETUP_TAG].source == setup.source:
         setup = old[SETUP_TAG]  # keep its execution count and (empty) outputs
-    nb.cells = [badge, setup, *cells]
+    at = setup_position(cells)
+    nb.cells = [badge, *cells[:at], setup, *cells[at:]]
     nb.metadata.update(colab_metadata())
 
 
@@ -90,14 +118,22 @@ def readme_block(config: dict[str, str]) -> str:
     return "\n".join([README_START, *rows, README_END])
 
 
+def clone_block(config: dict[str, str]) -> str:
+    """The README's ``git clone`` lines for this repository (between the CLONE_START/END markers)."""
+    name = config["repository"].split("/")[-1]
+    lines = ["```bash", f"git clone https://github.com/{config['repository']}.git", f"cd {name}", "```"]
+    return "\n".join([CLONE_START, *lines, CLONE_END])
+
+
 def sync_readme(config: dict[str, str], check: bool) -> bool:
-    """Rewrite the README's badge table; return True when it was out of date."""
+    """Rewrite the README's badge table and clone lines; return True when they were out of date."""
     readme = ROOT / "README.md"
-    text = readme.read_text()
-    if README_START not in text:
-        return False
-    start, end = text.index(README_START), text.index(README_END) + len(README_END)
-    new = text[:start] + readme_block(config) + text[end:]
+    text = new = readme.read_text()
+    for start_marker, end_marker, block in ((README_START, README_END, readme_block(config)),
+                                            (CLONE_START, CLONE_END, clone_block(config))):
+        if start_marker in new:
+            start, end = new.index(start_marker), new.index(end_marker) + len(end_marker)
+            new = new[:start] + block + new[end:]
     if new != text and not check:
         readme.write_text(new)
     return new != text
@@ -121,7 +157,7 @@ def main(argv: list[str]) -> int:
     for path in stale:
         print(f"{verb}: {path}")
     if check and stale:
-        print("run `python course.py colab` (then `python course.py execute` for new setup cells)")
+        print("run `python3 course.py colab` (then `python3 course.py execute` for new setup cells)")
     return 1 if check and stale else 0
 
 

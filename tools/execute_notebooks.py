@@ -1,4 +1,4 @@
-"""Regenerate the stored outputs of notebooks by executing them top to bottom (``python course.py execute``).
+"""Regenerate the stored outputs of notebooks by executing them top to bottom (``python3 course.py execute``).
 
 This is the only way notebook outputs are produced: never edit an output by hand. With no arguments, every
 notebook under ``notebooks/`` (solutions included) is executed; otherwise only the paths given. Each runs in
@@ -10,16 +10,18 @@ noisier); ``--cell-timeout S`` stops a cell that runs longer than S seconds (def
 A run that fails or is stopped ends with a message naming the notebook and the cell, never with a silent
 wait; that notebook is left on disk as it was, the others go on, and the command exits with status 1.
 
-Why a run could once wait forever, and what is done about it here:
+What a run stores besides the outputs: the kernel's own ``kernelspec`` and ``language_info``, exactly as
+JupyterLab writes them when it opens the notebook and its kernel starts (``{"name": "python3", "display_name":
+"Python 3 (ipykernel)", "language": "python"}``, and the kernel's language, Python version included). Anything
+else would make JupyterLab change the notebook as it opens, so that every lesson would show as modified (its tab's
+dot) before the learner touched it; ``tests/test_browser.py`` opens every lesson and checks that it does not.
 
-- The kernel client is asynchronous (``AsyncKernelManager``). With a blocking one, nbclient waits for the
-  kernel's messages with a blocking call inside its event loop, so while no message comes nothing else runs,
-  its per-cell timeout included.
-- nbclient stands in for JupyterLab's Output widget, into which every explorer draws its figure, and echoes
-  each output written into it back to the kernel on the shell channel, just as the kernel sends the cell's
-  reply on that channel. ipykernel 7.0 to 7.3 can then leave the next request unread for good (the kernel
-  idle, the client waiting: https://github.com/ipython/ipykernel/issues/1554, fixed in ipykernel 7.4 by
-  https://github.com/ipython/ipykernel/pull/1529). Here nothing is echoed (:class:`QuietOutputWidget`).
+Why a run cannot wait forever: the kernel client is asynchronous (``AsyncKernelManager``; with a blocking one,
+nbclient waits for the kernel's messages with a blocking call inside its event loop, so while no message comes
+nothing else runs, its per-cell timeout included), and every limit above ends the run with a message. The kernel
+releases that could leave a request unread for good when a front end echoes an Output widget's outputs back
+(ipykernel 7.0 to 7.3, https://github.com/ipython/ipykernel/issues/1554) are excluded by the project's
+dependencies (``pyproject.toml``), so nbclient's Output widget runs as JupyterLab's does.
 """
 
 from __future__ import annotations
@@ -41,7 +43,6 @@ import nbformat
 from jupyter_client.manager import AsyncKernelManager
 from nbclient import NotebookClient
 from nbclient.exceptions import CellExecutionError, CellTimeoutError, DeadKernelError
-from nbclient.output_widget import OutputWidget
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -63,18 +64,6 @@ class NotebookTimeout(TimeoutError):
     """A notebook ran longer than its overall time limit."""
 
 
-class QuietOutputWidget(OutputWidget):
-    """nbclient's stand-in for an Output widget, without echoing its outputs back to the kernel.
-
-    The echo (a ``comm_msg`` on the shell channel) only keeps the kernel's copy of ``Output.outputs`` up to
-    date, which nothing in a headless run reads; nbclient still records the outputs in the saved widget
-    state. Without it the client sends nothing on the shell channel but its requests, one at a time.
-    """
-
-    def sync_state(self) -> None:
-        pass
-
-
 @dataclass
 class Outcome:
     """What executing one notebook gave: the seconds it took, and an error message (``""`` when it worked)."""
@@ -84,10 +73,11 @@ class Outcome:
     error: str = ""
 
 
-def normalise_metadata(nb) -> None:
-    """Keep only what does not depend on the machine that executed the notebook."""
-    nb.metadata["kernelspec"] = {"display_name": "Python 3", "language": "python", "name": "python3"}
-    nb.metadata["language_info"] = {"name": "python"}
+def normalise_metadata(nb, kernel_name: str, kernel_spec) -> None:
+    """The notebook's metadata as JupyterLab will find it: the kernel's ``kernelspec``, the ``language_info`` the
+    kernel reported (nbclient stores it), and no per-cell execution times."""
+    nb.metadata["kernelspec"] = {"display_name": kernel_spec.display_name, "language": kernel_spec.language,
+                                 "name": kernel_name}
     for cell in nb.cells:
         cell.metadata.pop("execution", None)
 
@@ -174,7 +164,6 @@ def execute(path: Path, cell_timeout: float = CELL_TIMEOUT, notebook_timeout: fl
         client = NotebookClient(nb, km=km, timeout=int(cell_timeout), record_timing=False,
                                 resources={"metadata": {"path": str(path.parent)}},
                                 on_cell_start=lambda cell, cell_index: current.update(cell=cell_index))
-        client.widget_registry["@jupyter-widgets/output"]["OutputModel"] = QuietOutputWidget
         # The last resort, should the event loop itself ever block: an alarm (POSIX, main thread only).
         alarm = hasattr(signal, "SIGALRM") and threading.current_thread() is threading.main_thread()
         if alarm:
@@ -202,7 +191,7 @@ def execute(path: Path, cell_timeout: float = CELL_TIMEOUT, notebook_timeout: fl
             if alarm:
                 signal.alarm(0)
                 signal.signal(signal.SIGALRM, previous)
-    normalise_metadata(nb)
+    normalise_metadata(nb, km.kernel_name, km.kernel_spec)
     nb = stable_widget_ids(nb)
     nbformat.validate(nb)
     nbformat.write(nb, path)

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Install the browser tests' Chromium now, the way ``python course.py test`` does when it finds none.
+"""Install the browser tests' Chromium now, the way ``python3 course.py test`` does when it finds none.
 
     python tools/install_browser.py
 
@@ -19,4 +19,4 @@ from tools.environment import venv_python  # noqa: E402
 if __name__ == "__main__":
     if not ensure_browser(venv_python()):
         sys.exit(1)
-    print(f"Chromium: {find_chromium()}\nRun the browser test with: python course.py test tests/test_browser.py")
+    print(f"Chromium: {find_chromium()}\nRun the browser test with: python3 course.py test tests/test_browser.py")

@@ -18,6 +18,19 @@ def all_notebooks(folder: Path = NOTEBOOKS) -> list[Path]:
     return sorted(p for p in folder.rglob("*.ipynb") if ".ipynb_checkpoints" not in p.parts)
 
 
+#: The lessons that train a model, by file name without ``.ipynb``: the one list of them. What training prints
+#: differs in the last digits from one CPU or torch release to the next, so they check trained numbers against
+#: measured bands, and CI runs them under the newest torch and under other CPUs' kernels (``ATEN_CPU_CAPABILITY``);
+#: ``pytest -m trains`` selects them. A new lesson that trains joins here (tests/test_notebooks.py checks that
+#: every lesson calling a training function is listed).
+TRAINING_NOTEBOOKS = ("12_learning_to_attend", "13_induction_heads", "15_generation")
+
+
+def training_notebooks(folder: Path = NOTEBOOKS) -> list[Path]:
+    """The notebooks of :data:`TRAINING_NOTEBOOKS` under ``folder``."""
+    return [path for path in all_notebooks(folder) if path.stem in TRAINING_NOTEBOOKS]
+
+
 #: The environment shared by `execute` and `test`: the stored outputs are made and checked under it.
 RUN_ENV = {
     "OMP_NUM_THREADS": "2",

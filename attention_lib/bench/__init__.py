@@ -4,12 +4,13 @@
   the peak memory of a call; used by ``notebooks/07_no_loops.ipynb`` and ``notebooks/10_memory_efficient.ipynb``;
 - :mod:`~attention_lib.bench.memory_tables`: the benchmark's peak-memory tables;
 - :mod:`~attention_lib.bench.targets`: the course's targets, printed as met, missed or not measured, and the
-  ``exp2`` / ``exp`` row;
+  ``exp2`` / ``exp`` comparison (information, not a target);
 - :mod:`~attention_lib.bench.run`: the benchmark itself (``python -m attention_lib.bench [--quick]``).
 """
 
 from .measure import growth_exponent, median_time, peak_memory, synchronize, time_over_sizes, time_paired
 from .memory_tables import with_gradients
+from .run import sdpa_implementation
 
-__all__ = ["growth_exponent", "median_time", "peak_memory", "synchronize", "time_over_sizes", "time_paired",
-           "with_gradients"]
+__all__ = ["growth_exponent", "median_time", "peak_memory", "sdpa_implementation", "synchronize", "time_over_sizes",
+           "time_paired", "with_gradients"]

@@ -2,11 +2,9 @@
 
 One run prints the environment (with the SDPA kernel that actually ran), the matrix-product ceiling in
 GFLOP/s, timing tables (no mask; causal; padding mask; ``MultiHeadAttention``; forward + backward),
-peak-memory tables (one forward pass; forward + backward) and the course's targets, each marked met or
-missed. ``--quick`` finishes in well under a minute; the measured memory of lesson
-``notebooks/10_memory_efficient.ipynb`` comes from :func:`attention_lib.bench.measure.peak_memory`, as here.
-
-How it measures:
+peak-memory tables (one forward pass; forward + backward), decoding, and the course's targets, each marked met or
+missed. ``--quick`` finishes in well under a minute; lesson 10 measures memory with the same ``peak_memory``. How it
+measures:
 
 - **Time**: for each size every method runs once untimed, then once per repeat, *interleaved* (the order
   rotates from repeat to repeat) so that a slow moment of the machine hits all methods alike. A method's
@@ -39,10 +37,11 @@ from ..device import get_device
 from ..loops import loop_attention
 from ..memory_efficient.forward import memory_efficient_attention
 from ..multihead import MultiHeadAttention
+from .decoding import run_decoding
 from .measure import quiet_profiler, synchronize, time_paired
 from .memory_tables import inputs as _inputs
 from .memory_tables import memory_tables, with_gradients
-from .targets import exp2_over_exp, print_targets
+from .targets import WEIGHTS_REFERENCE, exp2_vs_exp, print_targets
 
 #: The methods compared, each called as ``fn(query, key, value, **options)`` (options: a mask or ``is_causal``).
 METHODS: dict[str, Callable[..., object]] = {
@@ -51,26 +50,41 @@ METHODS: dict[str, Callable[..., object]] = {
     "need_weights=False": lambda q, k, v, **o: calculate_attention(q, k, v, need_weights=False, **o),
     "memory_efficient": lambda q, k, v, **o: memory_efficient_attention(q, k, v, **o),
     "loop": lambda q, k, v, **o: loop_attention(q, k, v, **o),
+    # PyTorch's own attention that returns the weights: what calculate_attention (weights) is judged against
+    WEIGHTS_REFERENCE: lambda q, k, v, **o: torch.ops.aten._scaled_dot_product_attention_math(q, k, v, **o),
 }
 #: Timed with masks and with gradients (the loop is too slow, the weights-returning version is in the main table).
 FAST = ("sdpa", "need_weights=False", "memory_efficient")
 TRAINED = ("sdpa", "calculate_attention", "memory_efficient")
 
 
-def triton_method(device: torch.device) -> Callable[..., object] | None:
-    """The Triton kernel as a benchmark method, on CUDA when ``triton`` imports; ``None`` elsewhere.
+def triton_method(device: torch.device, dtype: torch.dtype, head_dim: int) -> tuple[Callable[..., object] | None, str]:
+    """The Triton kernel as a benchmark method where it can run these inputs, and why not where it cannot.
+
+    It joins on CUDA only (the CPU would run it in Triton's interpreter, which says nothing about speed), for the
+    dtypes it reads and head dimensions ``tl.dot`` takes.
 
     Example:
-        >>> triton_method(torch.device("cpu")) is None
+        >>> triton_method(torch.device("cuda"), torch.float64, 64)[1]
+        'not timed: the kernel reads float32, float16 or bfloat16, not float64'
+        >>> triton_method(torch.device("cpu"), torch.float32, 64)[0] is None
         True
     """
     if device.type != "cuda":
-        return None
+        return None, f"not timed on {device.type}: it runs compiled on CUDA only (on a CPU, in Triton's interpreter)"
+    from ..memory_efficient.triton_kernel import DTYPES
+
+    if dtype not in DTYPES:
+        return None, f"not timed: the kernel reads float32, float16 or bfloat16, not {dtype}".replace("torch.", "")
+    if not (16 <= head_dim <= 256 and head_dim & (head_dim - 1) == 0):
+        return None, f"not timed: tl.dot needs a head dimension that is a power of two from 16 to 256, not {head_dim}"
     try:
-        from ..memory_efficient.triton_kernel import triton_attention
-    except ImportError:
-        return None
-    return lambda q, k, v, **o: triton_attention(q, k, v, **o)
+        from ..memory_efficient.triton_kernel import import_triton, triton_attention
+
+        import_triton()
+    except ImportError as error:
+        return None, f"not timed: {error}"
+    return (lambda q, k, v, **o: triton_attention(q, k, v, **o)), "timed with the others and in the causal group"
 
 
 def attention_flops(batch: int, L: int, S: int, E: int, Ev: int) -> int:
@@ -83,13 +97,17 @@ def attention_flops(batch: int, L: int, S: int, E: int, Ev: int) -> int:
     return batch * (2 * L * S * E + 2 * L * S * Ev)
 
 
-def sdpa_kernel(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor) -> str:
-    """Which implementation ``scaled_dot_product_attention`` picks for these inputs, read from the profiler.
+def sdpa_implementation(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor) -> str:
+    """Which implementation ``scaled_dot_product_attention`` runs for these inputs, read from the profiler.
+
+    (Not to be confused with ``torch.nn.attention.sdpa_kernel``, which *chooses* the implementations allowed.)
 
     Example:
         >>> q = torch.randn(1, 1, 8, 4)
-        >>> sdpa_kernel(q, q, q) != ""
-        True
+        >>> sdpa_implementation(q, q, q)
+        '_scaled_dot_product_flash_attention_for_cpu'
+        >>> sdpa_implementation(q[0, 0], q[0, 0], q[0, 0])  # 2-D inputs: never fused
+        'math (composite: matmul + softmax)'
     """
     from torch.profiler import ProfilerActivity, profile
 
@@ -98,6 +116,7 @@ def sdpa_kernel(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor) -> 
         synchronize(query.device)
     names = {e.name for e in prof.events() if e.name.startswith("aten::_scaled_dot_product")}
     names |= {e.name for e in prof.events() if e.name.startswith("aten::_efficient_attention")}
+    names -= {"aten::_scaled_dot_product_attention_math"}  # the composite's own name, listed as math below
     return ", ".join(sorted(n.removeprefix("aten::") for n in names)) or "math (composite: matmul + softmax)"
 
 
@@ -144,6 +163,7 @@ def _parse(argv) -> argparse.Namespace:
     p.add_argument("--loop-max", type=int, help="largest n for the (slow) loop version")
     p.add_argument("--head-dim", type=int, default=64, help="E = Ev, the size of each query/key/value vector")
     p.add_argument("--threads", type=int, help="torch.set_num_threads(THREADS) first (default: torch's choice)")
+    p.add_argument("--decoding", action="store_true", help="only the decoding part (time per generated token)")
     args = p.parse_args(argv)
     quick = args.quick
     args.sizes = args.sizes or ([64, 256] if quick else [128, 512, 1024, 2048])
@@ -208,11 +228,15 @@ def main(argv: list[str] | None = None) -> dict:
     device = torch.device(args.device) if args.device else get_device()
     dtype = getattr(torch, args.dtype)
     d = args.head_dim
-    extra = {"triton": fn} if (fn := triton_method(device)) is not None else {}
+    triton, triton_says = triton_method(device, dtype, d)
+    extra = {} if triton is None else {"triton": triton}
     methods = {**METHODS, **extra}
     print("== environment", *_environment(device, dtype), sep="\n  ")
+    if args.decoding:
+        return {"decoding": run_decoding(args.quick)}
     q, k, v = _inputs((2, 4), max(args.sizes), d, device, dtype)
-    print(f"  SDPA kernel at 2x4 heads, n={max(args.sizes)}: {sdpa_kernel(q, k, v)} (found with torch.profiler)")
+    print(f"  SDPA implementation at 2x4 heads, n={max(args.sizes)}: {sdpa_implementation(q, k, v)} (found with "
+          f"torch.profiler)\n  Triton kernel: {triton_says}")
     del q, k, v
     size = 512 if args.quick else 2048
     ceilings = [matmul_gflops(device, dtype, size, args.repeats)]
@@ -224,6 +248,8 @@ def main(argv: list[str] | None = None) -> dict:
             runs = [time_paired({m: fn for m, fn in methods.items() if m != "loop"}, inputs, _repeats(args.repeats, n))]
             if n <= args.loop_max:  # the slow loop gets its own, fewer, paired runs
                 runs.append(time_paired({m: METHODS[m] for m in ("sdpa", "loop")}, inputs, min(args.repeats, 3)))
+            for m, ratio in _ratios(runs[0], WEIGHTS_REFERENCE).items():
+                ratios[f"{bh[0]}x{bh[1]}", n, f"{m} / {WEIGHTS_REFERENCE}"] = ratio
             for times in runs:
                 for m, ratio in _ratios(times, "sdpa").items():
                     if m == "sdpa" and times is not runs[0]:
@@ -236,12 +262,16 @@ def main(argv: list[str] | None = None) -> dict:
           f"{ceilings[0]:.1f} and {ceilings[1]:.1f} GFLOP/s; the larger, {ceiling:.1f} GFLOP/s, is the ceiling")
     print(f"\n== time, d={d}, no mask: medians of paired, interleaved repeats ({3 * args.repeats} for n <= 512, "
           f"{2 * args.repeats} up to 1024, {args.repeats} above; the loop: {min(args.repeats, 3)}, paired with "
-          f"its own SDPA runs); x SDPA = median of the per-repeat ratios")
-    print(f"  {'B x H':>5} {'n':>5}  {'method':<20} {'ms':>9} {'x SDPA':>7} {'GFLOP/s':>8} {'% ceiling':>9}")
+          f"its own SDPA runs); x SDPA, x math = median of the per-repeat ratios to SDPA, and to {WEIGHTS_REFERENCE} "
+          f"(PyTorch's attention that returns the weights too)")
+    print(f"  {'B x H':>5} {'n':>5}  {'method':<20} {'ms':>9} {'x SDPA':>7} {'x math':>7} {'GFLOP/s':>8} "
+          f"{'% ceiling':>9}")
     for bh, n, m, seconds, work in rows:
-        gflops = work / seconds / 1e9
-        print(f"  {bh[0]}x{bh[1]:<3} {n:>5}  {m:<20} {seconds * 1e3:>9.2f} {ratios[f'{bh[0]}x{bh[1]}', n, m]:>7.2f} "
-              f"{gflops:>8.1f} {100 * gflops / ceiling:>8.0f}%")
+        gflops, key = work / seconds / 1e9, f"{bh[0]}x{bh[1]}"
+        to_math = ratios.get((key, n, f"{m} / {WEIGHTS_REFERENCE}"))
+        print(f"  {bh[0]}x{bh[1]:<3} {n:>5}  {m:<20} {seconds * 1e3:>9.2f} {ratios[key, n, m]:>7.2f} "
+              + (f"{to_math:>7.2f}" if to_math is not None else f"{'-':>7}")
+              + f" {gflops:>8.1f} {100 * gflops / ceiling:>8.0f}%")
     print(f"\n== time, 2x4 heads, d={d}: causal (is_causal=True), padding mask (N, 1, 1, S) (the second sentence "
           f"3/4 real), MultiHeadAttention causal (E={4 * d}, 4 heads, need_weights=False), forward + backward "
           f"(gradients of query, key, value); x ref = paired ratio to the group's first method")
@@ -254,13 +284,16 @@ def main(argv: list[str] | None = None) -> dict:
                 print(f"  {group:<11} {n:>5}  {m:<20} {statistics.median(times[m]) * 1e3:>9.2f} {ratio:>7.2f}")
     memory = memory_tables({m: METHODS[m] for m in METHODS if m != "loop"}, TRAINED, args.memory_sizes, d, device,
                            dtype)
-    exp_ratio = exp2_over_exp(device, dtype, _repeats(args.repeats, 512))
-    print(f"\n== exp2 / exp on one block of scores (2x4 heads, 256 x 256), paired median: {exp_ratio:.2f} "
-          f"(memory_efficient_attention's blocks use exp2)")
-    targets = print_targets(ratios, memory, tuple(args.memory_sizes), d, torch.empty((), dtype=dtype).element_size(),
-                            exp_ratio)
-    return {"ceiling": ceiling, "ratios": ratios, "memory": memory, "exp2_over_exp": exp_ratio, "targets": targets}
-
+    exp2 = exp2_vs_exp(device, dtype, _repeats(args.repeats, 512))
+    print(f"\n== exp2 and exp on one block of scores (2x4 heads, 256 x 256, paired median): exp2(s * log2(e)) is "
+          f"exp(s) within {exp2['max_relative_difference']:.1e} (relative) and takes {exp2['time_ratio']:.2f} times "
+          f"as long here. Where exp2 is used: memory_efficient_attention's blocks and backward pass, and the Triton "
+          f"kernel (tl.exp2: one ex2.approx instruction on an NVIDIA GPU, where exp is ex2.approx after a multiply "
+          f"by log2(e), which the kernel folds into the scale). Information, not a target: on CPUs the ratio "
+          f"differs from machine to machine.")
+    targets = print_targets(ratios, memory, tuple(args.memory_sizes), d, torch.empty((), dtype=dtype).element_size())
+    return {"ceiling": ceiling, "ratios": ratios, "memory": memory, "exp2_vs_exp": exp2, "targets": targets,
+            "decoding": run_decoding(args.quick)}
 
 if __name__ == "__main__":
     main()

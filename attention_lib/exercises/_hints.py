@@ -16,7 +16,8 @@ import torch
 
 _ROW = "each query's row of weights must add up to 1"
 
-#: Mistake -> hint. Keys name the mistake; ``crash_*`` keys explain an error raised inside the learner's code.
+#: Mistake -> hint. Keys name the mistake; the hints for an error raised inside the learner's code are
+#: :data:`~attention_lib.exercises._crashes.CRASH_HINTS`.
 HINTS: dict[str, str] = {
     # Lesson 01's focus multiplies the scores; lesson 02's hard lookup takes the single best value.
     "focus_missing": "multiply the scores by `focus` before the softmax.",
@@ -49,6 +50,10 @@ HINTS: dict[str, str] = {
     "scale_by_Ev": "divide by √E, not √Ev: d_k is the size of the query and key vectors, query.size(-1), not the "
                    "size of the value vectors.",
     "scale_by_N": "divide by √E, not √N: d_k is the last dimension, query.size(-1); size(0) is the batch size.",
+    "scale_half": "`d_k ** 1/2` is not √d_k: ** binds tighter than /, so it is (d_k ** 1) / 2, and "
+                  "`scores / d_k ** 1/2` is even (scores / d_k) / 2. Write d_k ** 0.5 or math.sqrt(d_k).",
+    "scale_by_numel": "divide by √d_k, the size of one query vector (its last dimension), not by the square root of "
+                      "all the numbers of a sentence's queries, √(L·d_k).",
     "scale_after_softmax": "scale the scores before the softmax, not the weights after it: scaled weights no "
                            "longer add up to 1.",
     "scaled_then_softmax": "stop before the softmax: this exercise returns the scaled scores, query @ "
@@ -90,6 +95,8 @@ HINTS: dict[str, str] = {
                    "on the largest, so it loops over words or sentences. Replace the loops by one "
                    "query @ key.transpose(-2, -1) and one softmax over dim=-1 (they handle every batch "
                    "dimension).",
+    "library_shortcut": "this exercise asks you to write it yourself, with plain PyTorch operations; your "
+                        "function called {call}, which does it for you.",
     "library_call": "build it from reshape and transpose; your function called the library's {call}, which is "
                     "the answer itself.",
     "recipe_call": "write the five steps with plain PyTorch operations (@, transpose, math.sqrt, torch.softmax); "
@@ -143,47 +150,6 @@ HINTS: dict[str, str] = {
                            "uniform average over keys it must not see. Such a query has nothing to look at: "
                            "fill with float('-inf'), then give the rows without any allowed key exact zeros, "
                            "e.g. weights.masked_fill(~mask.any(dim=-1, keepdim=True), 0.0).",
-    # Errors raised inside the learner's code.
-    "crash_max_pair": "x.max(dim=...) returns two things, the values and their indices (a torch.return_types "
-                      "pair); take .values, or use x.amax(dim=-1, keepdim=True), which returns the values only.",
-    "crash_t": "x.t() only flips 2-D tensors; on batched inputs flip the last two dimensions with "
-               "x.transpose(-2, -1) (or x.mT).",
-    "crash_bmm": "torch.bmm takes exactly 3-D tensors (N, L, E) @ (N, E, S); with more batch dimensions, like "
-                 "(N, H, L, E), use @ (torch.matmul), which handles any number of them.",
-    "crash_mm": "torch.mm and torch.mv take plain matrices and vectors; with batch dimensions use @ "
-                "(torch.matmul).",
-    "crash_view": "after a transpose the numbers are no longer in row order in memory, so .view cannot regroup "
-                  "them: use .reshape(...) (or .contiguous().view(...)).",
-    "crash_permute": "permute(...) names every dimension, so it only fits inputs with exactly that many, and the "
-                     "checker also passes more batch dimensions. Flip the last two with transpose(-2, -1).",
-    "crash_hard_transpose": "{arg} {shape} is `{name}` {original} with dimensions {i} and {j} swapped. Counting "
-                            "from the front only fits one number of batch dimensions; count from the end: "
-                            "{name}.transpose(-2, -1).",
-    "crash_reversed": "{arg} {shape} is `{name}` {original} with every dimension reversed, which is what .T does "
-                      "to a batched tensor. Flip only the last two: {name}.transpose(-2, -1) (or {name}.mT).",
-    "crash_flip_not_needed": "`{expr}` in your line flips `{name}` {original} into {shape}, but `{name}` needs no "
-                             "flip here: in {left} @ {original} the weights' {a} columns (one per key) already meet "
-                             "`{name}`'s {a} rows. Drop the {how}: weights @ {name}.",
-    "crash_dim_range": "{dim} counts from the front and assumes a fixed number of dimensions; count from the end "
-                       "(dim=-1 is the last).",
-    "crash_no_transpose": "A @ B pairs the last size of A with the second-to-last of B ({a} with {b} here). Both "
-                          "are (..., words, features): flip the second with .transpose(-2, -1), so that "
-                          "(..., L, E) @ (..., E, S) -> (..., L, S).",
-    "crash_matmul": "A @ B needs the last size of A ({a}) to equal the second-to-last of B ({b}), as in "
-                    "(..., L, E) @ (..., E, S) -> (..., L, S).",
-    "crash_keepdim": "a reduction without keepdim=True drops the dimension: {short} no longer lines up with "
-                     "{long}. Use keepdim=True (for example scores.amax(dim=-1, keepdim=True)).",
-    "crash_broadcast": "elementwise operations line shapes up from the right, and each pair of sizes must be "
-                       "equal or 1; {a} and {b} are not.",
-    "crash_reshape": "the new shape must hold exactly as many numbers as the old one; with heads, E = H * Dh.",
-    "crash_float_size": "sizes must be whole numbers: use integer division, E // num_heads, not E / num_heads.",
-    "crash_bool_mask": "a mask is a bool tensor (True = may attend): invert it with ~mask (not 1 - mask), and "
-                       "give masked_fill a bool mask (mask.bool()).",
-    "crash_dtype": "both sides of the operation must have the same dtype; convert one with .to(other.dtype).",
-    "crash_signature": "the checker calls your function with {n} arguments, ({params}); keep the first line of "
-                       "the stub as it is.",
-    "crash_generic": "print the shape of each tensor, line by line (x.shape), and compare them with the shapes "
-                     "the exercise asks for.",
 }
 
 
@@ -219,6 +185,8 @@ def recipe(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor | None = 
     divisor = {"no_scale": 1.0, "scale_by_d_k": sizes["E"], "scale_multiplied": 1 / math.sqrt(sizes["E"]),
                "scale_by_S": math.sqrt(sizes["S"]), "scale_by_L": math.sqrt(sizes["L"]),
                "scale_by_Ev": math.sqrt(sizes["Ev"]), "scale_by_N": math.sqrt(sizes["N"]),
+               "scale_half": sizes["E"] / 2, "scale_half_inline": 2 * sizes["E"],
+               "scale_by_numel": math.sqrt(sizes["L"] * sizes["E"]),
                "scale_after_softmax": 1.0}.get(slip, math.sqrt(sizes["E"]))
     scaled = scores / divisor
     dim = {"softmax_dim_-2": -2, "softmax_dim_0": 0}.get(slip, -1)
@@ -233,6 +201,10 @@ def recipe(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor | None = 
     return SimpleNamespace(scores=scores, scaled=scaled, weights=weights, output=output)
 
 
+#: Slips that share another slip's hint: ``scores / d_k ** 1/2`` written in one line is (scores / d_k) / 2.
+SAME_HINT = {"scale_half_inline": "scale_half"}
+
+
 def recipe_mistakes(slips: Sequence[str], result: Callable[[SimpleNamespace], object],
                     inputs: Callable[..., tuple] = lambda *args: args) -> list[tuple[Callable, str]]:
     """``(wrong function, hint)`` pairs for the given slips of :func:`recipe`.
@@ -245,4 +217,5 @@ def recipe_mistakes(slips: Sequence[str], result: Callable[[SimpleNamespace], ob
     Returns:
         A list for the ``mistakes`` argument of :func:`~attention_lib.exercises._checker.check_function`.
     """
-    return [(lambda *args, s=slip: result(recipe(*inputs(*args), slip=s)), HINTS[slip]) for slip in slips]
+    return [(lambda *args, s=slip: result(recipe(*inputs(*args), slip=s)), HINTS[SAME_HINT.get(slip, slip)])
+            for slip in slips]

@@ -1,8 +1,10 @@
-"""The exercise of ``notebooks/06_blend.ipynb``: write the whole five-step ``calculate_attention`` yourself.
+"""The exercise of ``notebooks/06_blend.ipynb``: the whole five-step recipe, for inputs laid out sequence first.
 
-The learner's function takes ``query (N, ..., L, E)``, ``key (N, ..., S, E)`` and ``value (N, ..., S, Ev)``
-and returns the pair ``(output (N, ..., L, Ev), weights (N, ..., L, S))``, like
-:func:`attention_lib.calculate_attention` without a mask.
+The lesson chains the package's five steps on inputs laid out ``(N, ..., L, E)``, batch first. The exercise asks
+for the recipe in plain PyTorch on the layout ``torch.nn.MultiheadAttention`` uses by default
+(``batch_first=False``): ``query (L, N, E)``, ``key (S, N, E)`` and ``value (S, N, Ev)``, returning the pair
+``(output (L, N, Ev), weights (N, L, S))``, the layouts ``nn.MultiheadAttention`` returns. Every step must find
+its dimensions again: which are the words, which the batch, and which meet in the blend.
 """
 
 from __future__ import annotations
@@ -11,14 +13,15 @@ from collections.abc import Callable
 
 import torch
 
-from ..attention import blend, calculate_attention, matchmaker, percentages, scaler
-from ..loops import loop_attention
-from ._checker import CheckResult, check_function
-from ._hints import HINTS, recipe_mistakes
+from ..attention import calculate_attention
+from ._checker import CheckResult, check_function, library_shortcuts
+from ._hints import HINTS, SAME_HINT, recipe
+from ._running import Run, run_learner
 
-#: Trial 0 is square (L = S = E = Ev) so that a missing transpose runs and earns its hint; the others are not.
-_SHAPES = ((2, 4, 4, 4, 4), (3, 5, 7, 6, 2), (2, 3, 6, 8, 5))  # (N, L, S, E, Ev)
-
+#: Trial 0 is square (L = S = N = E = Ev) so that the recipe applied without moving the batch still runs, and so
+#: does a missing transpose, and both earn their hints; the others are not square, and their sizes tell each
+#: slip apart.
+_SHAPES = ((4, 4, 4, 4, 4), (5, 7, 3, 6, 2), (3, 6, 2, 8, 5))  # (L, S, N, E, Ev)
 
 #: How much larger than the keys the queries are, per trial: in the last, scores reach the hundreds, where exp
 #: overflows float32, so a softmax written by hand must subtract each row's max first (lesson 05).
@@ -26,31 +29,57 @@ _LOUDNESS = (1.0, 1.0, 100.0)
 
 
 def _inputs(seed: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    n, L, S, E, Ev = _SHAPES[seed % len(_SHAPES)]
+    L, S, n, E, Ev = _SHAPES[seed % len(_SHAPES)]
     g = torch.Generator().manual_seed(1000 + seed)
-    query = _LOUDNESS[seed % 3] * torch.randn(n, L, E, generator=g)  # (N, L, E)
-    return query, torch.randn(n, S, E, generator=g), torch.randn(n, S, Ev, generator=g)  # (N, S, E), (N, S, Ev)
+    query = _LOUDNESS[seed % 3] * torch.randn(L, n, E, generator=g)  # (L, N, E)
+    return query, torch.randn(S, n, E, generator=g), torch.randn(S, n, Ev, generator=g)  # (S, N, E), (S, N, Ev)
+
+
+def _batch_first(*tensors: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    return tuple(t.transpose(0, 1) for t in tensors)  # (L, N, E) -> (N, L, E)
 
 
 def _reference(query, key, value):
-    return calculate_attention(query, key, value)
+    output, weights = calculate_attention(*_batch_first(query, key, value))  # (N, L, Ev), (N, L, S)
+    return output.transpose(0, 1), weights  # (L, N, Ev), (N, L, S)
 
 
-#: Typical wrong answers, each as the pair (output, weights): every slip of the recipe, and the pair swapped.
+def _slip(name: str) -> Callable:
+    """The recipe with one slip, on inputs moved batch first, and the output moved back."""
+    def wrong(query, key, value):
+        r = recipe(*_batch_first(query, key, value), slip=name)
+        return r.output.transpose(0, 1), r.weights
+    return wrong
+
+
+def _not_moved(query, key, value):
+    """The batch-first recipe on sequence-first inputs: @ takes the words for a batch, and the sentences meet."""
+    r = recipe(query, key, value)  # (L, N, E) @ (L, E, N): runs only when L == S
+    return r.output, r.weights
+
+
+MIXES_SENTENCES = ("in this layout the batch is dimension 1: query is (L, N, E). @ treats every dimension but the "
+                   "last two as a batch, so query @ key.transpose(-2, -1) here lets the sentences meet each other, "
+                   "word by word, and never the words of one sentence. Move the batch to the front first: "
+                   "query.transpose(0, 1) is (N, L, E).")
+
+OUTPUT_BATCH_FIRST = ("that is the output batch first, (N, L, Ev); hand it back in the layout of the inputs, "
+                      "(L, N, Ev): .transpose(0, 1).")
+WEIGHTS_BATCH_FIRST = ("the weights come back batch first, (N, L, S), as nn.MultiheadAttention returns them: one "
+                       "(L, S) map per sentence.")
+
+#: Typical wrong answers, each as the pair (output, weights): the batch left in place, every slip of the recipe,
+#: the output left batch first, and the pair swapped.
 MISTAKES = [
-    *recipe_mistakes(("no_transpose", "reversed_scores", "no_scale", "scale_by_d_k", "scale_multiplied",
-                      "scale_by_S", "scale_by_L", "scale_by_Ev", "scale_by_N", "softmax_dim_-2", "softmax_dim_0",
-                      "blend_scores", "blend_keys", "no_softmax", "scale_after_softmax", "naive_exp"),
-                     result=lambda r: (r.output, r.weights)),
-    (lambda q, k, v: calculate_attention(q, k, v)[::-1], HINTS["swap_pair"]),
+    (_not_moved, MIXES_SENTENCES),
+    *((_slip(s), HINTS[SAME_HINT.get(s, s)]) for s in (
+        "no_transpose", "dot_T", "reversed_scores", "no_scale", "scale_by_d_k", "scale_multiplied", "scale_half",
+        "scale_half_inline", "scale_by_S", "scale_by_L", "scale_by_Ev", "scale_by_N", "softmax_dim_-2", "softmax_dim_0",
+        "blend_scores", "blend_keys", "no_softmax", "scale_after_softmax", "naive_exp")),
+    (lambda q, k, v: _reference(q, k, v)[::-1], HINTS["swap_pair"]),
+    (lambda q, k, v: (_reference(q, k, v)[0].transpose(0, 1), _reference(q, k, v)[1]), OUTPUT_BATCH_FIRST),
+    (lambda q, k, v: (_reference(q, k, v)[0], _reference(q, k, v)[1].transpose(0, 1)), WEIGHTS_BATCH_FIRST),
 ]
-
-
-#: The exercise asks for the five steps in plain PyTorch: the library's steps, its whole recipe and PyTorch's fused
-#: attention all fail the check (caught also when called through a helper), like the stable softmax's rule.
-FORBIDDEN = {**dict.fromkeys((calculate_attention, matchmaker, scaler, percentages, blend, loop_attention),
-                             HINTS["recipe_call"]),
-             "scaled_dot_product_attention": HINTS["recipe_call"]}
 
 
 def _pick(fn: Callable, index: int) -> Callable:
@@ -63,13 +92,11 @@ def _pick(fn: Callable, index: int) -> Callable:
     return picked
 
 
-def _not_a_pair(fn: Callable) -> str | None:
-    """What ``fn`` returns instead of a pair of tensors, or ``None`` if it returns a pair (or fails to run)."""
-    try:
-        result = fn(*_inputs(0))
-    except Exception:  # noqa: BLE001 - the checker reports errors and "not attempted" itself
-        return None
-    if result is None or result is Ellipsis:
+def _not_a_pair(run: Run) -> str | None:
+    """What the learner's function returned instead of a pair of tensors, or ``None`` if it returned a pair (or
+    failed to run: the checker reports errors and "not attempted" itself)."""
+    result = run.result
+    if run.error is not None or result is None or result is Ellipsis:
         return None
     if isinstance(result, tuple | list):
         if len(result) == 2 and all(isinstance(t, torch.Tensor) for t in result):
@@ -78,53 +105,71 @@ def _not_a_pair(fn: Callable) -> str | None:
     return f"a single {type(result).__name__}"
 
 
-def check_calculate_attention(fn: Callable) -> CheckResult:
-    """Check a hand-written ``calculate_attention(query, key, value) -> (output, weights)``.
+def _output_hint(args: tuple, got: tuple | None) -> str:
+    query, key, value = args
+    L, N = query.shape[:2]
+    if got == (N, L, value.size(-1)):
+        return OUTPUT_BATCH_FIRST
+    return "the output is (L, N, Ev), in the layout of the inputs: one blended value per word and sentence."
 
-    The exercise of ``notebooks/06_blend.ipynb``. The learner's function is run on three fresh random batches
-    (one of them square, ``L = S = E = Ev``) and compared with :func:`attention_lib.calculate_attention`:
-    first the weights (steps 1 to 4), then the output (step 5). Typical slips (a missing transpose, no
-    scaler, √S or √Ev in place of √E, softmax over the wrong dimension, blending the keys, ...) get their own
-    hint. The steps are written with plain PyTorch operations: a call to the library's steps or recipe, or to
-    ``torch.nn.functional.scaled_dot_product_attention``, fails the check.
+
+def _weights_hint(args: tuple, got: tuple | None) -> str:
+    query, key, _ = args
+    L, N = query.shape[:2]
+    S = key.size(0)
+    if got == (L, N, S):
+        return WEIGHTS_BATCH_FIRST
+    if got == (L, N, N):
+        return MIXES_SENTENCES
+    return ("the weights are (N, L, S): one row per query and one column per key, for each sentence. Move the batch "
+            "to the front first, query.transpose(0, 1) (N, L, E), then scores = query @ key.transpose(-2, -1).")
+
+
+def check_calculate_attention(fn: Callable) -> CheckResult:
+    """Check a hand-written ``calculate_attention(query, key, value) -> (output, weights)``, sequence first.
+
+    The exercise of ``notebooks/06_blend.ipynb``. The inputs are laid out as ``torch.nn.MultiheadAttention``'s
+    default (``batch_first=False``): ``query (L, N, E)``, ``key (S, N, E)``, ``value (S, N, Ev)``; the answer is
+    ``(output (L, N, Ev), weights (N, L, S))``. Three fixed inputs, the first square (``L = S = N = E = Ev``),
+    the others with every size different; the weights are checked first (steps 1 to 4), then the output
+    (step 5). Typical slips (the batch left in place, a missing transpose, no scaler, √S or √Ev in place of
+    √E, softmax over the wrong dimension, blending the keys, ...) get their own hint. The library's functions
+    (its steps, its recipe, ``memory_efficient_attention``, ...) and PyTorch's ``scaled_dot_product_attention``
+    fail the check.
 
     Args:
-        fn: ``(query (N, L, E), key (N, S, E), value (N, S, Ev)) -> (output (N, L, Ev), weights (N, L, S))``.
+        fn: ``(query (L, N, E), key (S, N, E), value (S, N, Ev)) -> (output (L, N, Ev), weights (N, L, S))``.
 
     Returns:
         A :class:`~attention_lib.exercises._checker.CheckResult` (shows "✅ ..." when correct).
 
     Example:
-        >>> import attention_lib as al
         >>> import math
         >>> def by_hand(query, key, value):
-        ...     weights = torch.softmax(query @ key.transpose(-2, -1) / math.sqrt(query.size(-1)), dim=-1)
-        ...     return weights @ value, weights
+        ...     q, k, v = (t.transpose(0, 1) for t in (query, key, value))  # batch first: (N, L, E), ...
+        ...     weights = torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(q.size(-1)), dim=-1)  # (N, L, S)
+        ...     return (weights @ v).transpose(0, 1), weights  # (L, N, Ev), (N, L, S)
         >>> check_calculate_attention(by_hand).status
         'passed'
-        >>> check_calculate_attention(al.calculate_attention).status
-        'failed'
-        >>> def stub(query, key, value):
-        ...     raise NotImplementedError
-        >>> check_calculate_attention(stub).status
-        'not attempted'
+        >>> import attention_lib as al
+        >>> print(check_calculate_attention(lambda q, k, v: al.memory_efficient_attention(q, k, v)).message)
+        ❌ calculate_attention: not allowed here. Hint: ... `al.memory_efficient_attention`, ...
     """
-    found = _not_a_pair(fn)
+    forbidden = library_shortcuts(HINTS["recipe_call"])
+    run = run_learner(fn, _inputs(1), forbidden)
+    if run.forbidden is not None:
+        return CheckResult("failed", f"❌ calculate_attention: not allowed here. Hint: {run.forbidden}")
+    found = _not_a_pair(run)
     if found is not None:
         return CheckResult("failed", f"❌ calculate_attention: expected the pair (output, weights), but your "
                            f"function returned {found}. End it with `return output, weights`.")
-    parts = (
-        (1, "weights", "weights are (N, L, S), one row per query and one column per key: "
-                       "scores = query @ key.transpose(-2, -1)."),
-        (0, "output", "the output is (N, L, Ev): blend with weights @ value, (N, L, S) @ (N, S, Ev)."),
-    )
-    for index, part, shape_hint in parts:
+    for index, part, shape_hint in ((1, "weights", _weights_hint), (0, "output", _output_hint)):
         result = check_function(
             _pick(fn, index), _pick(_reference, index), _inputs, name=f"calculate_attention ({part})",
             mistakes=[(_pick(wrong, index), hint) for wrong, hint in MISTAKES], shape_hint=shape_hint,
-            forbidden=FORBIDDEN,
+            forbidden=forbidden,
         )
         if not result.passed:
             return result
-    return CheckResult("passed", f"✅ calculate_attention: output and weights correct on {len(_SHAPES)} random "
-                       f"inputs. Well done!")
+    return CheckResult("passed", f"✅ calculate_attention: output and weights correct on {len(_SHAPES)} fixed test "
+                       f"inputs, one of them square. Well done!")

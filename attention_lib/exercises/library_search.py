@@ -1,8 +1,10 @@
-"""The exercise of lesson 02: a soft lookup of one query in a library of keys and values.
+"""The exercise of lesson 02: a soft lookup for a queue of readers, each with one question in a library of its own.
 
-The learner writes ``soft_lookup(query, key, value)``: one score per key (``key @ query``), scaled by
-``1 / sqrt(E)``, turned into weights by a softmax, and the answer is the weighted mix of the **values**
-``weights @ value``.
+The learner writes ``soft_lookup(query, key, value)`` for ``query (N, E)`` (one question per reader), ``key (N, S, E)``
+and ``value (N, S, Ev)`` (each reader's own library): for each reader, one score per key of its library, scaled by
+``1 / sqrt(E)``, turned into weights by a softmax, and the answer is the weighted mix of its **values**, ``(N, Ev)``.
+The lesson's search asks its questions as rows of one matrix; here each question must meet only its own library,
+which ``query @ key.transpose(-2, -1)`` does not do (it pairs every question with every library).
 """
 
 from __future__ import annotations
@@ -12,59 +14,94 @@ from collections.abc import Callable
 import torch
 
 from ..attention import calculate_attention
-from ._checker import CheckResult, check_function
+from ._checker import CheckResult, check_function, library_shortcuts
 from ._hints import HINTS, recipe_mistakes
 
-#: (S, E, Ev) of each trial. The first has E == Ev, so that mixing the keys instead of the values is caught
-#: with its own hint rather than as a shape error; S, E and Ev differ otherwise, so that √S or √Ev in place
-#: of √E gives a different answer.
-_TRIALS = ((4, 3, 3), (5, 4, 2), (6, 2, 5))
+#: (N, S, E, Ev) of each trial. The first has E == Ev, so that mixing the keys instead of the values is caught
+#: with its own hint rather than as a shape error; N, S, E and Ev differ otherwise, so that √S or √Ev in place of
+#: √E gives a different answer, and a question that meets every library shows up as a shape (N, N, Ev).
+_TRIALS = ((2, 4, 3, 3), (3, 5, 4, 2), (4, 6, 2, 5))
 
 
 def _inputs(trial: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    S, E, Ev = _TRIALS[trial % len(_TRIALS)]
+    N, S, E, Ev = _TRIALS[trial % len(_TRIALS)]
     g = torch.Generator().manual_seed(200 + trial)
-    query = torch.randn(E, generator=g)  # (E,)
-    key = torch.randn(S, E, generator=g)  # (S, E)
-    value = torch.randn(S, Ev, generator=g)  # (S, Ev)
+    query = torch.randn(N, E, generator=g)  # (N, E): one question per reader
+    key = torch.randn(N, S, E, generator=g)  # (N, S, E): each reader's own keys
+    value = torch.randn(N, S, Ev, generator=g)  # (N, S, Ev): and values
     return query, key, value
 
 
+def _one_row(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor):
+    return query.unsqueeze(-2), key, value  # each question a batch of L = 1: (N, 1, E)
+
+
 def _reference(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor) -> torch.Tensor:
-    # One query is a batch of L = 1: (1, E) against (S, E) and (S, Ev) -> (1, Ev) -> (Ev,)
-    return calculate_attention(query.unsqueeze(0), key, value)[0].squeeze(0)
+    # (N, 1, E) against (N, S, E) and (N, S, Ev) -> (N, 1, Ev) -> (N, Ev)
+    return calculate_attention(*_one_row(query, key, value))[0].squeeze(-2)
 
 
-#: Typical wrong answers: the recipe's slips on one query (a batch of L = 1), and the hard lookup.
+def _hard(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor) -> torch.Tensor:
+    best = (key @ query.unsqueeze(-1)).squeeze(-1).argmax(dim=-1)  # (N, S, E) @ (N, E, 1) -> (N, S) -> (N,)
+    return value[torch.arange(value.size(0)), best]  # (N, Ev)
+
+
+#: Typical wrong answers: the recipe's slips for each reader's one question, and the hard lookup.
 MISTAKES = [
-    *recipe_mistakes(("blend_keys", "no_scale", "scale_by_d_k", "scale_multiplied", "scale_by_S", "scale_by_Ev",
-                      "no_softmax"),
-                     result=lambda r: r.output.squeeze(0), inputs=lambda q, k, v: (q.unsqueeze(0), k, v)),
-    (lambda q, k, v: v[(k @ q).argmax()], HINTS["hard_lookup"]),
+    *recipe_mistakes(("blend_keys", "no_scale", "scale_by_d_k", "scale_multiplied", "scale_half",
+                      "scale_half_inline", "scale_by_S",
+                      "scale_by_Ev", "no_softmax"),
+                     result=lambda r: r.output.squeeze(-2), inputs=_one_row),
+    (_hard, HINTS["hard_lookup"]),
 ]
+
+#: What a question that met every library looks like, and why.
+EVERY_LIBRARY = ("your answer is (N, N, Ev): each reader's question met every library. `@` treats a 2-D query "
+                 "(N, E) as one matrix of N questions, so query @ key.transpose(-2, -1) is (N, N, S). Give each "
+                 "question its own dimension of size 1, query.unsqueeze(-2) (N, 1, E), so that it meets only its "
+                 "own keys, and drop that dimension again at the end.")
+
+
+def _shape_hint(args: tuple, got: tuple | None) -> str:
+    query, key, value = args
+    N, S, Ev = key.size(0), key.size(1), value.size(-1)
+    if got == (N, N, Ev):
+        return EVERY_LIBRARY
+    if got == (N, 1, Ev):
+        return "one answer per reader, (N, Ev): drop the size-1 dimension with .squeeze(-2)."
+    if got == (N, S):
+        return "those are the weights, (N, S); the answer mixes the values with them: (N, 1, S) @ (N, S, Ev)."
+    return ("one answer per reader: (N, Ev). Each reader's weights (S,) mix its own values (S, Ev) into one "
+            "value-sized vector.")
 
 
 def check_soft_lookup(soft_lookup: Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]) -> CheckResult:
     """Check the learner's ``soft_lookup(query, key, value)`` of ``notebooks/02_library_search.ipynb``.
 
     Built step by step in ``notebooks/02_library_search.ipynb``; the worked solution is in
-    ``notebooks/solutions/02_library_search_solution.ipynb``.
+    ``notebooks/solutions/02_library_search_solution.ipynb``. Three fixed queues of readers; the library's
+    attention (``al.calculate_attention`` and the rest) and PyTorch's ``scaled_dot_product_attention`` are refused.
 
     Args:
-        soft_lookup: ``(query, key, value) -> answer`` with ``query: (E,)``, ``key: (S, E)`` and
-            ``value: (S, Ev)``; it must return ``softmax(key @ query / sqrt(E)) @ value``, shape ``(Ev,)``.
+        soft_lookup: ``(query, key, value) -> answer`` with ``query: (N, E)``, one question per reader, and
+            ``key: (N, S, E)``, ``value: (N, S, Ev)``, each reader's library; it must return, for each reader n,
+            ``softmax(key[n] @ query[n] / sqrt(E)) @ value[n]``, shape ``(N, Ev)``.
 
     Returns:
         A :class:`~attention_lib.exercises.CheckResult` that reads "✅ ..." when correct, or says what to fix.
 
     Example:
         >>> def soft_lookup(query, key, value):
-        ...     return torch.softmax(key @ query / query.size(-1) ** 0.5, dim=-1) @ value
+        ...     scores = (key * query.unsqueeze(-2)).sum(dim=-1)  # (N, S, E) * (N, 1, E) -> (N, S)
+        ...     weights = torch.softmax(scores / query.size(-1) ** 0.5, dim=-1)  # (N, S)
+        ...     return (weights.unsqueeze(-2) @ value).squeeze(-2)  # (N, 1, S) @ (N, S, Ev) -> (N, Ev)
         >>> check_soft_lookup(soft_lookup).status
         'passed'
+        >>> print(check_soft_lookup(lambda q, k, v: torch.softmax(q @ k.mT / q.size(-1) ** 0.5, dim=-1) @ v))
+        ❌ soft_lookup: expected shape (2, 3), but got (2, 2, 3). Hint: your answer is (N, N, Ev): ...
     """
     return check_function(
-        soft_lookup, _reference, _inputs, name="soft_lookup", mistakes=MISTAKES,
-        shape_hint="the answer is one value-sized vector (Ev,): the weights (S,) @ value (S, Ev) -> (Ev,). "
-                   "Score with key @ query, (S, E) @ (E,) -> (S,).",
+        soft_lookup, _reference, _inputs, name="soft_lookup", mistakes=MISTAKES, shape_hint=_shape_hint,
+        forbidden=library_shortcuts(HINTS["library_shortcut"]),
+        inputs_said="3 fixed queues of readers, with different numbers of readers, keys and features",
     )

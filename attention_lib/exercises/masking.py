@@ -1,4 +1,4 @@
-"""Checkers for the exercises of ``notebooks/08_masking.ipynb``: build a causal mask, apply a mask.
+"""Checkers for the exercises of ``notebooks/08_masking.ipynb``: build a sliding-window mask, apply a mask.
 
 Masks follow SDPA's convention: a bool mask holds ``True`` where a query **may attend** to a key.
 """
@@ -9,77 +9,144 @@ from collections.abc import Callable
 
 import torch
 
-from ..attention import percentages
+from .. import attention
 from ..masks import causal_mask
 from ._checker import CheckResult, check_function
 from ._hints import HINTS
 from ._running import run_learner
 
+# -- Exercise 1: a sliding-window mask ---------------------------------------------------------------------------
 
-def _sizes(seed: int) -> tuple[int, int]:
-    """``(L, S)`` for one trial: square first, then fewer queries than keys, then more."""
-    g = torch.Generator().manual_seed(seed)
-    L = int(torch.randint(2, 7, (1,), generator=g))
-    gap = int(torch.randint(1, 4, (1,), generator=g))
-    return [(L, L), (L, L + gap), (L + gap, L)][seed % 3]
+#: ``(L, S, window)`` per trial: square, fewer queries than keys, more, and a window of one key.
+_WINDOW_SIZES = ((5, 5, 2), (4, 7, 3), (7, 4, 3), (3, 5, 1))
 
 
-def _additive(L: int, S: int) -> torch.Tensor:
-    return torch.zeros(L, S).masked_fill(~causal_mask(L, S), float("-inf"))
+def _window_sizes(seed: int) -> tuple[int, int, int]:
+    return _WINDOW_SIZES[seed % len(_WINDOW_SIZES)]
 
 
-CAUSAL_MISTAKES = [
+def _band(L: int, S: int, lowest: int, highest: int) -> torch.Tensor:
+    """``True`` where ``lowest <= j - i <= highest``, for query ``i`` and key ``j``: an ``(L, S)`` bool band."""
+    offset = torch.arange(S)[None, :] - torch.arange(L)[:, None]  # (1, S) - (L, 1) -> (L, S): j - i
+    return (offset >= lowest) & (offset <= highest)
+
+
+def window_mask(L: int, S: int, window: int) -> torch.Tensor:
+    """The reference: query ``i`` may attend to key ``j`` when ``i - window < j <= i`` (top-left aligned).
+
+    Example:
+        >>> window_mask(4, 4, 2).int()
+        tensor([[1, 0, 0, 0],
+                [1, 1, 0, 0],
+                [0, 1, 1, 0],
+                [0, 0, 1, 1]], dtype=torch.int32)
+    """
+    return _band(L, S, 1 - window, 0)
+
+
+def _additive(L: int, S: int, window: int) -> torch.Tensor:
+    return torch.zeros(L, S).masked_fill(~window_mask(L, S, window), float("-inf"))
+
+
+WINDOW_MISTAKES = [
     (_additive, HINTS["mask_additive"]),
-    (lambda L, S: torch.ones(L, S, dtype=torch.bool).triu(), HINTS["mask_triu"]),
-    (lambda L, S: ~causal_mask(L, S), HINTS["mask_swapped"]),
-    (lambda L, S: torch.ones(L, S, dtype=torch.bool).tril(diagonal=-1), HINTS["mask_no_diagonal"]),
-    (lambda L, S: torch.ones(L, S, dtype=torch.bool).tril(diagonal=S - L), HINTS["mask_bottom_right"]),
+    (lambda L, S, w: causal_mask(L, S),
+     "that is the causal mask: every earlier word is allowed. The window keeps only the last `window` keys: query "
+     "i may also not attend to keys j <= i - window (block them with a second triangle, e.g. .triu(1 - window), "
+     "or compare positions)."),
+    (lambda L, S, w: ~window_mask(L, S, w),
+     "True and False are swapped. In SDPA's convention True means 'may attend', so the keys inside the window are "
+     "True and all the others False (nn.MultiheadAttention uses the opposite)."),
+    (lambda L, S, w: _band(L, S, -w, 0),
+     "one key too many: a window of `window` keys is the query's own key and the window - 1 keys before it, "
+     "i - window < j <= i. Yours also lets query i see key i - window."),
+    (lambda L, S, w: _band(L, S, 2 - w, 0),
+     "one key too few: a window of `window` keys is the query's own key and the window - 1 keys before it, "
+     "i - window < j <= i (for window = 1, the query's own key alone)."),
+    (lambda L, S, w: _band(L, S, 1 - w, -1), HINTS["mask_no_diagonal"]),
+    (lambda L, S, w: _band(L, S, 0, w - 1),
+     "that window looks ahead: it lets query i see keys i .. i + window - 1, the future. The window runs "
+     "backwards from the query: i - window < j <= i (the lower side of the diagonal, as for the causal mask)."),
+    (lambda L, S, w: _band(L, S, 1 - w, w - 1),
+     "that window reaches both ways, i - window < j < i + window, so each query sees future words too. Keep only "
+     "the keys at or before the query: i - window < j <= i."),
+    (lambda L, S, w: _band(L, S, 1 - w, S),
+     "your mask lets query i see every key from i - window + 1 on, the future included: keep only the keys at or "
+     "before the query as well, j <= i (.tril())."),
+    (lambda L, S, w: _band(L, S, 1 - w + (S - L), S - L),
+     "the window is aligned at the bottom-right corner (query i's window ends at key i + S - L). Align it top-left "
+     "like SDPA's is_causal: query i's window ends at key i, whatever L and S."),
 ]
 
 
-def check_causal_mask(fn: Callable[[int, int], torch.Tensor]) -> CheckResult:
-    """Check a learner's ``causal_mask(L, S)``: a bool ``(L, S)`` mask, ``True`` = may attend, top-left aligned.
+def _window_shape_hint(args: tuple, got: tuple | None) -> str:
+    """The hint for a mask of the wrong shape, named after the shape the learner actually got."""
+    L, S, _ = args
+    rows = "the mask is (L, S): one row per query, one column per key; entry [i, j] says whether query i may attend " \
+           "to key j."
+    if got == (S, L):
+        return f"you returned (S, L) = {got}, one row per key: the mask transposed; " + rows
+    if got == (L, L):
+        return rows + " Did you use L for both sizes?"
+    if got == (S, S):
+        return rows + " Did you use S for both sizes?"
+    return rows
 
-    Built step by step in ``notebooks/08_masking.ipynb``.
+
+def check_window_mask(fn: Callable[[int, int, int], torch.Tensor]) -> CheckResult:
+    """Check a learner's ``window_mask(L, S, window)``: bool ``(L, S)``, ``True`` where ``i - window < j <= i``.
+
+    Built step by step in ``notebooks/08_masking.ipynb``: each query may attend to its own key and the
+    ``window - 1`` keys before it (a sliding window, top-left aligned like ``is_causal``), ``True`` = may attend.
 
     Args:
-        fn: ``(L, S) -> (L, S)`` bool tensor; it is tried with ``L == S``, ``L < S`` and ``L > S``.
+        fn: ``(L, S, window) -> (L, S)`` bool tensor; it is tried on four fixed sizes: ``L == S``, ``L < S``,
+            ``L > S``, and a window of one key.
 
     Returns:
-        A :class:`~attention_lib.exercises.CheckResult` with a hint for typical mistakes (``triu``, swapped
-        ``True``/``False``, a blocked diagonal, bottom-right alignment, a float mask).
+        A :class:`~attention_lib.exercises.CheckResult` with a hint for typical mistakes (the plain causal mask, a
+        window one key too wide or too narrow, a window that looks ahead or both ways, swapped ``True``/``False``,
+        bottom-right alignment, a transposed or float mask).
 
     Example:
-        >>> check_causal_mask(lambda L, S: torch.ones(L, S, dtype=torch.bool).tril()).status
+        >>> ones = lambda L, S: torch.ones(L, S, dtype=torch.bool)
+        >>> check_window_mask(lambda L, S, w: ones(L, S).tril() & ones(L, S).triu(1 - w)).status
         'passed'
-        >>> print(check_causal_mask(lambda L, S: torch.ones(L, S, dtype=torch.bool).triu()))
-        ❌ causal mask: not quite. Hint: that is the upper triangle (triu): ...
+        >>> print(check_window_mask(lambda L, S, w: ones(L, S).tril()))
+        ❌ window mask: not quite. Hint: that is the causal mask: every earlier word is allowed. ...
     """
-    name = "causal mask"
-    result = check_function(fn, causal_mask, _sizes, name=name, mistakes=CAUSAL_MISTAKES,
-                            shape_hint="the mask is (L, S): one row per query, one column per key. Did you "
-                                       "use L for both sizes?")
-    if result.passed:
-        got = run_learner(fn, (3, 5)).result  # it ran without error in every trial
-        if got.dtype != torch.bool:
-            return CheckResult("failed", f"❌ {name}: the pattern is right, but the mask has dtype {got.dtype}. "
-                               f"Hint: {HINTS['mask_float']}")
-    return result
+    name = "window mask"
+    result = check_function(fn, window_mask, _window_sizes, name=name, mistakes=WINDOW_MISTAKES,
+                            trials=len(_WINDOW_SIZES), shape_hint=_window_shape_hint)
+    if not result.passed:
+        return result
+    got = run_learner(fn, _window_sizes(1)).result  # it ran without error in every trial
+    if got.dtype != torch.bool:
+        return CheckResult("failed", f"❌ {name}: the pattern is right, but the mask has dtype {got.dtype}. "
+                           f"Hint: return a bool tensor (True = may attend), e.g. build it from "
+                           f"torch.ones(L, S, dtype=torch.bool) or from a comparison of positions.")
+    return CheckResult("passed", f"✅ {name}: correct on four fixed sizes (L = S, L < S, L > S, windows of 1 to 3 "
+                                 f"keys). Well done!")
+
+
+# -- Exercise 2: apply a mask before the softmax -------------------------------------------------------------------
 
 
 def _scores_and_mask(seed: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """Random scores ``(2, L, S)`` and a random bool mask ``(2, L, S)``.
+    """Random scores ``(2, L, S)`` and a random bool mask ``(2, L, S)``, from a fixed seed.
 
     In the first trial every query keeps at least one key; in the others, the first query of the second
-    sentence has all its keys blocked (its weights must be exact zeros).
+    sentence has all its keys blocked (its weights must be exact zeros), and the first query of the first
+    sentence keeps every key (so that a mask read the wrong way round blocks a whole row there).
     """
     g = torch.Generator().manual_seed(seed)
-    L, S = _sizes(seed)
+    L, S = [(4, 4), (3, 5), (6, 4)][seed % 3]
     scores = 2 * torch.randn(2, L, S, generator=g)
     mask = torch.rand(2, L, S, generator=g) > 0.5
     mask[..., int(torch.randint(0, S, (1,), generator=g))] = True  # every query keeps a key ...
     if seed > 0:
         mask[1, 0] = False  # ... except this one, which has nothing to look at
+        mask[0, 0] = True  # and this one sees every key
     return scores, mask
 
 
@@ -88,26 +155,50 @@ def _masked(scores: torch.Tensor, mask: torch.Tensor, fill: float = float("-inf"
 
 
 def _reference(scores: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    return percentages(scores, attn_mask=mask)
+    return attention.percentages(scores, attn_mask=mask)
 
 
-MASKED_SOFTMAX_MISTAKES = [
+def _with_empty_rows_fixed(wrong: Callable) -> list[Callable]:
+    """A wrong answer, and the same answer after the learner's fixes for empty rows (NaN -> 0, or no key -> 0):
+    such a fix must not hide the mistake underneath."""
+    def nan_to_zero(s, m):
+        return wrong(s, m).nan_to_num(0.0)
+
+    def no_key_to_zero(s, m):
+        return wrong(s, m).masked_fill(~m.any(dim=-1, keepdim=True), 0.0)
+
+    return [wrong, nan_to_zero, no_key_to_zero, lambda s, m: no_key_to_zero(s, m).nan_to_num(0.0)]
+
+
+_BASE_MISTAKES = [
     (lambda scores, mask: _masked(scores, ~mask), HINTS["mask_fill_allowed"]),
     (lambda scores, mask: torch.softmax(scores, dim=-1).masked_fill(~mask, 0.0), HINTS["mask_after_softmax"]),
     (lambda scores, mask: torch.softmax(scores.masked_fill(~mask, 0.0), dim=-1), HINTS["mask_multiplied"]),
     (lambda scores, mask: torch.softmax(scores * mask, dim=-1), HINTS["mask_multiplied"]),
     (lambda scores, mask: torch.softmax(scores.masked_fill(~mask, float("-inf")), dim=-2), HINTS["softmax_dim_-2"]),
+]
+
+MASKED_SOFTMAX_MISTAKES = [
+    *[(variant, hint) for wrong, hint in _BASE_MISTAKES for variant in _with_empty_rows_fixed(wrong)],
     (_masked, HINTS["fully_masked_nan"]),
     (lambda scores, mask: _masked(scores, mask, fill=-1e9), HINTS["fully_masked_finite"]),
 ]
+
+_BY_HAND = ("apply the mask yourself, with masked_fill and torch.softmax: your function called {call}, which does "
+            "it for you.")
+
+#: The package's masked softmax, and the attention functions around it, do the exercise for you.
+FORBIDDEN = {attention.percentages: _BY_HAND, attention.calculate_attention: _BY_HAND,
+             "scaled_dot_product_attention": _BY_HAND}
 
 
 def check_masked_softmax(fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]) -> CheckResult:
     """Check a learner's ``masked_softmax(scores, mask)``: block with ``-inf`` where ``mask`` is False, then softmax.
 
-    Built step by step in ``notebooks/08_masking.ipynb``. Some test inputs have a query whose keys are all
-    blocked: its weights must be exact zeros (it has nothing to look at), not NaN and not a uniform spread,
-    as in :func:`attention_lib.percentages`.
+    Built step by step in ``notebooks/08_masking.ipynb``. It runs on three fixed inputs (random scores and
+    masks from fixed seeds); in two of them a query has all its keys blocked: its weights must be exact zeros
+    (it has nothing to look at), not NaN and not a uniform spread, as in :func:`attention_lib.percentages`,
+    which the exercise may not call.
 
     Args:
         fn: ``(scores (N, L, S), mask (N, L, S) bool, True = may attend) -> weights (N, L, S)``.
@@ -115,7 +206,7 @@ def check_masked_softmax(fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor
     Returns:
         A :class:`~attention_lib.exercises.CheckResult` with a hint for typical mistakes (swapped convention,
         masking after the softmax, filling with 0 or multiplying by the mask, the wrong softmax dimension, NaN
-        or a uniform spread on a fully masked row).
+        or a uniform spread on a fully masked row), also when a fix for empty rows (``nan_to_num``) sits on top.
 
     Example:
         >>> def solution(scores, mask):
@@ -126,7 +217,12 @@ def check_masked_softmax(fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor
         >>> print(check_masked_softmax(lambda s, m: torch.softmax(s.masked_fill(~m, float("-inf")), dim=-1)))
         ❌ masked softmax: not quite. Hint: a query whose keys are all blocked has -inf everywhere, ...
     """
-    return check_function(fn, _reference, _scores_and_mask, name="masked softmax",
-                          mistakes=MASKED_SOFTMAX_MISTAKES,
-                          shape_hint="the weights have the scores' shape (N, L, S): mask the scores, do not "
-                                     "index them.")
+    name = "masked softmax"
+    result = check_function(fn, _reference, _scores_and_mask, name=name, mistakes=MASKED_SOFTMAX_MISTAKES,
+                            forbidden=FORBIDDEN,
+                            shape_hint="the weights have the scores' shape (N, L, S): mask the scores, do not "
+                                       "index them.")
+    if not result.passed:
+        return result
+    return CheckResult("passed", f"✅ {name}: correct on three fixed inputs (random scores and masks; in two, a query "
+                                 f"has every key blocked). Well done!")

@@ -1,4 +1,10 @@
-"""The exercise of ``notebooks/03_matchmaker.ipynb``: write the matchmaker, ``scores = query @ keyᵀ``."""
+"""The exercise of ``notebooks/03_matchmaker.ipynb``: the matchmaker without ``@``, from products and sums.
+
+The lesson computes every score with one matrix product, ``query @ key.transpose(-2, -1)``. The exercise asks
+for the same scores without it: each score is a dot product (products added up, as the lesson's first cell of
+scores does for one pair), and broadcasting can pair every query with every key at once, whatever the batch
+dimensions in front. Matrix products in any spelling, the library's matchmaker and Python loops are refused.
+"""
 
 from __future__ import annotations
 
@@ -7,11 +13,11 @@ from collections.abc import Callable
 import torch
 
 from ..attention import matchmaker
-from ._checker import CheckResult, check_function
+from ._checker import CheckResult, check_function, library_shortcuts
 from ._hints import recipe_mistakes
 
-#: (N, L, S, E) for each trial: the first is square on purpose, so that a missing or wrong transpose still
-#: runs and can be recognised; the others tell L, S and E apart and add batch dimensions.
+#: (N, L, S, E) for each trial: the first is square on purpose, so that a product of query i with key i only
+#: still runs and can be recognised; the others tell L, S and E apart and add batch dimensions.
 _SIZES = ((4, 4, 4, 4), (2, 3, 5, 6), (3, 2, 4, 5))
 
 
@@ -22,16 +28,60 @@ def _inputs(seed: int) -> tuple[torch.Tensor, torch.Tensor]:
     return torch.randn(*batch, L, E, generator=g), torch.randn(*batch, S, E, generator=g)
 
 
-#: Typical wrong answers: no transpose, the scores flipped, .T on a batched key, scaling too early.
-MISTAKES = recipe_mistakes(("no_transpose", "reversed_scores", "dot_T", "scaled_in_matchmaker"),
-                           result=lambda r: r.scores)
+#: Every spelling of a matrix product PyTorch has, and its linear layer (F.linear(q, k) is q @ kᵀ).
+MATRIX_PRODUCTS = ("matmul", "__matmul__", "__rmatmul__", "mm", "bmm", "mv", "dot", "vdot", "inner", "einsum",
+                   "tensordot", "linear", "bilinear", "baddbmm", "addbmm", "addmm", "addmv", "chain_matmul",
+                   "multi_dot", "linalg_multi_dot", "matrix_power")
+
+NO_MATMUL = ("this exercise builds the scores without a matrix product, and your function called {call}. Each "
+             "score is a sum of products: multiply a query and a key feature by feature and add up over the last "
+             "dimension; broadcasting (lesson 00) pairs every query with every key at once.")
+
+NO_LOOPS = ("no Python loops: your function ran {few} PyTorch operations on the smallest input and {many} on the "
+            "largest, so it loops over words. Broadcasting does every pair at once: give the queries a size-1 "
+            "dimension for the keys, query.unsqueeze(-2) (..., L, 1, E), and the keys one for the queries, "
+            "key.unsqueeze(-3) (..., 1, S, E).")
+
+SUMMED_OVER_WORDS = ("you added up over the words. A dot product adds up the features, the last dimension of the "
+                     "(..., L, S, E) products: .sum(dim=-1).")
+
+FLIPPED = ("rows are queries and columns are keys: the scores are (..., L, S). Yours are flipped, (..., S, L): "
+           "the queries' size-1 dimension goes after their words, query.unsqueeze(-2) (..., L, 1, E), and the "
+           "keys' before theirs, key.unsqueeze(-3) (..., 1, S, E).")
+
+#: Typical wrong answers: the scores flipped, scaling too early.
+MISTAKES = [(wrong, FLIPPED) for wrong, _ in recipe_mistakes(("reversed_scores",), result=lambda r: r.scores)]
+MISTAKES += recipe_mistakes(("scaled_in_matchmaker",), result=lambda r: r.scores)
+MISTAKES.append((lambda q, k: (q.unsqueeze(-2) * k.unsqueeze(-3)).sum(dim=-2), SUMMED_OVER_WORDS))
+
+
+def _shape_hint(args: tuple, got: tuple | None) -> str:
+    query, key = args
+    *batch, L, E = query.shape
+    S = key.size(-2)
+    if got == (*batch, S, L):
+        return FLIPPED
+    if got == (*batch, L):
+        return ("(..., L) is one score per query: query * key multiplies query i with key i only, the diagonal of "
+                "the scores. Every query must meet every key: give query a dimension for the keys, "
+                "query.unsqueeze(-2) (..., L, 1, E), and key one for the queries, key.unsqueeze(-3) (..., 1, S, E).")
+    if got == (*batch, L, E) or got == (*batch, S, E):
+        return SUMMED_OVER_WORDS
+    if got == (*batch, L, 1):
+        return ("the keys need their size-1 dimension in front of their words, key.unsqueeze(-3) (..., 1, S, E), so "
+                "that it lines up with the queries' words; the queries get theirs after, query.unsqueeze(-2).")
+    if got == (*batch, L, S, E):
+        return "those are the products, one per feature: add them up over the last dimension, .sum(dim=-1)."
+    return "the scores have one row per query and one column per key: (..., L, S)."
 
 
 def check_matchmaker(fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]) -> CheckResult:
-    """Check a learner's ``fn(query, key) -> scores`` against :func:`attention_lib.matchmaker`.
+    """Check a learner's matchmaker without ``@``, ``fn(query, key) -> scores``, against ``al.matchmaker``.
 
-    Built step by step in ``notebooks/03_matchmaker.ipynb``. The inputs are random ``query (N, ..., L, E)``
-    and ``key (N, ..., S, E)`` with one or two batch dimensions; the expected scores are ``(N, ..., L, S)``.
+    Built step by step in ``notebooks/03_matchmaker.ipynb``. Three fixed inputs ``query (N, ..., L, E)`` and
+    ``key (N, ..., S, E)``, one square, one with two batch dimensions; the expected scores are ``(N, ..., L, S)``.
+    A matrix product in any spelling (``@``, ``torch.matmul``, ``einsum``, ``F.linear``, ...), the library's
+    matchmaker and a Python loop over the words all fail the check, with a hint.
 
     Args:
         fn: the learner's matchmaker.
@@ -40,10 +90,12 @@ def check_matchmaker(fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]) -
         A :class:`~attention_lib.exercises.CheckResult`; its message names the typical mistake found.
 
     Example:
-        >>> check_matchmaker(lambda q, k: q @ k.transpose(-2, -1)).status
+        >>> check_matchmaker(lambda q, k: (q.unsqueeze(-2) * k.unsqueeze(-3)).sum(dim=-1)).status
         'passed'
-        >>> print(check_matchmaker(lambda q, k: q @ k).message)
-        ❌ matchmaker: not quite. Hint: flip the key sideways: ...
+        >>> print(check_matchmaker(lambda q, k: q @ k.transpose(-2, -1)).message)
+        ❌ matchmaker: not allowed here. Hint: this exercise builds the scores without a matrix product, ...
     """
-    return check_function(fn, matchmaker, _inputs, name="matchmaker", mistakes=MISTAKES,
-                          shape_hint="the scores have one row per query and one column per key: (..., L, S).")
+    forbidden = {**library_shortcuts(NO_MATMUL), **dict.fromkeys(MATRIX_PRODUCTS, NO_MATMUL)}
+    return check_function(fn, matchmaker, _inputs, name="matchmaker", mistakes=MISTAKES, shape_hint=_shape_hint,
+                          forbidden=forbidden, no_loops=True, loop_hint=NO_LOOPS,
+                          inputs_said="3 fixed test inputs, one square and one with two batch dimensions")

@@ -2,7 +2,9 @@
 
 The learner writes ``online_softmax_update(running_max, running_sum, running_output, scores, value)``: fold
 a new block of keys (its scores and values) into the running maximum, sum and blend, exactly what
-:func:`attention_lib.memory_efficient.forward.online_softmax_update` does.
+:func:`attention_lib.memory_efficient.forward.online_softmax_update` does. The lesson asks for it right after
+working the step out on one query, before it shows the package's version; the checker refuses that version (and
+the attention functions that would do the work).
 """
 
 from __future__ import annotations
@@ -12,7 +14,8 @@ from collections.abc import Callable
 
 import torch
 
-from ..memory_efficient.forward import online_softmax_update
+from ..attention import calculate_attention
+from ..memory_efficient.forward import memory_efficient_attention, online_softmax_update
 from ._checker import CheckResult, check_function
 
 _INF = float("inf")
@@ -90,13 +93,22 @@ VALUE_TRANSPOSED = ("value is already (N, B, Ev): one row per key, just as the w
                     "rows are features, not keys).")
 
 
+_BY_HAND = ("write the step yourself, from torch.maximum, torch.exp and a matrix product: your function called {call}, "
+            "which does it for you.")
+
+#: The package's step, and the attention functions built on it, do the exercise for you.
+FORBIDDEN = {online_softmax_update: _BY_HAND, memory_efficient_attention: _BY_HAND, calculate_attention: _BY_HAND,
+             "scaled_dot_product_attention": _BY_HAND}
+
+
 def check_online_softmax_update(fn: Callable) -> CheckResult:
     """Check ``online_softmax_update(running_max, running_sum, running_output, scores, value)``.
 
     The exercise of ``notebooks/10_memory_efficient.ipynb``. The learner's function gets a state made from a
-    first block of keys and a new block ``scores (N, L, B)``, ``value (N, B, Ev)``, on three fresh random
-    inputs (one with a query whose keys are all masked), and must return ``(new_max, new_sum, new_output)`` as
-    :func:`attention_lib.memory_efficient.forward.online_softmax_update` does; typical slips get their own hint.
+    first block of keys and a new block ``scores (N, L, B)``, ``value (N, B, Ev)``, on three fixed inputs
+    (random numbers from fixed seeds; in one, a query whose keys are all masked), and must return
+    ``(new_max, new_sum, new_output)`` as :func:`attention_lib.memory_efficient.forward.online_softmax_update`
+    does, without calling it; typical slips get their own hint.
 
     Args:
         fn: ``(running_max (N, L, 1), running_sum (N, L, 1), running_output (N, L, Ev), scores (N, L, B),
@@ -106,12 +118,18 @@ def check_online_softmax_update(fn: Callable) -> CheckResult:
         A :class:`~attention_lib.exercises._checker.CheckResult` (shows "✅ ..." when correct).
 
     Example:
-        >>> check_online_softmax_update(online_softmax_update).status
+        >>> check_online_softmax_update(lambda *state_and_block: _update(*state_and_block)).status
         'passed'
+        >>> print(check_online_softmax_update(online_softmax_update))
+        ❌ online_softmax_update: not allowed here. Hint: write the step yourself, ...
         >>> print(check_online_softmax_update(lambda m, s, o, scores, v: _update(m, s, o, scores, v, correct=False)))
         ❌ online_softmax_update: not quite. Hint: when the maximum grows, the old sum and the old blend were ...
     """
-    result = check_function(fn, online_softmax_update, _inputs, name="online_softmax_update", mistakes=_MISTAKES)
+    result = check_function(fn, online_softmax_update, _inputs, name="online_softmax_update", mistakes=_MISTAKES,
+                            forbidden=FORBIDDEN)
+    if result.passed:
+        return CheckResult("passed", "✅ online_softmax_update: correct on three fixed states and blocks (in one, a "
+                                     "query whose keys have all been masked). Well done!")
     if result.status == "error" and _transposes_value(fn):
         lines = [f"Hint: {VALUE_TRANSPOSED}" if line.startswith("Hint:") else line
                  for line in result.message.split("\n")]

@@ -1,9 +1,11 @@
-"""The exercise of ``notebooks/07_no_loops.ipynb``: turn a loop over words into matrix operations.
+"""The exercise of ``notebooks/07_no_loops.ipynb``: turn a loop over words into tensor operations.
 
-The notebook builds ``loop_weights`` by hand, filling the attention weights one query and one key at a time
-(the library's loop version is :func:`attention_lib.loop_attention`).
-The learner writes ``weights_no_loops(query, key)``, the same numbers with no Python loop, for any batch
-dimensions: ``query (N, ..., L, E)`` and ``key (N, ..., S, E)`` give weights ``(N, ..., L, S)``.
+The notebook writes ``loop_weights``, the weights of *cosine attention* filled one query and one key at a time:
+each score is the cosine of the angle between a query and a key, divided by a temperature of 0.1, and each
+query's row goes through a softmax (Swin Transformer V2 scores this way). The learner writes
+``weights_no_loops(query, key)``, the same numbers with no Python loop, for any batch of sentences:
+``query (N, L, E)`` and ``key (N, S, E)`` give weights ``(N, L, S)``. The checker refuses the package's
+functions and SDPA, a detour through Python lists or NumPy, and any loop whose work grows with the input.
 """
 
 from __future__ import annotations
@@ -12,43 +14,104 @@ from collections.abc import Callable
 
 import torch
 
-from ..attention import matchmaker, percentages, scaler
+from .. import attention, loops
 from ._checker import CheckResult, check_function
-from ._hints import recipe_mistakes
+from ._hints import HINTS
+from ._running import LEAVING_TORCH, loop_growth
 
-#: Trial 0 is square (L = S = E) so that a missing transpose runs and earns its hint; the others are not,
-#: and each has a different N, L and S, so that a loop over sentences or words changes the number of calls.
+#: The temperature of the exercise: the cosine, between -1 and 1, is divided by it.
+TEMPERATURE = 0.1
+
+#: Trial 0 is square (L = S = E) so that a missing transpose or misaligned key lengths run and earn their hint;
+#: the others are not, and N, L, S and E all differ from trial to trial, so that a loop over sentences, words or
+#: features changes the amount of work.
 _SHAPES = ((2, 4, 4, 4), (3, 5, 7, 6), (1, 6, 3, 8))  # (N, L, S, E)
 
 
-#: How much larger than the keys the queries are, per trial: in the last, scores reach the hundreds, where exp
-#: overflows float32, so a softmax written by hand must subtract each row's max first (lesson 05).
-_LOUDNESS = (1.0, 1.0, 100.0)
-
-
 def _inputs(seed: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Queries and keys whose lengths differ from word to word (from 0.2 to 5), so that a forgotten length shows."""
     n, L, S, E = _SHAPES[seed % len(_SHAPES)]
     g = torch.Generator().manual_seed(2000 + seed)
-    return _LOUDNESS[seed % 3] * torch.randn(n, L, E, generator=g), torch.randn(n, S, E, generator=g)
+    query, key = torch.randn(n, L, E, generator=g), torch.randn(n, S, E, generator=g)
+    lengths = lambda *shape: 0.2 * 25.0 ** torch.rand(*shape, 1, generator=g)  # noqa: E731 - (..., 1) in [0.2, 5)
+    return query * lengths(n, L), key * lengths(n, S)
 
 
-def _reference(query, key):
-    return percentages(scaler(matchmaker(query, key), query.size(-1)))
+def _unit(x: torch.Tensor, dim: int = -1) -> torch.Tensor:
+    return x / x.norm(dim=dim, keepdim=True)
 
 
-#: Typical wrong answers: the matchmaker's, the scaler's and the softmax's slips.
-MISTAKES = recipe_mistakes(("no_transpose", "reversed_scores", "no_scale", "scale_by_d_k", "scale_multiplied",
-                            "scale_by_S", "scale_by_L", "scale_by_N", "softmax_dim_-2", "softmax_dim_0",
-                            "no_softmax", "scale_after_softmax", "naive_exp"), result=lambda r: r.weights)
+def _weights(scores: torch.Tensor, dim: int = -1) -> torch.Tensor:
+    return torch.softmax(scores / TEMPERATURE, dim=dim)
+
+
+def _reference(query: torch.Tensor, key: torch.Tensor) -> torch.Tensor:
+    # (N, L, E) @ (N, E, S) -> (N, L, S): the cosine of every pair
+    return _weights(_unit(query) @ _unit(key).transpose(-2, -1))
+
+
+def _row_lengths_everywhere(query, key):
+    # (N, L, 1) * (N, S, 1) runs only when L == S, and divides row i by |q_i| |k_i|
+    return _weights(query @ key.transpose(-2, -1) / (query.norm(dim=-1, keepdim=True) * key.norm(dim=-1, keepdim=True)))
+
+
+_COSINE = "the cosine of query i and key j is their dot product divided by both lengths, "
+
+#: Typical wrong answers, each with its hint.
+MISTAKES = [
+    (lambda q, k: _weights(q @ k.transpose(-2, -1)),
+     _COSINE + "(q_i · k_j) / (|q_i| |k_j|): divide by the lengths too (query.norm(dim=-1, keepdim=True) is (N, L, 1), "
+               "one length per query)."),
+    (lambda q, k: _weights(_unit(q) @ k.transpose(-2, -1)),
+     _COSINE + "and you divided by the queries' lengths only: divide by the keys' lengths as well."),
+    (lambda q, k: _weights(q @ _unit(k).transpose(-2, -1)),
+     _COSINE + "and you divided by the keys' lengths only: divide by the queries' lengths as well."),
+    (lambda q, k: _weights(_unit(q, -2) @ _unit(k, -2).transpose(-2, -1)),
+     "a vector's length is the norm of its own features, over the last dimension: norm(dim=-1, keepdim=True). "
+     "dim=-2 runs across the words instead."),
+    (_row_lengths_everywhere,
+     "the key lengths belong to the columns: query.norm(dim=-1, keepdim=True) is (N, L, 1), one per row, but the "
+     "key lengths must be (N, 1, S), one per column, e.g. key.norm(dim=-1)[:, None, :]. (Or divide each vector by "
+     "its length first, then take the matrix product.)"),
+    (lambda q, k: torch.softmax(_unit(q) @ _unit(k).transpose(-2, -1) * TEMPERATURE, dim=-1),
+     f"divide the cosines by the temperature, {TEMPERATURE} (that multiplies them by 10); you multiplied."),
+    (lambda q, k: torch.softmax(_unit(q) @ _unit(k).transpose(-2, -1), dim=-1),
+     f"divide the cosines by the temperature, {TEMPERATURE}, before the softmax."),
+    (lambda q, k: _weights(_unit(q) @ _unit(k).transpose(-2, -1) / q.size(-1) ** 0.5),
+     "the loop divides by the temperature only: a cosine already lies between -1 and 1, so there is no √d_k here "
+     "(that was the scaled dot product's cure for long vectors)."),
+    (lambda q, k: torch.softmax(q @ k.transpose(-2, -1) / q.size(-1) ** 0.5, dim=-1),
+     "that is the scaled dot product of lessons 03 to 06. This loop scores with the cosine: each dot product "
+     "divided by the two vectors' lengths, then by the temperature."),
+    (lambda q, k: _unit(q) @ _unit(k).transpose(-2, -1) / TEMPERATURE, HINTS["no_softmax"]),
+    (lambda q, k: _weights(_unit(q) @ _unit(k).transpose(-2, -1), dim=-2), HINTS["softmax_dim_-2"]),
+    (lambda q, k: _weights(_unit(q) @ _unit(k).transpose(-2, -1), dim=0), HINTS["softmax_dim_0"]),
+    (lambda q, k: _weights(_unit(q) @ _unit(k)), HINTS["no_transpose"]),
+]
+
+_WRITE_IT = ("write it with PyTorch's own operations: your function called {call}, which computes the weights (or "
+             "a step of them) for you.")
+
+#: What the exercise forbids: the package's functions, SDPA, and a detour out of PyTorch.
+FORBIDDEN = {attention.calculate_attention: _WRITE_IT, attention.percentages: _WRITE_IT,
+             attention.matchmaker: _WRITE_IT, attention.scaler: _WRITE_IT, loops.loop_attention: _WRITE_IT,
+             "scaled_dot_product_attention": _WRITE_IT, **LEAVING_TORCH}
+
+LOOP_HINT = ("right numbers, but your function ran {smallest} {what} on the smallest input and {largest} on the "
+             "largest, so it loops in Python over sentences, words or features. Replace each loop by one tensor "
+             "operation over a whole dimension: one matrix product does every dot product, one norm over dim=-1 "
+             "every vector's length, one softmax over dim=-1 every row.")
 
 
 def check_weights_no_loops(fn: Callable) -> CheckResult:
-    """Check ``weights_no_loops(query, key)``: the notebook's ``loop_weights`` without loops, for any batch dimensions.
+    """Check ``weights_no_loops(query, key)``: the notebook's cosine-attention loop, for a batch, with no loops.
 
-    The exercise of ``notebooks/07_no_loops.ipynb``. The learner's function is run on three fresh random
-    batches ``query (N, L, E)``, ``key (N, S, E)`` (one of them square) and compared with
-    ``percentages(scaler(matchmaker(query, key), E))``; typical slips get their own hint. A function whose
-    number of PyTorch calls grows with the input (a Python loop over words or sentences) fails too.
+    The exercise of ``notebooks/07_no_loops.ipynb``. The learner's function runs on three fixed batches
+    ``query (N, L, E)``, ``key (N, S, E)`` (one square, the others with ``N``, ``L``, ``S`` and ``E`` all
+    different, vectors of lengths from 0.2 to 5) and is compared with
+    ``softmax(cos(query_i, key_j) / 0.1)`` over the keys; typical slips get their own hint. It fails, with a
+    message that says why, when it calls the package's attention functions or SDPA, leaves PyTorch for Python
+    lists or NumPy, or does an amount of work that grows with the input (a Python loop).
 
     Args:
         fn: ``(query (N, L, E), key (N, S, E)) -> weights (N, L, S)``.
@@ -57,14 +120,26 @@ def check_weights_no_loops(fn: Callable) -> CheckResult:
         A :class:`~attention_lib.exercises._checker.CheckResult` (shows "✅ ..." when correct).
 
     Example:
-        >>> check_weights_no_loops(lambda q, k: torch.softmax(q @ k.transpose(-2, -1) / q.size(-1) ** 0.5,
-        ...                                                   dim=-1)).status
+        >>> def cosine_weights(q, k):
+        ...     q, k = q / q.norm(dim=-1, keepdim=True), k / k.norm(dim=-1, keepdim=True)
+        ...     return torch.softmax(q @ k.transpose(-2, -1) / 0.1, dim=-1)
+        >>> check_weights_no_loops(cosine_weights).status
         'passed'
-        >>> print(check_weights_no_loops(lambda q, k: torch.softmax(q @ k.transpose(-2, -1), dim=-1)))
-        ❌ weights_no_loops: not quite. Hint: divide the scores by √d_k, math.sqrt(query.size(-1)), before ...
+        >>> print(check_weights_no_loops(lambda q, k: torch.softmax(q @ k.transpose(-2, -1) / 0.1, dim=-1)))
+        ❌ weights_no_loops: not quite. Hint: the cosine of query i and key j is their dot product divided by ...
     """
-    return check_function(
-        fn, _reference, _inputs, name="weights_no_loops", mistakes=MISTAKES, no_loops=True,
-        shape_hint="the weights are (N, L, S): one row per query, one column per key, for every sentence; "
-                   "use query @ key.transpose(-2, -1) (it handles the batch dimension N for you).",
+    name = "weights_no_loops"
+    result = check_function(
+        fn, _reference, _inputs, name=name, mistakes=MISTAKES, forbidden=FORBIDDEN,
+        shape_hint="the weights are (N, L, S): one row per query, one column per key, for every sentence. A matrix "
+                   "product of (N, L, E) and (N, E, S) gives that shape for every sentence at once.",
     )
+    if not result.passed:
+        return result
+    growth = loop_growth(fn, [_inputs(trial) for trial in range(len(_SHAPES))])
+    if growth is not None:
+        what, smallest, largest = growth
+        return CheckResult("failed", f"❌ {name}: " + LOOP_HINT.format(what=what, smallest=smallest,
+                                                                       largest=largest))
+    return CheckResult("passed", f"✅ {name}: correct on three fixed batches (one square; in the others N, L, S "
+                                 f"and E all differ), with no Python loop. Well done!")

@@ -10,6 +10,7 @@ from collections.abc import Callable
 
 import torch
 
+from ..validation import is_int
 from ._checker import CheckResult, check_function
 from ._hints import HINTS
 
@@ -46,6 +47,28 @@ FORBIDDEN = {op: HINTS["shape_computed"] for op in ("matmul", "__matmul__", "__r
                                                       "tensordot")}
 
 
+def _explain(got, expected: tuple[int, ...], args: tuple) -> str:
+    """What is wrong with a shape that matches no listed mistake: its kind, its length, or one of its sizes."""
+    query_shape, key_shape = args
+    on = f"for query_shape {query_shape} and key_shape {key_shape}, your function returned {got!r}"
+    if isinstance(got, torch.Tensor):
+        return (f"{on}: a tensor. Return the shape itself, a tuple of ints such as (2, 4, 5), without building "
+                f"any tensor.")
+    if not isinstance(got, tuple | list):
+        return f"{on}, of type {type(got).__name__}. Return a tuple of ints such as (2, 4, 5)."
+    odd = next((size for size in got if not is_int(size)), None)
+    if odd is not None:
+        return (f"{on}. A shape holds whole numbers, ints, but yours holds {odd!r} ({type(odd).__name__}). The "
+                f"sizes in query_shape and key_shape are ints already: take them as they are.")
+    if len(got) != len(expected):
+        sizes = f"{len(got)} size" + ("" if len(got) == 1 else "s")
+        return (f"{on}: {sizes}, but the scores have as many dimensions as the query, {len(expected)} "
+                f"here. Hint: the batch dimensions in front stay, and the last two become (L, S).")
+    wrong = next(i for i, (a, b) in enumerate(zip(got, expected, strict=True)) if a != b)
+    return (f"{on}, which is not the shape of the scores: size {wrong} (counting from 0) is wrong. Hint: "
+            f"(N, ..., L, E) @ (N, ..., E, S) -> (N, ..., L, S).")
+
+
 def check_scores_shape(scores_shape: Callable[[tuple, tuple], tuple]) -> CheckResult:
     """Check the learner's ``scores_shape(query_shape, key_shape)`` of ``notebooks/00_welcome.ipynb``.
 
@@ -53,7 +76,9 @@ def check_scores_shape(scores_shape: Callable[[tuple, tuple], tuple]) -> CheckRe
     ``notebooks/solutions/00_welcome_solution.ipynb``.
 
     The shape must come from the tuples alone: a function that computes the product (even on empty or
-    ``meta`` tensors) fails with a hint.
+    ``meta`` tensors) fails with a hint. It is tried on three fixed pairs of shapes, with zero, one and two batch
+    dimensions; a shape of the wrong length, or one that holds anything but ints (``"4"``, ``4.0``), fails with a
+    message that says so.
 
     Args:
         scores_shape: ``(query_shape, key_shape) -> shape`` of ``query @ key.transpose(-2, -1)``, for
@@ -67,4 +92,5 @@ def check_scores_shape(scores_shape: Callable[[tuple, tuple], tuple]) -> CheckRe
         'passed'
     """
     return check_function(scores_shape, _reference, _inputs, name="scores_shape", mistakes=MISTAKES,
-                          atol=0.0, rtol=0.0, forbidden=FORBIDDEN)
+                          atol=0.0, rtol=0.0, forbidden=FORBIDDEN, explain=_explain,
+                          inputs_said="3 fixed pairs of shapes, with 0, 1 and 2 batch dimensions")

@@ -18,7 +18,7 @@ import torch
 from torch.autograd.function import once_differentiable
 
 from ..masks import resolve_causal_bias
-from ..validation import check_mask, check_options, check_qkv, scores_shape
+from ..validation import check_mask, check_options, check_qkv, check_same_device_and_dtype, check_tensor, scores_shape
 from ._blocks import DEFAULT_BLOCK_SIZE, LOG2_E, block_scores, check_block_size, full_mask, key_blocks
 from .backward import blockwise_backward
 
@@ -45,6 +45,10 @@ def online_softmax_update(running_max: torch.Tensor, running_sum: torch.Tensor, 
     Returns:
         The new ``(running_max, running_sum, running_output)``, with the same shapes.
 
+    Raises:
+        TypeError: if an argument is not a floating-point tensor, or the dtypes differ.
+        ValueError: if the shapes do not fit together (``L``, ``B`` or ``Ev``), or the devices differ.
+
     Example:
         >>> scores, value = torch.tensor([[1.0, 2.0, 3.0, 4.0]]), torch.arange(8.0).reshape(4, 2)
         >>> state = torch.tensor([[float("-inf")]]), torch.zeros(1, 1), torch.zeros(1, 2)
@@ -54,6 +58,7 @@ def online_softmax_update(running_max: torch.Tensor, running_sum: torch.Tensor, 
         >>> torch.allclose(running_output / running_sum, torch.softmax(scores, dim=-1) @ value)
         True
     """
+    _check_step(running_max, running_sum, running_output, scores, value)
     new_max = torch.maximum(running_max, scores.amax(dim=-1, keepdim=True))  # (N, ..., L, 1)
     # A row that has seen only masked keys still has max -inf, and -inf - (-inf) is NaN: measure it from the
     # lowest finite number instead, so that exp() gives 0 (a finite max is left as it is).
@@ -63,6 +68,27 @@ def online_softmax_update(running_max: torch.Tensor, running_sum: torch.Tensor, 
     running_sum = running_sum * correction + weights.sum(dim=-1, keepdim=True)
     running_output = running_output * correction + weights @ value  # (..., L, B) @ (..., B, Ev) -> (..., L, Ev)
     return new_max, running_sum, running_output
+
+
+def _check_step(running_max, running_sum, running_output, scores, value) -> None:
+    """The arguments of :func:`online_softmax_update`, checked (with the shared helpers of ``validation``)."""
+    tensors = {"running_max": running_max, "running_sum": running_sum, "running_output": running_output,
+               "scores": scores, "value": value}
+    for name, t in tensors.items():
+        check_tensor(t, name)
+    check_same_device_and_dtype(**tensors)
+    shapes = ", ".join(f"{name}.shape={tuple(t.shape)}" for name, t in tensors.items())
+    if running_max.shape[-1] != 1 or running_sum.shape != running_max.shape:
+        raise ValueError(f"running_max and running_sum must both be (..., L, 1), one number per query, but {shapes}; "
+                         f"start from torch.full((..., L, 1), float('-inf')) and torch.zeros(..., L, 1).")
+    if not running_max.shape[-2] == running_output.shape[-2] == scores.shape[-2]:
+        raise ValueError(f"running_max, running_output and scores must have the same number of queries L "
+                         f"(dimension -2), but {shapes}.")
+    if scores.shape[-1] != value.shape[-2]:
+        raise ValueError(f"scores (..., L, B) must have one column per key of the block, value (..., B, Ev) one row, "
+                         f"but {shapes}; slice both with the same block of keys.")
+    if running_output.shape[-1] != value.shape[-1]:
+        raise ValueError(f"running_output (..., L, Ev) and value (..., B, Ev) must share Ev, but {shapes}.")
 
 
 def memory_efficient_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
@@ -105,7 +131,8 @@ def memory_efficient_attention(query: torch.Tensor, key: torch.Tensor, value: to
         TypeError: if an input is not a tensor, not floating point, a mask has an unusable dtype, or
             ``block_size`` is not an int or a pair of ints.
         ValueError: if shapes, devices, dtypes or the mask do not fit together (as in
-            :func:`attention_lib.calculate_attention`), ``attn_mask`` is combined with ``is_causal``, or
+            :func:`attention_lib.calculate_attention`, ``E = 0`` included: SDPA would return the mean of the
+            values, the course refuses vectors of no features), ``attn_mask`` is combined with ``is_causal``, or
             ``block_size < 1``.
 
     Example:

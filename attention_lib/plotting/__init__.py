@@ -15,6 +15,7 @@ from .basic import plot_bars, plot_heatmap, plot_heatmaps, plot_lines
 from .blend import plot_mix
 from .diagrams import plot_heads_diagram, plot_matmul_diagram, plot_softmax_diagram
 from .display import install_display_hook
+from .generation import plot_decoding_times, plot_new_token_attention
 from .induction_heads import plot_head_maps, plot_phase_change
 from .learning_to_attend.attraction import plot_attraction
 from .learning_to_attend.blocks import plot_block_diagram
@@ -29,7 +30,7 @@ from .memory_efficient.online_softmax import online_softmax_steps, plot_online_s
 from .memory_efficient.softmax_backward import plot_softmax_backward
 from .memory_efficient.tiles import plot_causal_tiles
 from .style import OKABE_ITO, category_style, plain_log_ticks
-from .triton_kernel import plot_programs, program_tiles
+from .triton_kernel import masked_tiles, plot_programs, program_tiles
 from .word_order import plot_position_encoding
 
 install_display_hook()
@@ -38,6 +39,7 @@ __all__ = [
     "OKABE_ITO",
     "alt_text",
     "category_style",
+    "masked_tiles",
     "online_softmax_steps",
     "plain_log_ticks",
     "plot_attention_grid",
@@ -46,6 +48,7 @@ __all__ = [
     "plot_bars",
     "plot_block_diagram",
     "plot_causal_tiles",
+    "plot_decoding_times",
     "plot_head_maps",
     "plot_heatmap",
     "plot_heads_diagram",
@@ -55,6 +58,7 @@ __all__ = [
     "plot_mask",
     "plot_matmul_diagram",
     "plot_mix",
+    "plot_new_token_attention",
     "plot_online_softmax_block",
     "plot_online_softmax_steps",
     "plot_phase_change",

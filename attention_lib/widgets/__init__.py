@@ -12,6 +12,7 @@ from .blend import blend_explorer, render_blend
 from .cocktail_party import cocktail_party_explorer, render_cocktail_party
 from .detective_team import detective_team_explorer, render_detective_team
 from .explorer import make_explorer
+from .generation import generation_explorer, render_generation
 from .induction_heads import induction_explorer, render_induction
 from .learning_to_attend import render_trained, trained_explorer
 from .library_search import library_search_explorer, render_library_search
@@ -24,6 +25,7 @@ __all__ = [
     "blend_explorer",
     "cocktail_party_explorer",
     "detective_team_explorer",
+    "generation_explorer",
     "induction_explorer",
     "library_search_explorer",
     "make_explorer",
@@ -33,6 +35,7 @@ __all__ = [
     "render_blend",
     "render_cocktail_party",
     "render_detective_team",
+    "render_generation",
     "render_induction",
     "render_library_search",
     "render_masking",

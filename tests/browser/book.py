@@ -20,7 +20,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import unquote, urldefrag, urlsplit
 
-from .lab import INSTALL_HINT, ROOT, find_chromium, free_port
+from tools.chromium import find_chromium
+
+from .lab import INSTALL_HINT, ROOT, free_port
 
 COLAB = "https://colab.research.google.com/github/"
 

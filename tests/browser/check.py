@@ -1,6 +1,7 @@
 """Open a notebook in JupyterLab, run it all from the menu, and report everything a learner would see go wrong.
 
-:func:`check_notebook` clears the outputs (*Edit → Clear Outputs of All Cells*), runs *Run → Run All Cells*,
+:func:`check_notebook` checks that the notebook opens unmodified (no dot on its tab: JupyterLab changed nothing
+while the kernel started), clears the outputs (*Edit → Clear Outputs of All Cells*), runs *Run → Run All Cells*,
 waits for the kernel to finish, collects the problems (tracebacks, error outputs, cells that did not run,
 "Error displaying widget", widgets stuck loading, LaTeX errors, pictures that do not load, tracebacks in the
 log console, dialogs), operates every control of every explorer with the keyboard only (Tab to it, then the
@@ -10,6 +11,7 @@ arrow keys or the space bar) and checks that its figure changed each time, and s
 from __future__ import annotations
 
 import contextlib
+import json
 import re
 import secrets
 import time
@@ -35,6 +37,14 @@ DARK_THEME_LESSON = "08_masking"
 
 JS_SET_THEME = "(theme) => window.jupyterapp.commands.execute('apputils:change-theme', {theme})"
 
+# Whether the open notebook is marked as modified (the model's flag, and the tab's jp-mod-dirty), and its metadata.
+JS_OPENED = """() => {
+  const panel = window.jupyterapp.shell.currentWidget;
+  const metadata = panel.context.model.toJSON().metadata;
+  return {dirty: panel.context.model.dirty, tab: panel.title.className.includes('jp-mod-dirty'), metadata,
+          started: Boolean(metadata.language_info && metadata.language_info.version)};
+}"""
+
 
 @dataclass
 class NotebookReport:
@@ -51,6 +61,7 @@ class NotebookReport:
     seconds: float = 0.0
     screenshots: list[Path] = field(default_factory=list)
     page_errors: list[str] = field(default_factory=list)  #: uncaught JavaScript errors (reported only)
+    notes: list[str] = field(default_factory=list)  #: what is worth saying but is no problem
     timings: dict[str, float] = field(default_factory=dict)  #: seconds per step
 
     def summary(self) -> str:
@@ -58,6 +69,7 @@ class NotebookReport:
                  f"{self.explorers_checked}/{self.explorers} explorer(s) checked, {self.seconds:.1f} s {self.timings}"]
         lines += [f"  - {p}" for p in self.problems]
         lines += [f"  keyboard: {k}" for k in self.keyboard]
+        lines += [f"  note: {n}" for n in self.notes]
         if self.page_errors:
             lines.append("  JavaScript errors in the page:")
             lines += [f"    {e}" for e in self.page_errors[:10]]
@@ -193,6 +205,8 @@ def check_notebook(browser: LabBrowser, server: LabServer, relative: str, *, scr
                                timeout=90_000)
         report.cells = page.evaluate(JS_PANEL)["cells"]
         done("kernel")
+        phase = "checking that the notebook opened unmodified"
+        _check_opened_unmodified(page, original, report)
         # Give the notebook the whole width, as in the screenshots a learner would take.
         page.evaluate("() => { const app = window.jupyterapp; if (!app.shell.leftCollapsed) "
                       "return app.commands.execute('application:toggle-left-area'); }")
@@ -247,6 +261,29 @@ def check_notebook(browser: LabBrowser, server: LabServer, relative: str, *, scr
         report.problems.append("the notebook file was saved by JupyterLab while the test ran")
     report.seconds = time.monotonic() - start
     return report
+
+
+def _check_opened_unmodified(page, original: bytes, report: NotebookReport) -> None:
+    """A problem when JupyterLab shows the notebook as modified (the dot on its tab, ``jp-mod-dirty``) before
+    anything was done, naming the metadata JupyterLab rewrote as the kernel started. JupyterLab writes the kernel's
+    ``kernelspec`` and ``language_info``, Python version included: a notebook executed under another Python
+    release than this kernel's opens modified for that reason alone, which is said in a note, not as a problem."""
+    _wait_until(lambda: page.evaluate(JS_OPENED)["started"], 10)
+    state = page.evaluate(JS_OPENED)
+    if not (state["dirty"] or state["tab"]):
+        return
+    stored, shown = json.loads(original).get("metadata", {}), state["metadata"]
+    changed = sorted(key for key in set(stored) | set(shown) if stored.get(key) != shown.get(key))
+    stored_language, shown_language = dict(stored.get("language_info") or {}), dict(shown.get("language_info") or {})
+    stored_version, shown_version = stored_language.pop("version", None), shown_language.pop("version", None)
+    if changed == ["language_info"] and stored_language == shown_language:
+        report.notes.append(f"opens as modified only because it was executed under Python {stored_version} and "
+                            f"this kernel runs Python {shown_version}")
+        return
+    what = "; ".join(f"{key}: stored {json.dumps(stored.get(key))[:160]}, JupyterLab's "
+                     f"{json.dumps(shown.get(key))[:160]}" for key in changed) or "its metadata is unchanged"
+    report.problems.append(f"opens as modified (jp-mod-dirty) before any edit, as JupyterLab rewrote {what}: "
+                           f"run `python3 course.py execute` on it")
 
 
 def _check_explorer(page, explorer, figure_timeout: float, keyboard: list[str]) -> str | None:

@@ -28,14 +28,16 @@ import time
 import urllib.request
 from pathlib import Path
 
+from tools.chromium import CHROMIUM_NAMES, find_chromium
+from tools.project import RUN_ENV
+
+__all__ = ["LabBrowser", "LabServer", "browser_problem", "find_chromium", "free_port", "lesson_notebooks"]
+
 ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOKS = ROOT / "notebooks"
 SCREENSHOTS = Path(os.environ.get("COURSE_SCREENSHOT_DIR", ROOT / "artifacts" / "screenshots"))
-INSTALL_HINT = ("`python course.py test` installs it when it can (or set COURSE_SKIP_BROWSER=1 to skip this test: "
-                "`COURSE_SKIP_BROWSER=1 python course.py test`)")
-
-#: Where to look for Chromium, first match wins; COURSE_CHROMIUM overrides.
-CHROMIUM_CANDIDATES = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
+INSTALL_HINT = ("`python3 course.py test` installs it when it can (or set COURSE_SKIP_BROWSER=1 to skip this test: "
+                "`COURSE_SKIP_BROWSER=1 python3 course.py test`)")
 
 #: The flags the issue asks for; Playwright adds ``--headless`` and its own automation flags.
 CHROMIUM_ARGS = [
@@ -72,27 +74,6 @@ c.ServerApp.open_browser = False
 """
 
 
-def find_chromium() -> str | None:
-    """The path of a Chromium/Chrome executable, or None: COURSE_CHROMIUM, then PATH, then Playwright's download.
-
-    Example:
-        >>> path = find_chromium()
-        >>> path is None or Path(path).is_file()
-        True
-    """
-    explicit = os.environ.get("COURSE_CHROMIUM")
-    if explicit:
-        return explicit if Path(explicit).is_file() else None
-    for name in CHROMIUM_CANDIDATES:
-        found = shutil.which(name)
-        if found:
-            return found
-    # `python -m playwright install chromium` (what course.py does without root or sudo) puts it here.
-    cache = os.environ.get("PLAYWRIGHT_BROWSERS_PATH") or Path.home() / ".cache" / "ms-playwright"
-    downloaded = sorted(Path(cache).glob("chromium-*/chrome-linux*/chrome"))
-    return str(downloaded[-1]) if downloaded else None
-
-
 def browser_problem() -> str | None:
     """Why the browser test cannot run here (with how to fix it), or None when it can."""
     import importlib.util
@@ -104,7 +85,7 @@ def browser_problem() -> str | None:
     if os.environ.get("COURSE_CHROMIUM") and find_chromium() is None:
         return f"COURSE_CHROMIUM={os.environ['COURSE_CHROMIUM']} is not a file: {INSTALL_HINT}"
     if find_chromium() is None:
-        return f"no Chromium found (looked for {', '.join(CHROMIUM_CANDIDATES)}): {INSTALL_HINT}"
+        return f"no Chromium found (looked for {', '.join(CHROMIUM_NAMES)}): {INSTALL_HINT}"
     return None
 
 
@@ -128,16 +109,6 @@ def lesson_notebooks() -> list[Path]:
         ['00_welcome.ipynb']
     """
     return sorted(NOTEBOOKS.glob("[0-9][0-9]_*.ipynb"))
-
-
-def _load_run_env() -> dict[str, str]:
-    """``course.RUN_ENV`` (threads, hash seed): the kernel runs as under ``course.py execute``."""
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("_course_for_browser_test", ROOT / "course.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return dict(module.RUN_ENV)
 
 
 class LabServer:
@@ -179,7 +150,7 @@ class LabServer:
             path.write_text(json.dumps(values))
         env = {
             **os.environ,
-            **_load_run_env(),
+            **RUN_ENV,  # threads and hash seed: the kernel runs as under `course.py execute`
             "JUPYTER_CONFIG_DIR": str(dirs["config"]),
             "JUPYTER_DATA_DIR": str(dirs["data"]),
             "JUPYTER_RUNTIME_DIR": str(dirs["runtime"]),

@@ -14,7 +14,7 @@ import torch
 
 from ...memory_efficient.forward import online_softmax_update
 from ...validation import check_int
-from ..alt import with_alt
+from ..alt import number, set_alt, with_alt
 from ..style import GREY, HATCHES, OKABE_ITO, PROGRESS_COLORS, category_style, finish
 
 
@@ -149,7 +149,26 @@ def plot_online_softmax_steps(steps: list[OnlineSoftmaxStep], *, title: str = ""
         ax.legend(fontsize=8, loc="best")
     if title:
         fig.suptitle(title)
-    return finish(fig)
+    return set_alt(finish(fig), _steps_alt(steps, labels, title))
+
+
+def _series(values) -> str:
+    return ", ".join(number(v) for v in values)
+
+
+def _steps_alt(steps: list[OnlineSoftmaxStep], labels: list[str], title: str) -> str:
+    """The text alternative of :func:`plot_online_softmax_steps`: every panel's numbers, block by block."""
+    final = steps[-1].estimate
+    corrections = [("0 (nothing to correct yet)" if b == 0 else number(s.correction)
+                    + (" (m did not move)" if s.correction == 1 and b > 0 else ""))
+                   for b, s in enumerate(steps)]
+    outputs = "; ".join(f"output[{i}] {_series(float(s.estimate[i]) for s in steps)} (exact {number(float(final[i]))})"
+                        for i in range(final.shape[0]))
+    return (f"{title + '. ' if title else ''}4 panels, after each of {len(steps)} blocks of keys "
+            f"({', '.join(labels)}). (1) The running max m: {_series(s.running_max for s in steps)}; each block's own "
+            f"max: {_series(s.block_max for s in steps)}. (2) The correction exp(old m - new m): "
+            f"{', '.join(corrections)}. (3) The running sum l: {_series(s.running_sum for s in steps)}. (4) The output "
+            f"so far o / l, which lands on the exact output after the last block: {outputs}.")
 
 
 @with_alt

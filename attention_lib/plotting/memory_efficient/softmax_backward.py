@@ -10,7 +10,7 @@ from collections.abc import Sequence
 
 import torch
 
-from ..alt import with_alt
+from ..alt import number, set_alt, with_alt
 from ..basic import plot_heatmap
 from ..style import GREY, HATCHES, OKABE_ITO, finish
 
@@ -98,4 +98,19 @@ def plot_softmax_backward(weights: torch.Tensor, grad_weights: torch.Tensor, lab
     right.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0))
     if title:
         fig.suptitle(title)
-    return finish(fig)
+    return set_alt(finish(fig), _alt(labels, p, dp, D, ds, jacobian, title))
+
+
+def _alt(labels, p, dp, D, ds, jacobian, title: str) -> str:
+    """The text alternative: what each panel shows, with the numbers of every key."""
+    diagonal = jacobian.diagonal()
+    top = int(diagonal.argmax())
+    keys = "; ".join(f"{name} (weight {number(float(w))}): dP {number(float(a))}, dP - D {number(float(a) - D)}, "
+                     f"dS {number(float(b))}" for name, w, a, b in zip(labels, p, dp, ds, strict=True))
+    rising = [name for name, b in zip(labels, ds, strict=True) if float(b) > 0]
+    return (f"{title + '. ' if title else ''}2 panels. (1) Heatmap of the softmax Jacobian dp_i / ds_j = "
+            f"p_i (δ_ij - p_j), {len(labels)} x {len(labels)}, rows the weights, columns the scores: the diagonal "
+            f"is positive (largest {number(float(diagonal[top]))}, at '{labels[top]}'), every other entry is negative "
+            f"or 0 (smallest {number(float(jacobian.min()))}). (2) Bars, key by key, of dP_j, dP_j - D and "
+            f"dS_j = p_j (dP_j - D), with D = {number(D)}: {keys}. "
+            f"Positive score gradient for: {', '.join(rising) if rising else 'no key'}.")

@@ -1,0 +1,181 @@
+"""Checkers for ``notebooks/15_generation.ipynb``: one step of decoding with a cache, and predictions of what each
+cache bug does to the grammar.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+
+import torch
+
+from ._checker import CheckResult, check_function
+from ._running import run_learner
+
+#: (N, H, S, D, Dv) per trial: S cached tokens, and Dv != D so that a slip between keys and values shows.
+_SIZES = ((1, 2, 4, 4, 3), (2, 3, 6, 2, 5), (1, 1, 1, 3, 2))
+
+
+def _step_inputs(seed: int) -> tuple[torch.Tensor, ...]:
+    g = torch.Generator().manual_seed(1500 + seed)
+    N, H, S, D, Dv = _SIZES[seed % len(_SIZES)]
+    return (torch.randn(N, H, S, D, generator=g), torch.randn(N, H, S, Dv, generator=g),  # the cache
+            torch.randn(N, H, 1, D, generator=g), torch.randn(N, H, 1, D, generator=g),  # the new q and k
+            torch.randn(N, H, 1, Dv, generator=g))  # the new v
+
+
+def _attend(q, keys, values):
+    weights = torch.softmax(q @ keys.transpose(-2, -1) / math.sqrt(q.shape[-1]), dim=-1)  # (N, H, 1, S + 1)
+    return weights @ values  # (N, H, 1, Dv)
+
+
+def _reference(cache_k, cache_v, q, k, v):
+    keys, values = torch.cat([cache_k, k], dim=-2), torch.cat([cache_v, v], dim=-2)  # (N, H, S + 1, D or Dv)
+    return _attend(q, keys, values), keys, values
+
+
+def _prepended(cache_k, cache_v, q, k, v):
+    keys, values = torch.cat([k, cache_k], dim=-2), torch.cat([v, cache_v], dim=-2)
+    return _attend(q, keys, values), keys, values
+
+
+def _not_appended(cache_k, cache_v, q, k, v):
+    return _attend(q, cache_k, cache_v), *_reference(cache_k, cache_v, q, k, v)[1:]
+
+
+def _not_kept(cache_k, cache_v, q, k, v):
+    return _reference(cache_k, cache_v, q, k, v)[0], cache_k, cache_v
+
+
+def _only_new(cache_k, cache_v, q, k, v):
+    return _attend(q, k, v), *_reference(cache_k, cache_v, q, k, v)[1:]
+
+
+def _top_left(cache_k, cache_v, q, k, v):
+    out, keys, values = _reference(cache_k, cache_v, q, k, v)
+    return values[..., :1, :].clone(), keys, values  # causal_mask(1, S + 1): key 0 alone
+
+
+def _unscaled(cache_k, cache_v, q, k, v):
+    out, keys, values = _reference(cache_k, cache_v, q, k, v)
+    return torch.softmax(q @ keys.transpose(-2, -1), dim=-1) @ values, keys, values
+
+
+def _softmax_over_queries(cache_k, cache_v, q, k, v):
+    out, keys, values = _reference(cache_k, cache_v, q, k, v)
+    return torch.softmax(q @ keys.transpose(-2, -1) / math.sqrt(q.shape[-1]), dim=-2) @ values, keys, values
+
+
+def _values_not_appended(cache_k, cache_v, q, k, v):
+    keys = torch.cat([cache_k, k], dim=-2)
+    return _attend(q, keys[..., :-1, :], cache_v), keys, cache_v
+
+
+#: The slips of one decoding step, each with the hint that names it.
+MISTAKES: list[tuple[Callable, str]] = [
+    (_not_appended, "the new token attended over the cache without its own key and value: append them first "
+                    "(torch.cat along the positions, dim=-2), then attend over everything; a token always sees "
+                    "itself."),
+    (_not_kept, "the output is right, but the cache you return is the old one: return the keys and values with the "
+                "new ones appended, or the next step will have lost this token."),
+    (_prepended, "the new key and value went first: append them at the end, torch.cat([cache_k, k], dim=-2), so that "
+                 "position i of the cache stays token i."),
+    (_only_new, "the new token attended to itself alone: its query must be compared with every key in the cache "
+                "(and its own), not just with k."),
+    (_top_left, "every weight went to the first key: that is the top-left causal mask (causal_mask(1, S) or "
+                "is_causal=True) for one query over S keys. The newest query sits at the end: it may see every "
+                "key, so it needs no mask at all."),
+    (_unscaled, "the scores were not scaled: divide q @ keys.transpose(-2, -1) by sqrt(d_k) before the softmax."),
+    (_softmax_over_queries, "the softmax ran over the queries (dim=-2), and there is only one: run it over the keys, "
+                            "dim=-1, so the new token's weights sum to 1."),
+    (_values_not_appended, "the values were not appended: the new token's value must join the cache as its key "
+                           "does (torch.cat([cache_v, v], dim=-2))."),
+]
+
+
+def check_decoding_step(fn: Callable) -> CheckResult:
+    """Check ``fn(cache_k, cache_v, q, k, v)``: one step of decoding with a key/value cache.
+
+    Built step by step in ``notebooks/15_generation.ipynb``. The cache holds ``S`` tokens, ``cache_k (N, H, S, D)``
+    and ``cache_v (N, H, S, Dv)``; the new token brings ``q``, ``k`` ``(N, H, 1, D)`` and ``v (N, H, 1, Dv)``.
+    ``fn`` must return ``(output (N, H, 1, Dv), keys (N, H, S + 1, D), values (N, H, S + 1, Dv))``: the new token's
+    attention over every key so far, its own included, and the cache with the new key and value appended. Three
+    fixed inputs are tried, of 4, 6 and 1 cached tokens, with ``Dv != D``.
+
+    Example:
+        >>> check_decoding_step(_reference).status
+        'passed'
+        >>> check_decoding_step(_top_left).message[:60]
+        '❌ one decoding step: not quite. Hint: every weight went to t'
+    """
+    name = "one decoding step"
+    run = run_learner(fn, _step_inputs(0))
+    got = run.result
+    if run.error is None and got is not None and got is not Ellipsis and not (
+            isinstance(got, tuple | list) and len(got) == 3):
+        found = f"a tuple of {len(got)}" if isinstance(got, tuple | list) else f"one {type(got).__name__}"
+        return CheckResult("failed", f"❌ {name}: return three things, (output, keys, values): the new token's "
+                           f"output and the cache with its key and value appended; but got {found}.")
+    return check_function(fn, _reference, _step_inputs, name=name, mistakes=MISTAKES, atol=1e-5, rtol=1e-4)
+
+
+#: How much of the writing stays right, in words, and the share of agreeing sentences each word stands for.
+AMOUNTS = {"all": (0.9, 1.01), "most": (0.5, 0.9), "some": (0.1, 0.5), "none": (0.0, 0.1)}
+#: Why each bug does what it does to the grammar.
+WHY = {
+    "top-left mask while decoding": "each new token sees the first key alone (<bos>): it writes as if nothing had "
+                                    "been said, so no sentence survives.",
+    "top-left mask in a chunked prefill": "each chunk of the prompt misses the chunks before it, so the words of "
+                                          "later chunks were cached without the start of the sentence; only a "
+                                          "prompt that fits in one chunk is read right.",
+    "no mask in the prefill": "each prompt word also saw the words after it, which training never showed; the "
+                              "sentences stay well-formed, but some verbs agree with the wrong noun.",
+    "positions not offset": "each new token is turned as if at position 0, so every distance between it and the "
+                            "cached keys is wrong; the prompt's own keys are right, and some sentences survive "
+                            "that, others do not.",
+}
+
+
+def _amount(share: float) -> str:
+    return next(word for word, (low, high) in AMOUNTS.items() if low <= share < high)
+
+
+def check_bug_predictions(predictions: Mapping[str, str] | None, gallery: Mapping[str, Mapping[str, float]]
+                          ) -> CheckResult:
+    """Check predictions, made before measuring, of how many sentences each cache bug leaves right.
+
+    Built step by step in ``notebooks/15_generation.ipynb``. ``predictions[bug]`` is ``"all"`` (90 % or more of the
+    sentences well-formed and agreeing), ``"most"`` (50-90 %), ``"some"`` (10-50 %) or ``"none"`` (under 10 %);
+    ``gallery`` is what :func:`attention_lib.experiments.bug_gallery` measured. The measurements and the reasons
+    are shown once every bug has a prediction.
+
+    Example:
+        >>> gallery = {"no bug": {"agreeing": 1.0}, "positions not offset": {"agreeing": 0.4}}
+        >>> check_bug_predictions({"positions not offset": "some"}, gallery).status
+        'passed'
+    """
+    name = "what each bug does"
+    bugs = [b for b in gallery if b != "no bug"]
+    if predictions is None or predictions is Ellipsis or not isinstance(predictions, Mapping):
+        return CheckResult("not attempted", f"📝 {name}: no predictions yet. Fill in `my_predictions` with one of "
+                           f"{list(AMOUNTS)} for each bug, run it, then run this cell again.")
+    missing = [b for b in bugs if predictions.get(b) in (None, Ellipsis, "")]
+    if len(missing) == len(bugs):
+        return CheckResult("not attempted", f"📝 {name}: no predictions yet. Fill in `my_predictions` with one of "
+                           f"{list(AMOUNTS)} for each bug, run it, then run this cell again.")
+    if missing:
+        return CheckResult("failed", f"❌ {name}: predict every bug first; missing: {missing}.")
+    unknown = {b: p for b, p in predictions.items() if b in bugs and p not in AMOUNTS}
+    if unknown:
+        return CheckResult("failed", f"❌ {name}: a prediction is one of {list(AMOUNTS)}, but got {unknown}.")
+    lines, right = [], 0
+    for bug in bugs:
+        share = gallery[bug]["agreeing"]
+        truth = _amount(share)
+        right += predictions[bug] == truth
+        mark = "✓" if predictions[bug] == truth else "✗"
+        lines.append(f"  {mark} {bug}: you said {predictions[bug]!r}, measured {share:.0%} ({truth!r}). "
+                     f"{WHY.get(bug, '')}")
+    verdict = "passed" if right == len(bugs) else "failed"
+    head = "✅" if right == len(bugs) else "❌"
+    return CheckResult(verdict, f"{head} {name}: {right} of {len(bugs)} right.\n" + "\n".join(lines))

@@ -1,0 +1,191 @@
+"""The inputs of lesson 14's kernel checkers, and what a right kernel (and some wrong ones) make of them.
+
+Each :class:`Case` is one launch, built to catch one slip: several tiles (the maximum grows), ragged lengths,
+several heads (each with its own offset, and gaps between heads: the tensors are views into larger buffers),
+``Ev != E``, ``BLOCK_L != BLOCK_S``, and the causal mask with ``L != S``. Past the end of every key and value
+(and, causal, past the last tile any program may visit) the buffers hold large keys and ``NaN`` values, as memory
+past a tensor holds anything: a kernel that reads there, or visits a tile it should skip, gets ``NaN``. In the
+interpreter the checker also counts the tiles of keys a kernel loads, and those it loads with a mask.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import warnings
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+import torch
+
+from ...memory_efficient.triton_launch import interpreted, launch, runs_interpreted, tile_ends
+
+FILL = 123.0  # what the output and log-sum-exp buffers hold past the last query: the kernel must leave it alone
+PAD = 16  # rows past the end of each head's keys and values
+
+
+@dataclass(frozen=True)
+class Case:
+    """One launch: ``heads = (N, H)``, ``L`` queries, ``S`` keys, ``E``/``Ev`` features, tiles of ``blocks``;
+    ``slip`` names the hint for a wrong answer that no diagnosis explains."""
+
+    name: str
+    heads: tuple[int, int]
+    L: int
+    S: int
+    E: int
+    Ev: int
+    is_causal: bool
+    blocks: tuple[int, int]
+    slip: str
+
+    @property
+    def B(self) -> int:  # noqa: N802 - the kernel's B = N * H
+        return self.heads[0] * self.heads[1]
+
+
+#: The cases of :func:`~.checkers.check_attention_kernel`, in order (the first wrong one gives the hint).
+CASES = (
+    Case("one tile of 16 keys", (1, 1), 16, 16, 16, 16, False, (16, 16), "update"),
+    Case("16 queries, 64 keys in 4 tiles", (1, 1), 16, 64, 16, 16, False, (16, 16), "no rescale"),
+    Case("ragged: 20 queries, 37 keys", (1, 1), 20, 37, 16, 16, False, (16, 16), "ragged tile unmasked"),
+    Case("2 sentences x 3 heads", (2, 3), 20, 37, 16, 16, False, (16, 16), "heads"),
+    Case("E = 32, Ev = 16", (1, 2), 20, 37, 32, 16, False, (16, 16), "value dim"),
+    Case("BLOCK_L = 32, BLOCK_S = 16", (2, 2), 40, 37, 16, 16, False, (32, 16), "blocks"),
+)
+
+#: The causal cases :func:`~.checkers.check_causal_kernel` adds after :data:`CASES`.
+CAUSAL_CASES = (
+    Case("causal, 48 queries and keys", (1, 1), 48, 48, 16, 16, True, (16, 16), "no causal mask"),
+    Case("causal, 16 queries, 64 keys: 16-63 in the future", (1, 1), 16, 64, 16, 16, True, (16, 16),
+         "future tiles visited"),
+    Case("causal, BLOCK_L = 32, BLOCK_S = 16, 64 queries, 80 keys", (1, 2), 64, 80, 16, 32, True, (32, 16),
+         "key_end in BLOCK_S"),
+    Case("causal, BLOCK_L = 16, BLOCK_S = 32, 40 queries, 50 keys", (2, 1), 40, 50, 32, 16, True, (16, 32),
+         "future tiles visited"),
+)
+
+
+def case_inputs(case: Case, device="cpu") -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """``query (B, L, E)``, ``key (B, S, E)``, ``value (B, S, Ev)`` for ``case`` (``B = N * H``).
+
+    Key and value are views into ``(B, S + 16, .)`` buffers whose rows past ``S`` hold large keys and ``NaN``
+    values; causal with ``S > L``, the keys no query may see hold them too. The keys of tile ``j`` (of 16) are
+    scaled by ``j + 1``, so that the maximum grows from tile to tile. The whole buffers move to ``device``, then
+    the views are cut: the padding is there on a GPU too.
+    """
+    g = torch.Generator().manual_seed(1400 + 7 * case.L + case.S + case.E)
+    B, S = case.B, case.S
+    query = torch.randn(B, case.L, case.E, generator=g)
+    key = torch.full((B, S + PAD, case.E), 4.0)
+    value = torch.full((B, S + PAD, case.Ev), float("nan"))
+    key[:, :S] = torch.randn(B, S, case.E, generator=g) * (1 + torch.arange(S) // 16)[:, None]
+    value[:, :S] = torch.randn(B, S, case.Ev, generator=g)
+    never = never_visited(case)
+    if never < S:  # causal: the tiles after the last query's tile are in every query's future
+        key[:, never:S], value[:, never:S] = 4.0, float("nan")
+    return query.to(device), key.to(device)[:, :S], value.to(device)[:, :S]
+
+
+def _key_ends(case: Case) -> list[tuple[int, int]]:
+    return tile_ends(case.L, case.S, *case.blocks, case.is_causal)
+
+
+def never_visited(case: Case) -> int:
+    """The first key of the tiles no program visits (``S`` if every tile is visited)."""
+    block_s = case.blocks[1]
+    return min(case.S, -(-max(key_end for _, key_end in _key_ends(case)) // block_s) * block_s)
+
+
+def visited_tiles(case: Case) -> int:
+    """How many tiles of keys the programs visit, over every program and head."""
+    return case.B * sum(len(range(0, key_end, case.blocks[1])) for _, key_end in _key_ends(case))
+
+
+def edge_tiles(case: Case) -> int:
+    """How many tiles of keys need a mask, over every program and head: those that run past ``S`` and, with
+    ``is_causal``, those that hold a key after some query of their block (the diagonal)."""
+    return case.B * sum(len(range(full_end, key_end, case.blocks[1])) for full_end, key_end in _key_ends(case))
+
+
+def allowed(case: Case, last_key: torch.Tensor | None = None) -> torch.Tensor:
+    """``(L, S)``, ``True`` = query ``i`` may see key ``j``: every key, or with ``is_causal`` keys ``0..i``;
+    ``last_key`` (one per query) cuts each row after it too."""
+    rows, cols = torch.arange(case.L)[:, None], torch.arange(case.S)[None, :]
+    seen = cols <= rows if case.is_causal else torch.ones(case.L, case.S, dtype=torch.bool)
+    return seen if last_key is None else seen & (cols <= last_key[:, None])
+
+
+def attention(query, key, value, seen: torch.Tensor, scale: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """The output ``(B, L, Ev)`` and natural log-sum-exp ``(B, L)`` over the keys ``seen`` ``(L, S)``, in float64
+    (the values of keys no query sees are never read: they may hold ``NaN``)."""
+    scores = (query.double() @ key.double().transpose(-2, -1) * scale).masked_fill(~seen, float("-inf"))
+    value = value.double().masked_fill(~seen.any(dim=0)[:, None], 0.0)  # (S, 1): keys nobody sees
+    return torch.softmax(scores, dim=-1) @ value, torch.logsumexp(scores, dim=-1)  # (B, L, S) @ (B, S, Ev)
+
+
+def expected_output(case: Case, query, key, value) -> tuple[torch.Tensor, torch.Tensor]:
+    """The output and log-sum-exp of ``case`` (only the keys each query may see), in float32."""
+    output, lse = attention(query, key, value, allowed(case), case.E ** -0.5)
+    return output.float(), lse.float()
+
+
+@dataclass(frozen=True)
+class Ran:
+    """What a kernel made of a case: its output and log-sum-exp (on the CPU), whether it left the memory after
+    them alone, and (in the interpreter) how many tiles of keys it loaded with a mask and without."""
+
+    output: torch.Tensor
+    lse: torch.Tensor
+    untouched: bool
+    masked_key_loads: int | None
+    key_loads: int | None
+
+
+@contextmanager
+def _counting_key_loads(key: torch.Tensor, counts: dict):
+    """Count, in Triton's interpreter, the loads from ``key``'s memory, and those among them with a mask."""
+    from triton.runtime.interpreter import InterpreterBuilder, interpreter_builder
+
+    start = key.untyped_storage().data_ptr()
+    stop = start + key.untyped_storage().nbytes()
+    unmasked = []
+
+    def masked_load(ptrs, mask, *args):
+        if start <= int(ptrs.data.flat[0]) < stop:
+            counts["all"] += 1
+            counts["masked"] += not unmasked
+        return InterpreterBuilder.create_masked_load(interpreter_builder, ptrs, mask, *args)
+
+    def load(ptr, *args):
+        unmasked.append(True)
+        try:
+            return InterpreterBuilder.create_load(interpreter_builder, ptr, *args)
+        finally:
+            unmasked.pop()
+
+    interpreter_builder.create_masked_load, interpreter_builder.create_load = masked_load, load
+    try:
+        yield
+    finally:
+        del interpreter_builder.create_masked_load, interpreter_builder.create_load
+
+
+def run_case(kernel, case: Case) -> Ran:
+    """Run ``kernel`` on ``case``: compiled on a GPU for a compiled kernel, else in Triton's interpreter."""
+    compiled = (torch.cuda.is_available() and not runs_interpreted(torch.device("cuda"))
+                and type(kernel).__name__ == "JITFunction")  # a kernel made with TRITON_INTERPRET=1 is interpreted
+    device = torch.device("cuda" if compiled else "cpu")
+    query, key, value = case_inputs(case, device)
+    B, L = case.B, case.L
+    buffer = torch.full((B, L + PAD, case.Ev), FILL, device=device)
+    lse = torch.full((B * L + PAD,), FILL, device=device)
+    counts = {"all": 0, "masked": 0}
+    counting = contextlib.nullcontext() if compiled else _counting_key_loads(key, counts)
+    with warnings.catch_warnings(), counting:  # a wrong kernel makes NumPy warn about 0 / 0: the check says it
+        warnings.simplefilter("ignore", RuntimeWarning)
+        launch(query, key, value, buffer[:, :L], lse[:B * L].view(B, L), is_causal=case.is_causal, scale=None,
+               block_sizes=case.blocks, kernel=kernel if compiled else interpreted(kernel))
+    untouched = bool((buffer[:, L:] == FILL).all() and (lse[B * L:] == FILL).all())
+    return Ran(buffer[:, :L].cpu(), lse[:B * L].view(B, L).cpu(), untouched,
+               None if compiled else counts["masked"], None if compiled else counts["all"])
+

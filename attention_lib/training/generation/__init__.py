@@ -1,0 +1,26 @@
+"""Lesson 15's texts, training recipe and shipped models (``notebooks/15_generation.ipynb``).
+
+- :mod:`~attention_lib.training.generation.texts`: the grammar's sentences framed as texts to continue, and the
+  checker of what a model writes (well-formed, agreeing);
+- :mod:`~attention_lib.training.generation.recipe`: training a tiny Llama on them, and measuring it;
+- :mod:`~attention_lib.training.generation.shipped`: the shipped models (MHA, GQA, MQA, sliding windows) and the
+  safe way to load them (``python -m attention_lib.training.generation`` remakes them).
+"""
+
+from .recipe import RECIPE, build_lm, complete, quality, train_lm, verb_agreement
+from .shipped import KV_HEADS, SEEDS, WINDOWS, load_lm
+from .texts import (
+    VOCAB,
+    check_sentences,
+    decode,
+    encode,
+    make_texts,
+    prompts_before_the_verb,
+    rates,
+    subject_position,
+    verb_position,
+)
+
+__all__ = ["KV_HEADS", "RECIPE", "SEEDS", "VOCAB", "WINDOWS", "build_lm", "check_sentences", "complete", "decode",
+           "encode", "load_lm", "make_texts", "prompts_before_the_verb", "quality", "rates", "subject_position",
+           "train_lm", "verb_agreement", "verb_position"]

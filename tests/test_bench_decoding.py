@@ -1,0 +1,51 @@
+"""The benchmark's decoding part: it runs alone with --decoding (a smoke test: no assertion on times), its grown
+cache returns what the pre-allocated one does, and its targets say met, missed or not measured."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from attention_lib import KVCache
+from attention_lib.bench.decoding import GrownCache, decoding_targets, print_decoding
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.mark.slow
+def test_decoding_alone_prints_its_table_and_targets():
+    result = subprocess.run([sys.executable, "-m", "attention_lib.bench", "--decoding", "--quick", "--threads", "1"],
+                            capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert result.returncode == 0, result.stderr[-2000:]
+    out = result.stdout
+    for heading in ("== environment", "== decoding (CPU): time per generated token", "== decoding targets"):
+        assert heading in out
+    assert "== ceiling" not in out  # only the decoding part
+    assert out.count("not measured") == 2  # --quick stops at a 512 prefix
+
+
+def test_the_grown_cache_returns_what_the_preallocated_one_does():
+    grown, fixed = GrownCache(1, 6), KVCache(1, 6)
+    g = torch.Generator().manual_seed(0)
+    for L in (3, 1, 2):
+        k, v = torch.randn(1, 2, L, 4, generator=g), torch.randn(1, 2, L, 4, generator=g)
+        for a, b in zip(grown.update(k, v, 0), fixed.update(k, v, 0), strict=True):
+            torch.testing.assert_close(a, b)
+    assert grown.get_seq_length() == fixed.get_seq_length() == 6
+
+
+def test_targets_are_judged_in_their_own_direction(capsys):
+    times = {("no cache", 128): 2.0, ("cache", 128): 1.0, ("grown cache", 128): 1.2,
+             ("no cache", 2048): 30.0, ("cache", 2048): 1.5, ("grown cache", 2048): 3.0}
+    targets = print_decoding(times, repeats=1, steps=1)
+    assert [t[1] for t in targets] == [20.0, 1.5]
+    out = capsys.readouterr().out
+    assert out.count("met ") == 2
+    slow = times | {("cache", 2048): 3.0}
+    print_decoding(slow, repeats=1, steps=1)
+    out = capsys.readouterr().out
+    assert "MISSED       cache: per-token time at a 2,048 prefix >= 15x faster than no cache: 10.00" in out
+    assert "MISSED       cache: per-token time grows <= 2x from a 128 to a 2,048 prefix: 3.00" in out
+    assert [t[1] for t in decoding_targets({("cache", 128): 1.0})] == [None, None]

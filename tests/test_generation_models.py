@@ -1,0 +1,163 @@
+"""Lesson 15's shipped models and experiments: safe loading, what each model does (measured again, and on inputs
+chosen to break it), the bug gallery, the sliding window's cost, and the recipe."""
+
+import pytest
+import torch
+
+from attention_lib import generate
+from attention_lib.experiments.generation import BUGS, bug_gallery, complete_with, decode, time_per_token
+from attention_lib.training.generation import (
+    check_sentences,
+    complete,
+    make_texts,
+    prompts_before_the_verb,
+    quality,
+    rates,
+    train_lm,
+    verb_agreement,
+)
+from attention_lib.training.generation.shipped import (
+    KV_HEADS,
+    SEEDS,
+    WINDOWS,
+    load_lm,
+    round_weights,
+    save_lm,
+    shipped_path,
+)
+from attention_lib.training.generation.texts import subject_position, verb_position
+
+
+@pytest.fixture(autouse=True)
+def _one_thread():
+    """Tiny models: one thread is much faster than two on a busy machine (and gives the numbers lesson 15 shows)."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+SHIPPED = [(v, s) for v in KV_HEADS for s in SEEDS] + [(f"window{w}", 0) for w in WINDOWS]
+
+
+@pytest.mark.parametrize(("variant", "seed"), SHIPPED)
+def test_every_shipped_model_loads_small_and_as_described(variant, seed):
+    path = shipped_path(variant, seed)
+    assert path.stat().st_size < 60_000
+    model, measured = load_lm(variant, seed)
+    assert not model.training
+    assert model.config["num_kv_heads"] == KV_HEADS.get(variant, 4)
+    assert model.config["window"] == (None if variant in KV_HEADS else int(variant.removeprefix("window")))
+    assert next(model.parameters()).dtype == torch.float32
+    assert set(measured) == {"agreement", "agreement held out", "well-formed", "agreeing"}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("variant", "seed"), SHIPPED)
+def test_what_was_stored_is_what_the_model_does(variant, seed):
+    model, measured = load_lm(variant, seed)
+    assert quality(model) == pytest.approx(measured, abs=1e-9)
+
+
+@pytest.mark.parametrize("variant", list(KV_HEADS))
+def test_every_variant_writes_grammatical_agreeing_sentences_on_every_seed(variant):
+    for seed in SEEDS:
+        measured = load_lm(variant, seed)[1]
+        assert measured["well-formed"] >= 0.99
+        assert measured["agreeing"] >= 0.97
+        assert measured["agreement held out"] >= 0.98
+
+
+def texts_with_the_subject_far_back(n=400):
+    """Sentences whose subject is 8 or more words before the verb, and whose nearest noun has the other number."""
+    texts = make_texts(4 * n, seed=77, structures=["S P P V", "S P P V A", "S P P P V"])
+    far = (verb_position(texts) - subject_position(texts)) >= 8
+    return texts[far][:n]
+
+
+def test_agreement_holds_on_sentences_built_to_break_it():
+    texts = texts_with_the_subject_far_back()
+    assert len(texts) >= 200
+    model = load_lm("mha", 0)[0]
+    assert float(verb_agreement(model, texts).float().mean()) >= 0.98
+    prompts = prompts_before_the_verb(texts)
+    assert rates(check_sentences(complete(model, prompts[:100])))["agreeing"] >= 0.95
+
+
+def test_a_window_of_4_loses_a_subject_8_words_back_and_a_window_of_8_keeps_more():
+    texts = texts_with_the_subject_far_back()
+    four, eight = (float(verb_agreement(load_lm(f"window{w}")[0], texts).float().mean()) for w in WINDOWS)
+    assert 0.35 <= four <= 0.65  # about a coin toss: the subject is out of reach through 2 layers of 4
+    assert eight >= four + 0.2
+    near = make_texts(300, seed=78, structures=["S V", "S V A", "P S V"])
+    assert float(verb_agreement(load_lm("window4")[0], near).float().mean()) >= 0.98  # near subjects are found
+
+
+def test_decoding_without_a_bug_is_generate_and_stops_early_only_on_request():
+    model = load_lm("gqa", 1)[0]
+    prompts = make_texts(8, seed=5, structures=["P S V"])[:, :6]
+    assert torch.equal(decode(model, prompts, 10), generate(model, prompts, 10))
+    stopped = decode(model, prompts, 10, stop=2)
+    ends = (stopped[:, 6:] == 2).int().argmax(1) + 6
+    for row, full, end in zip(stopped, generate(model, prompts, 10), ends, strict=True):
+        assert torch.equal(row[:end + 1], full[:end + 1])
+
+
+def test_the_bug_gallery_breaks_the_grammar_and_every_bug_still_writes_words():
+    model = load_lm("mha", 0)[0]
+    gallery = bug_gallery(model, n=120)
+    assert list(gallery) == ["no bug", *BUGS]
+    assert gallery["no bug"] == {"well-formed": 1.0, "agreeing": 1.0}
+    assert gallery["top-left mask while decoding"]["well-formed"] <= 0.05
+    for bug in BUGS:
+        assert gallery[bug]["agreeing"] <= 0.9, bug
+    prompts = prompts_before_the_verb(make_texts(20, seed=1500))
+    for bug in BUGS:
+        written = complete_with(model, prompts, bug)
+        assert all(len(t) > len(p) and bool((t[len(p):] != 0).any()) for t, p in zip(written, prompts, strict=True))
+
+
+def test_an_unknown_bug_is_refused():
+    with pytest.raises(ValueError, match="bug must be None or one of"):
+        decode(load_lm()[0], torch.tensor([[1, 3, 5]]), 2, bug="off by one")
+
+
+def test_time_per_token_times_both_ways_at_every_prefix():
+    times = time_per_token(load_lm()[0], (4, 32), repeats=1, steps=2)
+    assert set(times) == {"no cache", "cache"}
+    assert all(len(v) == 2 and min(v) > 0 for v in times.values())
+
+
+def test_save_and_load_round_trip_in_float16(tmp_path):
+    run = train_lm(1, steps=3, seed=9)
+    model = round_weights(run.model)
+    save_lm(model, tmp_path / "mine.pt", {"well-formed": 0.5})
+    loaded, measured = load_lm(path=tmp_path / "mine.pt")
+    assert measured == {"well-formed": 0.5}
+    for a, b in zip(model.parameters(), loaded.parameters(), strict=True):
+        assert torch.equal(a, b)
+    assert (tmp_path / "mine.pt").stat().st_size < 60_000
+
+
+def test_training_is_seeded_and_learns():
+    a, b = train_lm(2, steps=20, seed=3), train_lm(2, steps=20, seed=3)
+    assert a.losses == b.losses
+    assert a.losses[-1] < a.losses[0]
+
+
+@pytest.mark.parametrize(("call", "error", "match"), [
+    (lambda: shipped_path("gqa", 5), ValueError, r"ships for seeds \[0, 1, 2\]"),
+    (lambda: shipped_path("window4", 1), ValueError, r"ships for seeds \[0\]"),
+    (lambda: shipped_path("moe"), ValueError, "variant must be one of"),
+    (lambda: load_lm(path="/nonexistent/model.pt"), FileNotFoundError, "python -m attention_lib.training.generation"),
+    (lambda: train_lm(2, steps=0), ValueError, "steps must be positive"),
+])
+def test_errors(call, error, match):
+    with pytest.raises(error, match=match):
+        call()
+
+
+def test_a_file_of_another_kind_is_refused(tmp_path):
+    torch.save({"format": "something else"}, tmp_path / "other.pt")
+    with pytest.raises(ValueError, match="is not a lesson 15 language model"):
+        load_lm(path=tmp_path / "other.pt")
