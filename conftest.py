@@ -29,7 +29,6 @@ SLOW = {
     "tests/test_training.py::test_recipe_reproduces_the_agreement_model": "trains a model",
     "tests/test_training.py::test_recipe_reproduces_the_reversal_model": "trains a model",
     "tests/test_training.py::test_without_positions_reversal_fails": "trains a model",
-    "tests/test_training.py::test_other_runs_of_the_agreement_recipe_give_what_lesson_12_says": "trains three models",
 }
 
 
