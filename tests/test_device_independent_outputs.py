@@ -90,8 +90,7 @@ def device_dependent_cells(path: Path) -> list[str]:
 
 #: Compared cells known to show a device-derived value that is the same on every machine, with why; each is an
 #: expected failure until it is rewritten (strict: fixing it makes this list fail, so it gets removed).
-KNOWN = {"00_welcome.ipynb": "prints device.type in {'cuda', 'mps', 'cpu'}, True on every machine: a statement that "
-                             "cannot fail"}
+KNOWN: dict[str, str] = {}
 
 
 @pytest.mark.parametrize("path", [pytest.param(p, id=p.name, marks=[pytest.mark.xfail(reason=KNOWN[p.name],
