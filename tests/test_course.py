@@ -364,7 +364,7 @@ def test_the_suite_time_is_stated_once():
     assert not re.search(r"\d+(\.\d+)? ?min", pytest_section), "say times in the README, not in pyproject.toml"
     readme = (ROOT / "README.md").read_text()
     stated = re.findall(r"(?:whole suite|every test of the course|everything)[^.|\n]*?\d+ min", readme)
-    assert stated == ["every test of the course: about 22 min"], stated
+    assert stated == ["every test of the course: about 20 min"], stated
 
 
 def test_every_slow_entry_names_a_test_that_exists():
