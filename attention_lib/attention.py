@@ -22,7 +22,6 @@ import torch.nn.functional as F
 
 from .masks import apply_mask, causal_mask, resolve_causal_bias, rows_with_keys
 from .validation import (
-    check_batch_broadcasts,
     check_bool,
     check_int,
     check_mask,
@@ -30,8 +29,8 @@ from .validation import (
     check_options,
     check_qkv,
     check_query_key,
-    check_same_device_and_dtype,
     check_tensor,
+    check_weights_value,
     scores_shape,
 )
 
@@ -162,16 +161,7 @@ def blend(weights: torch.Tensor, value: torch.Tensor) -> torch.Tensor:
         >>> blend(torch.tensor([[0.25, 0.75]]), torch.tensor([[4.0, 0.0], [0.0, 4.0]]))
         tensor([[1., 3.]])
     """
-    check_tensor(weights, "weights")
-    check_tensor(value, "value")
-    check_same_device_and_dtype(weights=weights, value=value)
-    if weights.shape[-1] != value.shape[-2]:
-        raise ValueError(
-            f"weights must have one column per value row (S), but weights.shape={tuple(weights.shape)} and "
-            f"value.shape={tuple(value.shape)}; weights come from percentages(matchmaker(query, key)) with "
-            f"the same key sequence as value."
-        )
-    check_batch_broadcasts(weights=weights, value=value)
+    check_weights_value(weights, value)
     # (N, ..., L, S) @ (N, ..., S, Ev) -> (N, ..., L, Ev)
     return weights @ value
 

@@ -100,3 +100,12 @@ def pytest_collection_finish(session):
 def chromium() -> str | None:
     """The Chromium that the browser tests drive (its path), or None when none was found or could be installed."""
     return find_chromium()
+
+
+@pytest.fixture
+def one_thread():
+    """One thread for the test: for tiny models it is much faster than two on a busy machine (lesson 15 uses one)."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)

@@ -7,14 +7,7 @@ import torch
 
 from attention_lib import TinyLlama, generate, next_token
 
-
-@pytest.fixture(autouse=True)
-def _one_thread():
-    """Tiny models: one thread is much faster than two on a busy machine (and gives the numbers lesson 15 shows)."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")  # see conftest.py
 
 
 def llama(kv=2, window=None, seed=0):

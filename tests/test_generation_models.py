@@ -27,14 +27,7 @@ from attention_lib.training.generation.shipped import (
 )
 from attention_lib.training.generation.texts import subject_position, verb_position
 
-
-@pytest.fixture(autouse=True)
-def _one_thread():
-    """Tiny models: one thread is much faster than two on a busy machine (and gives the numbers lesson 15 shows)."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")  # see conftest.py
 
 
 SHIPPED = [(v, s) for v in KV_HEADS for s in SEEDS] + [(f"window{w}", 0) for w in WINDOWS]

@@ -41,6 +41,7 @@ from .tensors import (
     check_query_key,
     check_same_device_and_dtype,
     check_tensor,
+    check_weights_value,
     scores_shape,
 )
 from .values import (
@@ -57,4 +58,4 @@ from .values import (
 __all__ = ["DtypeMismatchError", "check_batch_broadcasts", "check_bool", "check_index", "check_int", "check_is_tensor",
            "check_mask", "check_multihead_inputs", "check_number", "check_options", "check_probability", "check_qkv",
            "check_query_key", "check_rotary", "check_same_device_and_dtype", "check_tensor", "check_token_ids",
-           "is_int", "is_number", "scores_shape"]
+           "check_weights_value", "is_int", "is_number", "scores_shape"]

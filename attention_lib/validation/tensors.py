@@ -106,6 +106,26 @@ def check_qkv(query, key, value) -> None:
     check_batch_broadcasts(query=query, key=key, value=value)
 
 
+def check_weights_value(weights, value) -> None:
+    """Check weights ``(N, ..., L, S)`` and value ``(N, ..., S, Ev)``: the blend's inputs.
+
+    Raises:
+        TypeError: if one is not a floating-point tensor (or their dtypes differ).
+        ValueError: if one has fewer than 2 dimensions, ``S`` differs, the batch dimensions do not broadcast, or the
+            devices differ.
+    """
+    check_tensor(weights, "weights")
+    check_tensor(value, "value")
+    check_same_device_and_dtype(weights=weights, value=value)
+    if weights.shape[-1] != value.shape[-2]:
+        raise ValueError(
+            f"weights must have one column per value row (S), but weights.shape={tuple(weights.shape)} and "
+            f"value.shape={tuple(value.shape)}; weights come from percentages(matchmaker(query, key)) with "
+            f"the same key sequence as value."
+        )
+    check_batch_broadcasts(weights=weights, value=value)
+
+
 def check_batch_broadcasts(**tensors: torch.Tensor) -> None:
     """Check that the batch dimensions (all but the last two) of the tensors broadcast together; else ``ValueError``."""
     try:
