@@ -276,3 +276,38 @@ def test_the_cycle_finder_finds_a_lazy_cycle(tmp_path):
     assert edges["pkg.a"] == ["pkg.sub.b"]
     assert edges["pkg.c"] == ["pkg.a"]
     assert import_cycles(edges) == [["pkg.a", "pkg.sub.b"]]
+
+
+def _lessons_reaching(module: str, edges: dict[str, list[str]]) -> set[str]:
+    """The slugs whose lesson modules (``attention_lib.<folder>.<slug>...``) import ``module``, directly or not."""
+    def reach(start):
+        seen, todo = set(), [start]
+        while todo:
+            for target in edges.get(todo.pop(), ()):
+                if target not in seen:
+                    seen.add(target)
+                    todo.append(target)
+        return seen
+
+    return {m.split(".")[2] for m in edges if len(m.split(".")) > 2 and m.split(".")[2] in SLUGS and module in reach(m)}
+
+
+@pytest.mark.parametrize("shared", sorted(MACHINERY["plotting"]))
+def test_a_shared_plotting_module_is_shared_for_real(shared):
+    """A module named for what it is serves at least two lessons; one that serves one is named after it."""
+    users = _lessons_reaching(f"attention_lib.plotting.{shared}", import_graph(PACKAGE))
+    assert len(users) >= 2, f"plotting/{shared}.py serves only {sorted(users)}: name it after its lesson"
+
+
+def test_every_model_output_names_its_maps_attentions():
+    """As ``transformers`` does: ``output.attentions``, one map per layer, on every model's output tuple."""
+    import attention_lib.attention_only
+    import attention_lib.encoder
+    import attention_lib.llama
+
+    outputs = [cls for module in (attention_lib.attention_only, attention_lib.encoder, attention_lib.llama)
+               for name, cls in vars(module).items() if name.endswith("Output") and hasattr(cls, "_fields")]
+    assert len(outputs) == 3
+    for cls in outputs:
+        assert "attentions" in cls._fields, f"{cls.__name__} has fields {cls._fields}: call its maps attentions"
+        assert "attention" not in cls._fields, cls.__name__

@@ -36,7 +36,7 @@ def mirror_share(model) -> torch.Tensor:
     """Per head, the share of rows whose strongest key is the mirror position (the anti-diagonal)."""
     x, _ = make_batch("reversal", 1000, seed=FRESH_SEED, split="heldout")
     with torch.no_grad():
-        weights = model(x).attention[0]  # (N, H, L, L)
+        weights = model(x).attentions[0]  # (N, H, L, L)
     return (weights.argmax(-1) == torch.arange(7, -1, -1)).float().mean(dim=(0, 2))
 
 
@@ -90,7 +90,7 @@ def test_recipe_reproduces_the_reversal_model(reversal_run):
     assert (mirror_share(reversal_run.model) >= 0.95).all()
     x, _ = make_batch("reversal", 200, seed=FRESH_SEED, split="heldout")
     with torch.no_grad():
-        mine, shipped = reversal_run.model(x).attention[0], load_trained("reversal").model(x).attention[0]
+        mine, shipped = reversal_run.model(x).attentions[0], load_trained("reversal").model(x).attentions[0]
     assert float((mine - shipped).abs().mean()) < 0.01, "same recipe and seed: the same maps as the shipped model"
 
 
@@ -100,7 +100,7 @@ def test_recipe_reproduces_the_agreement_model(agreement_run):
     assert min(p.accuracy for p in probes) >= 0.8, "right on at least 4 in 5 sentences of every moved structure"
     x, _ = make_batch("agreement", 200, seed=FRESH_SEED, split="heldout")
     with torch.no_grad():
-        mine, shipped = agreement_run.model(x).attention, load_trained("agreement").model(x).attention
+        mine, shipped = agreement_run.model(x).attentions, load_trained("agreement").model(x).attentions
     assert max(float((a - b).abs().mean()) for a, b in zip(mine, shipped, strict=True)) < 0.01
 
 
@@ -118,7 +118,7 @@ def test_recipe_reproduces_the_other_shipped_models(task, num_layers):
     mine = train(task, num_layers=num_layers).model
     x, _ = make_batch(task, 200, seed=FRESH_SEED, split="heldout")
     with torch.no_grad():
-        maps = mine(x).attention, load_trained(task, num_layers=num_layers).model(x).attention
+        maps = mine(x).attentions, load_trained(task, num_layers=num_layers).model(x).attentions
     assert max(float((a - b).abs().mean()) for a, b in zip(*maps, strict=True)) < 0.01
 
 

@@ -16,7 +16,7 @@ def shipped():
 def test_render_shows_the_chosen_head_and_the_predictions(shipped):
     fig = render_induction_heads("abcdefabcdef", layer=1, head=1, model=shipped)
     with torch.no_grad():
-        expected = shipped(encode("abcdefabcdef").unsqueeze(0)).attention[1][0, 1]
+        expected = shipped(encode("abcdefabcdef").unsqueeze(0)).attentions[1][0, 1]
     torch.testing.assert_close(torch.from_numpy(fig.axes[0].images[0].get_array().data.copy()).float(), expected)
     rows = [t.get_text() for t in fig.axes[0].get_yticklabels()]
     assert rows[7] == "b → c"  # inside the copy the model continues the pattern

@@ -79,7 +79,7 @@ def _learned_rows(trained=None) -> list[int]:
     trained = load_trained("reversal") if trained is None else trained
     inputs, _ = make_batch("reversal", 200, seed=12, split="heldout")
     with torch.no_grad():
-        weights = trained.model(inputs).attention[0]  # (N, H, L, L)
+        weights = trained.model(inputs).attentions[0]  # (N, H, L, L)
     return weights.mean(dim=(0, 1)).argmax(-1).tolist()  # (L, L) -> (L,)
 
 

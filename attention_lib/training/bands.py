@@ -98,8 +98,8 @@ def all_kinds() -> dict[str, tuple[int, str, int, str]]:
 def largest_map_difference(mine, shipped, inputs: torch.Tensor, **kwargs) -> float:
     """The largest difference between two models' attention weights on ``inputs``, over every layer."""
     with torch.no_grad():
-        return max(float((a - b).abs().max()) for a, b in zip(mine(inputs, **kwargs).attention,
-                                                               shipped(inputs, **kwargs).attention, strict=True))
+        return max(float((a - b).abs().max()) for a, b in zip(mine(inputs, **kwargs).attentions,
+                                                               shipped(inputs, **kwargs).attentions, strict=True))
 
 
 def _runs(band: Band) -> str:

@@ -71,7 +71,7 @@ def render_induction_heads(text: str, layer: int = 1, head: int = 0, model=None)
     rows = [f"{t} → {p}" for t, p in zip(tokens, predicted, strict=True)]
     cols = [f"{t} {i}" for i, t in enumerate(tokens)]
     L = len(tokens)
-    fig = plot_heatmap(out.attention[layer][0, head], rows, cols, title=f"layer {layer}, head {head} · predictions: "
+    fig = plot_heatmap(out.attentions[layer][0, head], rows, cols, title=f"layer {layer}, head {head} · predictions: "
                        f"{predicted}", vmin=0.0, vmax=1.0, fmt=".1f", annotate=L <= 14)
     fig.set_size_inches(max(5.0, 1.8 + 0.42 * L), 1.4 + 0.36 * L)
     fig.tight_layout()

@@ -52,7 +52,7 @@ def figures(seed: int = 0) -> dict[str, float]:
     found[SHORTCUT_MOVED] = evaluate_induction(shortcut.model, min_repeat=6, max_repeat=15)["repeated accuracy"]
     probe = make_repeats(500, seed=7, max_repeat=15)
     with torch.no_grad():
-        strongest = shortcut.model(probe.tokens).attention[1].argmax(-1)  # (N, H, L)
+        strongest = shortcut.model(probe.tokens).attentions[1].argmax(-1)  # (N, H, L)
     i, k = torch.arange(32), probe.lengths[:, None, None]
     copy = (i >= k) & (i < 2 * k) & (i >= 15)
     found[SHORTCUT_BACK] = float((((strongest == i - 15) & copy).sum(dim=(0, 2)) / copy.sum()).min())

@@ -83,7 +83,7 @@ def train_induction(num_layers: int = 2, *, seed: int = 0, steps: int | None = N
         for step in range(steps + 1):
             if track_every and step % track_every == 0:
                 with torch.no_grad():
-                    run.scores[step] = all_head_scores(run.model(probe.tokens).attention, probe.lengths)
+                    run.scores[step] = all_head_scores(run.model(probe.tokens).attentions, probe.lengths)
             if step == steps:
                 break
             x, k = batches.tokens[step * B:(step + 1) * B], batches.lengths[step * B:(step + 1) * B]

@@ -14,9 +14,10 @@ from typing import NamedTuple
 import torch
 
 from ...validation import check_int
+from ..vocabulary import Vocabulary
 
 #: The 32 tokens: one character each, so a sequence can be typed as a string.
-VOCAB = tuple("abcdefghijklmnopqrstuvwxyz012345")
+VOCAB = Vocabulary("abcdefghijklmnopqrstuvwxyz012345", joiner="", allowed="a-z and 0-5")
 #: The length of every training sequence, and the range of the repeated segment's length ``k``.
 SEQ_LEN, MIN_REPEAT, MAX_REPEAT = 32, 6, 16
 
@@ -72,26 +73,20 @@ def repeated_part(lengths: torch.Tensor, length: int) -> torch.Tensor:
 
 
 def encode(text: str) -> torch.Tensor:
-    """Turn a string of tokens (one character each; spaces are ignored) into ids ``(L,)``.
+    """Turn a string of tokens (one character each; spaces are ignored) into ids ``(L,)``: :data:`VOCAB`'s
+    :meth:`~attention_lib.training.vocabulary.Vocabulary.encode`, at most ``SEQ_LEN`` tokens.
 
     Raises:
-        TypeError: if ``text`` is not a string. ValueError: if it is empty, too long or has unknown characters.
+        TypeError: if ``text`` is not a string (or a list of tokens). ValueError: if it is empty, too long or has
+            unknown characters.
 
     Example:
         >>> encode("abc abc").tolist()
         [0, 1, 2, 0, 1, 2]
     """
-    if not isinstance(text, str):
-        raise TypeError(f"a sequence is a string of tokens such as 'abcdabcd', but got {type(text).__name__}.")
-    chars = [c for c in text if not c.isspace()]
-    unknown = sorted({c for c in chars if c not in VOCAB})
-    if unknown:
-        raise ValueError(f"tokens {unknown} are not in the vocabulary; allowed: a-z and 0-5.")
-    if not chars or len(chars) > SEQ_LEN:
-        raise ValueError(f"a sequence has 1 to {SEQ_LEN} tokens, but got {len(chars)}.")
-    return torch.tensor([VOCAB.index(c) for c in chars])
+    return VOCAB.encode(text, max_len=SEQ_LEN)
 
 
 def decode(ids) -> str:
     """Turn ids back into a string. Example: ``decode(encode("abab")) == "abab"``."""
-    return "".join(VOCAB[int(i)] for i in ids)
+    return VOCAB.decode(ids)

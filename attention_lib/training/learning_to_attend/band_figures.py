@@ -38,7 +38,7 @@ def figures(seed: int = 0) -> dict[str, float]:
     x, _ = make_batch("reversal", 2000, seed=1234, split="heldout")
     mirror = torch.arange(7, -1, -1)
     with torch.no_grad():
-        found[MIRROR] = float((run.model(x).attention[0].argmax(-1) == mirror).float().mean(dim=(0, 2)).min())
+        found[MIRROR] = float((run.model(x).attentions[0].argmax(-1) == mirror).float().mean(dim=(0, 2)).min())
     for step in SNAPSHOTS:
         found[ON_MIRROR[step]] = float(run.snapshots[step][0][:, :, torch.arange(8), mirror].mean())
     no_positions = evaluate(train("reversal", seed=seed, use_positions=False).model, "reversal")

@@ -58,7 +58,7 @@ def subject_shares(model, task: AgreementTask = AGREEMENT, *, n: int = 500, seed
     x, _ = task.sample(n, torch.Generator().manual_seed(seed), "heldout")
     parse = task.parse(x)
     with torch.no_grad():
-        maps = model(x).attention  # one (N, H, L, L) per layer
+        maps = model(x).attentions  # one (N, H, L, L) per layer
     rows = torch.arange(n)
     return torch.stack([(w[rows, :, parse.verb].argmax(-1) == parse.subject[:, None]).float().mean(0)
                         for w in maps])  # (layers, H)
@@ -138,7 +138,7 @@ def _measure(model, x: torch.Tensor, y: torch.Tensor, layer: int, head: int, tas
     with torch.no_grad():
         out = model(x)
     said = out.logits[rows, parse.verb].argmax(-1)  # the model's answer: 0 singular, 1 plural
-    verb_row = out.attention[layer][rows, head, parse.verb]  # (n, L): where the verb looks
+    verb_row = out.attentions[layer][rows, head, parse.verb]  # (n, L): where the verb looks
     strongest = verb_row.argmax(-1)
     is_noun = (number[x] >= 0) & (torch.arange(x.shape[1]) < parse.verb[:, None])  # nouns before the verb
     nearest = torch.where(is_noun, torch.arange(x.shape[1]), -1).max(1).values

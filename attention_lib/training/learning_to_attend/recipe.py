@@ -125,7 +125,7 @@ def _train(spec, use_positions, seed, steps, batch_size, lr, snapshot_steps, pro
         if step in snapshot_steps:
             model.eval()
             with torch.no_grad():
-                run.snapshots[step] = tuple(w.clone() for w in model(probe).attention)
+                run.snapshots[step] = tuple(w.clone() for w in model(probe).attentions)
             model.train()
 
     model.train()

@@ -65,7 +65,7 @@ class TrainedModel:
         out = self.model(ids.unsqueeze(0))  # (1, L) -> logits (1, L, C)
         tokens = self.task.decode(ids)
         best = out.logits[0].argmax(-1).tolist()  # (L,)
-        return tokens, self.task.answer_words(tokens, best), tuple(w[0] for w in out.attention)
+        return tokens, self.task.answer_words(tokens, best), tuple(w[0] for w in out.attentions)
 
 
 def save_trained(model: TinyTransformer, task: str | Task, path, heldout_accuracy: float) -> None:
