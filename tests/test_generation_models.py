@@ -142,7 +142,7 @@ def test_training_is_seeded_and_learns():
     (lambda: shipped_path("gqa", 5), ValueError, r"ships for seeds \[0, 1, 2\]"),
     (lambda: shipped_path("window4", 1), ValueError, r"ships for seeds \[0\]"),
     (lambda: shipped_path("moe"), ValueError, "variant must be one of"),
-    (lambda: load_lm(path="/nonexistent/model.pt"), FileNotFoundError, "python -m attention_lib.training.generation"),
+    (lambda: load_lm(path="/nonexistent/model.pt"), FileNotFoundError, "python3 course.py remake weights-15"),
     (lambda: train_lm(2, steps=0), ValueError, "steps must be positive"),
 ])
 def test_errors(call, error, match):

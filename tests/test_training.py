@@ -322,5 +322,5 @@ def test_the_one_loader_checks_the_kind_a_name_says(tmp_path):
         load_shipped("reversal", path=path)
     with pytest.raises(ValueError, match="is not a lesson 15 language model of attention_lib"):
         load_shipped("generation-mha-seed0", path=path)
-    with pytest.raises(FileNotFoundError, match="python -m attention_lib.training.induction_heads"):
+    with pytest.raises(FileNotFoundError, match="python3 course.py remake weights-13"):
         load_shipped("induction-2layer", path=tmp_path / "none.pt")

@@ -11,6 +11,7 @@ One folder per lesson, named after its notebook:
 Shared, named for what it is:
 
 - :mod:`~attention_lib.training.task`: what a toy task is, an object that carries its own behaviour;
+- :mod:`~attention_lib.training.vocabulary`: a task's tokens, and the one way to encode and decode them;
 - :mod:`~attention_lib.training.grammar`: the agreement sentences and their structures (lesson 12's task, lesson
   15's texts);
 - :mod:`~attention_lib.training.bands`: what training gives, as a band over seeds and CPU paths, and the statement
@@ -22,5 +23,6 @@ Shared, named for what it is:
 from .bands import band_text, within_band
 from .shipped import Shipped, load_shipped, shipped_models
 from .task import IGNORE, Task
+from .vocabulary import Vocabulary
 
-__all__ = ["IGNORE", "Shipped", "Task", "band_text", "load_shipped", "shipped_models", "within_band"]
+__all__ = ["IGNORE", "Shipped", "Task", "Vocabulary", "band_text", "load_shipped", "shipped_models", "within_band"]

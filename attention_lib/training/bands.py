@@ -10,24 +10,38 @@ machine whose run lies in the band, and fails the lesson's regression test when 
 
 Each band is the range of one figure over the recipe's seeds :data:`SEEDS`, each on every CPU path of
 :data:`CPU_PATHS` (``ATEN_CPU_CAPABILITY`` set before Python starts), on one thread as the lessons run.
-``python -m attention_lib.training.bands`` measures them again and rewrites
+``python3 course.py remake bands-NN`` (this module's :func:`main`) measures them again and rewrites
 :mod:`attention_lib.training.bands_measured`; the figures themselves are computed, as each lesson computes them,
-by the lesson's ``band_figures`` module, listed in :data:`LESSONS`: a ``KINDS`` table of its figures (filled by
-:func:`declare`) and a function ``figures(seed) -> {name: value}``.
+by the lesson's ``training/<slug>/band_figures.py``, found by :func:`lessons`: its lesson number ``LESSON``, a
+``KINDS`` table of its figures (filled by :func:`declare`) and a function ``figures(seed) -> {name: value}``.
+``python3 course.py remake bands-NN`` runs the measurement of one lesson.
 """
 
 from __future__ import annotations
 
 import importlib
 import math
+from pathlib import Path
 from typing import NamedTuple
 
 import torch
 
-#: Each lesson's figures: lesson number -> the module with its ``KINDS`` and ``figures(seed)``. A lesson that trains
-#: joins here (lesson 15: ``attention_lib.training.generation.band_figures``).
-LESSONS = {12: "attention_lib.training.learning_to_attend.band_figures",
-           13: "attention_lib.training.induction_heads.band_figures"}
+
+def lessons() -> dict[int, str]:
+    """Each lesson's figures: ``{lesson: module}``, every ``training/<slug>/band_figures.py`` by its ``LESSON``.
+
+    A lesson that trains joins the band system by writing that module (lesson 15:
+    ``attention_lib/training/generation/band_figures.py``).
+
+    Example:
+        >>> lessons()[13]
+        'attention_lib.training.induction_heads.band_figures'
+    """
+    found = {}
+    for path in sorted(Path(__file__).parent.glob("*/band_figures.py")):
+        name = f"{__package__}.{path.parent.name}.band_figures"
+        found[importlib.import_module(name).LESSON] = name
+    return found
 
 #: The CPU paths every band is measured on: ``ATEN_CPU_CAPABILITY``'s value (``None``: the machine's own).
 CPU_PATHS = (None, "avx2", "default")
@@ -91,7 +105,7 @@ def all_kinds() -> dict[str, tuple[int, str, int, str]]:
         >>> all_kinds()["reversal: held-out sequence accuracy"]
         (12, 'share', 2, 'all')
     """
-    return {name: (lesson, *kind) for lesson, module in LESSONS.items()
+    return {name: (lesson, *kind) for lesson, module in lessons().items()
             for name, kind in importlib.import_module(module).KINDS.items()}
 
 
@@ -132,7 +146,7 @@ def within_band(name: str, value: float) -> str:
 
     if name not in BANDS:
         raise ValueError(f"no band was measured for {name!r}; the figures with a band are {sorted(BANDS)}. Add it "
-                         f"to its lesson's band_figures.py and run `python -m attention_lib.training.bands`.")
+                         f"to its lesson's band_figures.py and run `python3 course.py remake bands-NN`.")
     band = Band(*BANDS[name])
     low, high, unit = band.shown()
     said = (f"at {low}{unit}, as every run of this recipe gives" if low == high
@@ -165,7 +179,7 @@ def _measure_one(lesson: int, seed: int) -> dict[str, float]:
     """Run ``lesson``'s trainings with ``seed`` in this process (its CPU path is set by its environment)."""
     torch.use_deterministic_algorithms(True)
     torch.set_num_threads(1)  # as the lessons run
-    return importlib.import_module(LESSONS[lesson]).figures(seed)
+    return importlib.import_module(lessons()[lesson]).figures(seed)
 
 
 def main(argv=None) -> None:  # pragma: no cover - run by hand, minutes: every lesson, seed and CPU path
@@ -177,9 +191,13 @@ def main(argv=None) -> None:  # pragma: no cover - run by hand, minutes: every l
     import sys
 
     parser = argparse.ArgumentParser(description="Measure the bands of the trained figures of the lessons that train.")
-    parser.add_argument("--lesson", type=int, nargs="+", default=sorted(LESSONS), help="the lessons to measure")
+    parser.add_argument("--lesson", type=int, nargs="+", default=sorted(lessons()), help="the lessons to measure")
     parser.add_argument("--one", nargs=2, type=int, metavar=("LESSON", "SEED"), help="measure one run, print JSON")
     args = parser.parse_args(argv)
+    missing = sorted(set(args.lesson) - set(lessons()))
+    if missing:
+        parser.error(f"lessons {missing} have no band figures: write attention_lib/training/<slug>/band_figures.py "
+                     f"with LESSON, KINDS and figures(seed) (see this module's docstring); found {sorted(lessons())}.")
     if args.one:
         print(json.dumps(_measure_one(*args.one)))
         return

@@ -49,11 +49,11 @@ class Kind(NamedTuple):
 #: Every kind of shipped model, by lesson.
 KINDS = (
     Kind(r"(reversal|agreement\w*)(-\d+block)?", "attention_lib.trained/1", "a trained model",
-         "python -m attention_lib.training.learning_to_attend", TinyTransformer, has_task=True),
+         "python3 course.py remake weights-12", TinyTransformer, has_task=True),
     Kind(r"induction-\d+layer", "attention_lib.induction/1", "an induction model",
-         "python -m attention_lib.training.induction_heads", AttentionOnlyTransformer),
+         "python3 course.py remake weights-13", AttentionOnlyTransformer),
     Kind(r"generation-\w+-seed\d+", "attention_lib.generation/1", "a lesson 15 language model",
-         "python -m attention_lib.training.generation", TinyLlama),
+         "python3 course.py remake weights-15", TinyLlama),
 )
 
 

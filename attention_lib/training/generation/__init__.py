@@ -4,7 +4,7 @@
   checker of what a model writes (well-formed, agreeing);
 - :mod:`~attention_lib.training.generation.recipe`: training a tiny Llama on them, and measuring it;
 - :mod:`~attention_lib.training.generation.shipped`: the shipped models (MHA, GQA, MQA, sliding windows) and the
-  safe way to load them (``python -m attention_lib.training.generation`` remakes them).
+  safe way to load them (``python3 course.py remake weights-15`` remakes them).
 """
 
 from .recipe import RECIPE, build_lm, complete, quality, train_lm, verb_agreement

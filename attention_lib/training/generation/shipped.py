@@ -5,8 +5,8 @@ Built step by step in ``notebooks/15_generation.ipynb``. The weights live in
 ``attention_lib/training/trained/generation-<variant>-seed<seed>.pt``, stored in float16 (about 45 KB each) and
 loaded as float32; what each model does (:func:`~attention_lib.training.generation.recipe.quality`, measured on
 the rounded weights) is stored with it. They were made by :func:`~attention_lib.training.generation.train_lm`
-with :data:`~attention_lib.training.generation.RECIPE`, on one thread; ``python -m
-attention_lib.training.generation`` remakes them (about 3 minutes on one core).
+with :data:`~attention_lib.training.generation.RECIPE`, on one thread; ``python3 course.py
+remake weights-15`` remakes them (about 3 minutes on one core).
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@
   vocabulary;
 - :mod:`~attention_lib.training.induction_heads.recipe`: training an attention-only model on them, and measuring it;
 - :mod:`~attention_lib.training.induction_heads.shipped`: the shipped one- and two-layer models
-  (``python -m attention_lib.training.induction_heads`` remakes them);
+  (``python3 course.py remake weights-13`` remakes them);
 - :mod:`~attention_lib.training.induction_heads.band_figures`: the lesson's trained figures, for its bands.
 """
 

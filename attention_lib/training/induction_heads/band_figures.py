@@ -15,6 +15,8 @@ from ..bands import declare, largest_map_difference
 from .recipe import evaluate_induction, make_repeats, train_induction
 from .shipped import load_induction
 
+#: The lesson these figures are of.
+LESSON = 13
 #: ``name: (kind, digits, seeds)`` of every figure (see :class:`attention_lib.training.bands.Band`).
 KINDS: dict[str, tuple[str, int, str]] = {}
 SHORTCUT_FIXED = declare(KINDS, "shortcut: accuracy on the repeated part, k = 16")

@@ -3,7 +3,7 @@
 Built step by step in ``notebooks/13_induction_heads.ipynb``. An attention-only transformer learns to predict the
 next token of the repeated sequences of :mod:`~attention_lib.training.induction_heads.repeats`; the shipped models
 (``trained/induction-2layer.pt``, ``trained/induction-1layer.pt``) were made by :func:`train_induction` with
-:data:`RECIPE`; ``python -m attention_lib.training.induction_heads`` remakes them.
+:data:`RECIPE`; ``python3 course.py remake weights-13`` remakes them.
 """
 
 from __future__ import annotations

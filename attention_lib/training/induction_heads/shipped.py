@@ -3,7 +3,7 @@ loading them.
 
 Built step by step in ``notebooks/13_induction_heads.ipynb``. The weights live in
 ``attention_lib/training/trained/induction-<n>layer.pt``, read by the package's one loader,
-:func:`attention_lib.training.load_shipped`; ``python -m attention_lib.training.induction_heads`` remakes them.
+:func:`attention_lib.training.load_shipped`; ``python3 course.py remake weights-13`` remakes them.
 """
 
 from __future__ import annotations

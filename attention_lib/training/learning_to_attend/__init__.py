@@ -8,7 +8,7 @@
 - :mod:`~attention_lib.training.learning_to_attend.attraction`: agreement attraction by the number of attractors,
   and a training change against it, measured over seeds (its stored study: ``attraction_measured``);
 - :mod:`~attention_lib.training.learning_to_attend.shipped`: the shipped models, by task
-  (``python -m attention_lib.training.learning_to_attend`` remakes them);
+  (``python3 course.py remake weights-12`` remakes them);
 - :mod:`~attention_lib.training.learning_to_attend.band_figures`: the lesson's trained figures, for its bands.
 """
 

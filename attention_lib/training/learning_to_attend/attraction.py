@@ -9,8 +9,8 @@ dependencies", *TACL* 4) measured their LSTMs' agreement errors by the number of
 
 The training change, :data:`~attention_lib.training.grammar.ATTRACTORS`, trains on as many sentences with 0, 1, 2
 and 3 attractors, instead of a coin toss for each distractor's number. :func:`run_study` compares it with the
-recipe over the seeds :data:`SEEDS`, at the recipe's 300 steps and at 600; ``python -m
-attention_lib.training.learning_to_attend.attraction`` runs it (about half an hour on a 2-core CPU) and rewrites
+recipe over the seeds :data:`SEEDS`, at the recipe's 300 steps and at 600; ``python3 course.py
+remake attraction`` runs it (about half an hour on a 2-core CPU) and rewrites
 :mod:`attention_lib.training.learning_to_attend.attraction_measured`, which the lesson reads.
 """
 

@@ -15,6 +15,8 @@ from .recipe import evaluate, train
 from .shipped import load_trained
 from .tasks import make_batch
 
+#: The lesson these figures are of.
+LESSON = 12
 #: ``name: (kind, digits, seeds)`` of every figure (see :class:`attention_lib.training.bands.Band`).
 KINDS: dict[str, tuple[str, int, str]] = {}
 SNAPSHOTS = (0, 20, 30, 40, 60, 250)

@@ -5,7 +5,7 @@ Hutter, 2019) on the cross-entropy of the scored positions, fresh examples at ev
 same call gives the same model on the same machine. Each task carries its settings (``task.recipe``: the
 model's size, the steps, the batch size and the learning rate). The shipped models in
 ``attention_lib/training/trained/`` were made by :func:`train` with them
-(``python -m attention_lib.training.learning_to_attend`` remakes them).
+(``python3 course.py remake weights-12`` remakes them).
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ Built step by step in ``notebooks/12_learning_to_attend.ipynb``. The weights liv
 ``attention_lib/training/trained/<task>.pt`` (under 100 KB each): a plain dict of tensors, numbers and strings,
 read by the package's one loader, :func:`attention_lib.training.load_shipped`. They were made by
 :func:`~attention_lib.training.learning_to_attend.train` with each task's recipe; to remake them, run
-``python -m attention_lib.training.learning_to_attend``.
+``python3 course.py remake weights-12``.
 """
 
 from __future__ import annotations
