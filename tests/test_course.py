@@ -476,3 +476,44 @@ def test_every_regenerator_of_the_package_is_an_entry_of_the_table():
             compile(entry.argv[1], "<remake>", "exec")
     argv = call("tools.lessons:lesson_number", "masking")
     assert subprocess.run([sys.executable, *argv], cwd=ROOT).returncode == 0
+
+
+# -- the two pages ---------------------------------------------------------------------------------------------------
+def test_the_readme_is_the_learners_page_and_developing_the_maintainers():
+    readme = (ROOT / "README.md").read_text()
+    assert len(readme.splitlines()) <= 200, "the README is the learner's page: move the rest to DEVELOPING.md"
+    for command in ("python3 course.py lab", "python3 course.py test"):
+        assert f"```bash\n{command}" in readme or f"\n{command} " in readme, command
+    lessons = sorted(p.stem for p in (ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+    for stem in [*lessons, "16_ring_attention", "17_latent_and_paged"]:
+        assert f"notebooks/{stem}.ipynb" in readme, f"the README lists {stem}"
+    assert "(DEVELOPING.md)" in readme
+    developing = (ROOT / "DEVELOPING.md").read_text()
+    rules = developing[developing.index("## Rules for lessons"):].split("\n## ")[0]
+    for rule in ("Numbers in prose are outputs", "backed by an intervention", "sceptical reviewer",
+                 "../shared/briefs/sceptical-reader.md", "Bands state their margin and the runs they rest on"):
+        assert rule in rules, rule
+    for section in ("### What CI runs", "## The layout: what is where", "### Adding a lesson", "## Benchmark",
+                    "## Dependencies, and why each is there", "python3 course.py remake --list"):
+        assert section in developing, section
+
+
+@pytest.mark.parametrize(("args", "match"), [
+    (["--lesson"], "--lesson takes one lesson"),
+    (["--lesson", "08", "-m", "slow"], "e.g. `python3 course.py test --lesson 08`, and no -m besides"),
+    (["--lesson", "attention"], "'attention' is not a lesson; give its number or its name: 00 welcome, 01 cocktail"),
+])
+def test_the_lesson_option_refuses_what_it_cannot_select(args, match):
+    import course
+
+    with pytest.raises(SystemExit, match=re.escape(match)):
+        course.lesson_args(args)
+    assert course.lesson_args(["-q", "--lesson", "8"]) == ["-q", "-m", "lesson08"]
+
+
+def test_a_lesson_is_named_by_its_number_or_its_slug():
+    from tools.lessons import lesson_number
+
+    assert lesson_number("8") == lesson_number("08") == lesson_number("masking") == "08"
+    with pytest.raises(ValueError, match=r"'99' is not a lesson; give its number or its name"):
+        lesson_number("99")

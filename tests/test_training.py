@@ -324,3 +324,13 @@ def test_the_one_loader_checks_the_kind_a_name_says(tmp_path):
         load_shipped("generation-mha-seed0", path=path)
     with pytest.raises(FileNotFoundError, match="python3 course.py remake weights-13"):
         load_shipped("induction-2layer", path=tmp_path / "none.pt")
+
+
+def test_the_band_system_finds_each_lessons_figures_and_names_a_missing_one(capsys):
+    from attention_lib.training import bands
+
+    assert {12, 13} <= set(bands.lessons())
+    with pytest.raises(SystemExit):
+        bands.main(["--lesson", "99"])
+    assert "lessons [99] have no band figures: write attention_lib/training/<slug>/band_figures.py" in \
+        capsys.readouterr().err
