@@ -188,6 +188,10 @@ def test_ci_pins_the_triton_that_the_cpu_option_installs(parts):
     out = subprocess.run([sys.executable, "tools/project.py", "--pin", "torch"], cwd=ROOT, capture_output=True,
                          text=True, check=True).stdout
     assert out.strip() == parts.project.PINS["torch"]
+    wrong = subprocess.run([sys.executable, "tools/project.py", "--pin", "numpy"], cwd=ROOT, capture_output=True,
+                           text=True)
+    assert wrong.returncode == 1
+    assert "usage: python3 tools/project.py --pin {torch,triton}" in wrong.stderr
 
 
 def test_each_pin_is_written_once():
