@@ -167,3 +167,33 @@ def test_a_file_of_another_kind_is_refused(tmp_path):
     torch.save({"format": "something else"}, tmp_path / "other.pt")
     with pytest.raises(ValueError, match="is not a lesson 15 language model"):
         load_lm(path=tmp_path / "other.pt")
+
+
+def test_lesson_15s_bands_are_the_measured_range_widened_by_their_margin(monkeypatch):
+    from attention_lib.training import bands_measured
+    from attention_lib.training.generation import band_figures as b
+
+    fake = {b.AGREEING: (0.62, 0.82, "share", 2, "all"), b.LAST_LOSS: (1.426, 1.444, "number", 2, "all"),
+            b.WELL_FORMED: (0.97, 1.0, "share", 2, "all")}
+    monkeypatch.setattr(bands_measured, "BANDS", fake)
+    measured, claimed = b.band(b.AGREEING)
+    assert (measured.low, measured.high) == (0.62, 0.82)
+    assert (round(claimed.low, 6), round(claimed.high, 6)) == (0.57, 0.87)
+    assert b.band(b.WELL_FORMED)[1].high == 1.0  # a share stays a share
+    said = b.within(b.AGREEING, 0.85)
+    assert said == ("within 57-87 % (measured 62-82 % over 15 runs: seeds 0-4 on 3 CPU paths; margin 5 points)")
+    assert b.within(b.AGREEING, 0.9).startswith("OUTSIDE 57-87 %") and b.within(b.AGREEING, 0.9).endswith("0.9")
+    assert b.within(b.LAST_LOSS, 1.47).startswith("within 1.37-1.50 (measured 1.42-1.45")
+    with pytest.raises(ValueError, match="not one of lesson 15's trained figures"):
+        b.band("agreement: held-out accuracy")
+    with pytest.raises(ValueError, match=r"no band was measured.*band_figures.remake\(\)"):
+        b.band(b.AGREEING_300)
+
+
+def test_lesson_15s_figures_are_declared_with_a_margin_each_and_joined_to_the_band_system():
+    from attention_lib.training.bands import LESSONS, all_kinds
+    from attention_lib.training.generation import band_figures as b
+
+    assert LESSONS[15] == b.__name__
+    assert set(b.KINDS) == set(b.MARGINS)
+    assert all(all_kinds()[name][0] == 15 for name in b.KINDS)

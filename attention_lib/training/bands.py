@@ -27,7 +27,8 @@ import torch
 #: Each lesson's figures: lesson number -> the module with its ``KINDS`` and ``figures(seed)``. A lesson that trains
 #: joins here (lesson 15: ``attention_lib.training.generation.band_figures``).
 LESSONS = {12: "attention_lib.training.learning_to_attend.band_figures",
-           13: "attention_lib.training.induction_heads.band_figures"}
+           13: "attention_lib.training.induction_heads.band_figures",
+           15: "attention_lib.training.generation.band_figures"}
 
 #: The CPU paths every band is measured on: ``ATEN_CPU_CAPABILITY``'s value (``None``: the machine's own).
 CPU_PATHS = (None, "avx2", "default")
