@@ -11,9 +11,10 @@
 """
 
 from .decoding import time_per_token
+from .grouped_query import time_grouped_query
 from .measure import growth_exponent, median_time, peak_memory, synchronize, time_over_sizes, time_paired
 from .memory_tables import with_gradients
 from .run import sdpa_implementation
 
 __all__ = ["growth_exponent", "median_time", "peak_memory", "sdpa_implementation", "synchronize", "time_over_sizes",
-           "time_paired", "time_per_token", "with_gradients"]
+           "time_grouped_query", "time_paired", "time_per_token", "with_gradients"]
