@@ -102,7 +102,7 @@ def test_edge_rules_hold_on_both_paths(need_weights):
     assert bool(out[0, 2].isnan().all())  # a query that holds a NaN gets NaN (NaN in, NaN out)
 
 
-def test_the_fast_path_asks_sdpa_for_enable_gqa_where_torch_has_it(monkeypatch):
+def test_the_fast_path_folds_a_decoding_step_and_asks_sdpa_for_enable_gqa_in_a_causal_prefill(monkeypatch):
     seen = []
     sdpa = torch.nn.functional.scaled_dot_product_attention
     def spy(*a, **k):
@@ -110,8 +110,12 @@ def test_the_fast_path_asks_sdpa_for_enable_gqa_where_torch_has_it(monkeypatch):
         return sdpa(*a, **k)
 
     monkeypatch.setattr(torch.nn.functional, "scaled_dot_product_attention", spy)
-    gqa_module(kv=2)(torch.randn(1, 3, 16))
-    assert seen == ([(4, 2, True)] if SDPA_HAS_GQA else [(2, 2, None)])  # H query heads over Hkv, or the fold
+    mha = gqa_module(kv=2)
+    cache = KVCache(1, 4)
+    mha(torch.randn(1, 3, 16), cache=cache)  # a causal prefill: enable_gqa and is_causal, or the fold
+    assert seen == ([(4, 2, True)] if SDPA_HAS_GQA else [(2, 2, None)])  # H query heads over Hkv, or Hkv over Hkv
+    mha(torch.randn(1, 1, 16), cache=cache)  # a decoding step: the fold, (N, Hkv, G·1, Dh) over (N, Hkv, S, Dh)
+    assert seen[-1] == (2, 2, None)
 
 
 @pytest.mark.parametrize(("kv", "window", "rotary"), [(4, None, False), (2, None, True), (1, None, True),
