@@ -1,6 +1,6 @@
 """What training gives, as a band: each trained figure of a lesson, measured over seeds and CPU paths.
 
-Shared by the lessons that train (12, 13, and 15 when it joins): built step by step in
+Shared by the lessons that train (12, 13 and 15): built step by step in
 ``notebooks/12_learning_to_attend.ipynb`` and ``notebooks/13_induction_heads.ipynb``. A model
 trained for a few hundred steps is not bit-identical from one CPU to another: vectorised kernels differ in their
 last bits, and training amplifies the difference (a held-out accuracy of 94.2 % on one machine is 94.1 % on
@@ -99,7 +99,7 @@ def declare(kinds: dict, name: str, kind: str = "share", digits: int = 2, seeds:
 
 
 def all_kinds() -> dict[str, tuple[int, str, int, str]]:
-    """Every figure of every lesson of :data:`LESSONS`: ``name: (lesson, kind, digits, seeds)``.
+    """Every figure of every lesson that :func:`lessons` finds: ``name: (lesson, kind, digits, seeds)``.
 
     Example:
         >>> all_kinds()["reversal: held-out sequence accuracy"]
