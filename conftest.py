@@ -1,6 +1,8 @@
 """Root conftest: tests and doctests draw figures headless (and close them), doctests see `torch`, the slow tests
-carry the ``slow`` marker (``pytest -m "not slow"`` leaves them out; ``python3 course.py test`` runs them all), and
-the notebooks that train carry the ``trains`` marker (``tools/project.py``'s ``TRAINING_NOTEBOOKS``).
+carry the ``slow`` marker (``pytest -m "not slow"`` leaves them out; ``python3 course.py test`` runs them all),
+the notebooks that train carry the ``trains`` marker (``tools/project.py``'s ``TRAINING_NOTEBOOKS``), and every test
+carries the ``lessonNN`` marker of each lesson it belongs to (``tools/lessons.py``; ``python3 course.py test
+--lesson 08`` is ``pytest -m lesson08``).
 """
 
 from pathlib import Path
@@ -10,6 +12,7 @@ import matplotlib.pyplot as plt
 import pytest
 import torch
 
+from tools.lessons import lessons, lessons_of
 from tools.project import TRAINING_NOTEBOOKS
 
 matplotlib.use("Agg")
@@ -39,8 +42,18 @@ def slow_key(item) -> tuple[str, str]:
     return name, f"{name}::{getattr(item, 'originalname', item.name)}"
 
 
+def pytest_configure(config):
+    for slug, number in lessons().items():
+        config.addinivalue_line("markers", f"lesson{number}: a test of lesson {number}, {slug} (test --lesson)")
+
+
 def pytest_collection_modifyitems(items):
     for item in items:
+        dtest = getattr(item, "dtest", None)
+        for number in sorted(lessons_of(Path(str(item.path)), item.name, function=getattr(item, "function", None),
+                                        params=getattr(getattr(item, "callspec", None), "params", None),
+                                        docstring=getattr(dtest, "docstring", None) or "")):
+            item.add_marker(getattr(pytest.mark, f"lesson{number}"))
         path = Path(str(item.path))
         if path.suffix == ".ipynb" or any(key in SLOW for key in slow_key(item)):
             item.add_marker(pytest.mark.slow)

@@ -3,7 +3,10 @@
 
     python3 course.py lab        open the course in JupyterLab (creates .venv on first use)
     python3 course.py test       run the whole test suite: package tests, doctests, ruff, strict nbval, browser
-                                 (`python3 course.py test -m "not slow"`: the quick part, without notebooks and browser)
+                                 (`python3 course.py test -m "not slow"`: the quick part, without notebooks and browser;
+                                 `python3 course.py test --lesson 08`: everything of one lesson, see tools/lessons.py)
+    python3 course.py remake     regenerate what the tests compare against (weights, bands, studies, targets,
+                                 figures): `remake --list` lists each with its command, `remake NAME` runs one
     python3 course.py execute    regenerate every notebook's stored outputs (the only way outputs are made)
     python3 course.py colab      rewrite every notebook's Colab badge and setup cell from pyproject.toml
     python3 course.py gpu-check  on a CUDA machine: device tests, the Triton kernel, bench --device cuda and strict
@@ -46,8 +49,10 @@ ROOT = Path(__file__).resolve().parent
 if str(ROOT) not in sys.path:  # the parts in tools/, from any working directory
     sys.path.insert(0, str(ROOT))
 
+from tools import remake  # noqa: E402
 from tools.chromium import is_root  # noqa: E402
 from tools.environment import venv_python  # noqa: E402
+from tools.lessons import lesson_number  # noqa: E402
 from tools.project import NBVAL_ARGS, NOTEBOOKS, RUN_ENV, all_notebooks, run_env  # noqa: E402
 from tools.steps import StepFailed, dry_run  # noqa: E402
 
@@ -72,8 +77,27 @@ def cmd_lab(args: list[str]) -> int:
     return subprocess.call(argv, cwd=ROOT)
 
 
+def lesson_args(args: list[str]) -> list[str]:
+    """``--lesson NN`` (a number or a name) as pytest's ``-m lessonNN`` (see ``tools/lessons.py``).
+
+    Raises:
+        SystemExit: for ``--lesson`` without a lesson, a lesson that does not exist, or ``-m`` besides it.
+    """
+    if "--lesson" not in args:
+        return args
+    at = args.index("--lesson")
+    if at + 1 >= len(args) or "-m" in args:
+        raise SystemExit("--lesson takes one lesson, e.g. `python3 course.py test --lesson 08`, and no -m besides.")
+    try:
+        number = lesson_number(args[at + 1])
+    except ValueError as error:
+        raise SystemExit(str(error)) from error
+    return [*args[:at], "-m", f"lesson{number}", *args[at + 2:]]
+
+
 def cmd_test(args: list[str]) -> int:
     """pytest with strict nbval, naming each test as it runs (``-v``; ``-q`` brings back pytest's dots)."""
+    args = lesson_args(args)
     python = venv_python()
     argv = [str(python), "-m", "pytest", "-v", *NBVAL_ARGS, *args]
     if dry_run():
@@ -81,10 +105,18 @@ def cmd_test(args: list[str]) -> int:
     return subprocess.call(argv, cwd=ROOT, env=run_env())
 
 
+def cmd_remake(args: list[str]) -> int:
+    """``remake --list`` (no environment needed) or ``remake NAME ...`` in the environment (``tools/remake.py``)."""
+    if not args or args == ["--list"] or any(name not in remake.REMAKES for name in args if name != "all"):
+        return remake.main(args)
+    return remake.main(args, str(venv_python()), dry=dry_run())
+
+
 HELP = ("help", "-h", "--help")
 COMMANDS = {
     "lab": cmd_lab,
     "test": cmd_test,
+    "remake": cmd_remake,
     "execute": lambda args: run_tool("execute_notebooks.py", args, env=run_env()),
     "colab": lambda args: run_tool("colab_sync.py", args),
     "gpu-check": lambda args: run_tool("gpu_check.py", args, env=run_env()),

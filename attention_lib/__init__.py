@@ -9,11 +9,11 @@ and its measuring) and :mod:`attention_lib.toy_data` (the toy sentence).
 
 from .attention import blend, calculate_attention, matchmaker, percentages, scaler
 from .attention_only import AttentionOnlyTransformer
-from .cache import KVCache, SlidingWindowCache
+from .cache import ConcatCache, KVCache, SlidingWindowCache
 from .device import get_device
 from .encoder import TinyTransformer
 from .generation import generate, next_token
-from .grouped_query import group_heads, ungroup_heads
+from .grouped_query import GroupedQueryAttention, group_heads, ungroup_heads
 from .llama import TinyLlama, from_hf_llama
 from .lookup import hard_lookup
 from .loops import loop_attention
@@ -24,6 +24,8 @@ from .positions import LearnedPositions, RotaryPositions, sinusoidal_encoding
 
 __all__ = [
     "AttentionOnlyTransformer",
+    "ConcatCache",
+    "GroupedQueryAttention",
     "KVCache",
     "LearnedPositions",
     "MultiHeadAttention",

@@ -262,7 +262,8 @@ def _prepare(query, key, value, attn_mask, dropout_p, is_causal, scale, need_wei
     return attn_mask, is_causal
 
 
-def _sdpa_fast_path(query, key, value, attn_mask, dropout_p, is_causal, scale) -> torch.Tensor:
+def _sdpa_fast_path(query, key, value, attn_mask, dropout_p, is_causal, scale, *, enable_gqa: bool = False
+                    ) -> torch.Tensor:
     """The same five steps inside PyTorch's fused kernel (no weights to return), with the recipe's answers at the
     edges: a query with a NaN gets NaN, a query with no key gets zeros.
 
@@ -273,11 +274,14 @@ def _sdpa_fast_path(query, key, value, attn_mask, dropout_p, is_causal, scale) -
     NaN here, as on every other path of the package. SDPA gives fully masked rows zeros since torch 2.5
     (pytorch/pytorch#133882); the package accepts torch 2.1 and newer, where such rows gave NaN, so they are set to
     zeros here too. Neither fix reads a value from a GPU back to the host: both are ``masked_fill`` on the output.
+    ``enable_gqa`` (torch 2.5+; :class:`~attention_lib.GroupedQueryAttention`) lets ``H`` query heads read ``Hkv``
+    key/value heads without a copy; the edge rules then hold per query head, ``(N, H, L, 1)``.
     """
     if is_causal and scale is not None and scale <= 0:
         attn_mask, is_causal = causal_mask(query.size(-2), key.size(-2), device=query.device), False
+    gqa = {"enable_gqa": True} if enable_gqa else {}  # only where asked: torch before 2.5 has no such argument
     output = F.scaled_dot_product_attention(query, key, value, attn_mask=attn_mask, dropout_p=dropout_p,
-                                            is_causal=is_causal, scale=scale)
+                                            is_causal=is_causal, scale=scale, **gqa)
     # A row's max is NaN exactly when the row holds a NaN (amax propagates NaN): one reduction, where
     # isnan().any() first writes a bool tensor the size of the query (0.07 against 0.9 ms at 2x4 heads,
     # L = 1024, E = 64, on 2 CPU threads: 5 % of SDPA's time).

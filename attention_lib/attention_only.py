@@ -22,15 +22,20 @@ from torch import nn
 from .masks import causal_mask
 from .multihead import MultiHeadAttention
 from .positions import LearnedPositions
-from .validation import check_int
+from .validation import check_int, check_token_ids
 
 
 class InductionOutput(NamedTuple):
     """What :class:`AttentionOnlyTransformer` returns: ``logits (N, L, V)`` and one ``(N, H, L, L)`` map per layer
-    (``None`` per layer when the weights were not asked for)."""
+    (``None`` per layer when the weights were not asked for), ``attentions`` as ``transformers`` names them."""
 
     logits: torch.Tensor
-    attention: tuple[torch.Tensor | None, ...]
+    attentions: tuple[torch.Tensor | None, ...]
+
+    @property
+    def attention(self) -> tuple:
+        """The old name of :attr:`attentions`, read by lessons 12 and 13 until they say ``attentions``."""
+        return self.attentions
 
 
 def _check_weights(weights, name: str = "weights") -> None:
@@ -63,9 +68,9 @@ class AttentionOnlyTransformer(nn.Module):
         >>> _ = torch.manual_seed(0)
         >>> model = AttentionOnlyTransformer(vocab_size=32, max_len=32)
         >>> out = model(torch.randint(0, 32, (3, 10)))  # (N, L) token ids
-        >>> tuple(out.logits.shape), [tuple(w.shape) for w in out.attention]
+        >>> tuple(out.logits.shape), [tuple(w.shape) for w in out.attentions]
         ((3, 10, 32), [(3, 2, 10, 10), (3, 2, 10, 10)])
-        >>> bool(out.attention[0][0, 0].triu(1).eq(0).all())  # causal: nothing above the diagonal
+        >>> bool(out.attentions[0][0, 0].triu(1).eq(0).all())  # causal: nothing above the diagonal
         True
     """
 
@@ -95,16 +100,11 @@ class AttentionOnlyTransformer(nn.Module):
             one ``(N, H, L, L)`` map per layer.
 
         Raises:
-            ValueError: if ``tokens`` is not ``(N, L)`` integer ids in range, or an ablated head does not exist.
+            TypeError: if ``tokens`` is not a tensor of integer ids.
+            ValueError: if ``tokens`` is not ``(N, L)`` ids in range (:func:`~attention_lib.validation.
+                check_token_ids`), or an ablated head does not exist.
         """
-        if not isinstance(tokens, torch.Tensor) or tokens.dim() != 2 or tokens.is_floating_point():
-            found = tuple(tokens.shape) if isinstance(tokens, torch.Tensor) else type(tokens).__name__
-            raise ValueError(f"tokens must be (N, L) integer ids, but got {found}; for one sequence use "
-                             f"ids.unsqueeze(0).")
-        V = self.config["vocab_size"]
-        if tokens.numel() and (int(tokens.min()) < 0 or int(tokens.max()) >= V):
-            raise ValueError(f"token ids must be in 0..{V - 1}, but got ids from {int(tokens.min())} to "
-                             f"{int(tokens.max())}.")
+        check_token_ids(tokens, self.config["vocab_size"], "tokens")
         hooks = self._ablation_hooks(ablate)
         try:
             x = self.positions(self.token_embedding(tokens))  # (N, L) -> (N, L, E), plus (L, E) positions
@@ -215,7 +215,7 @@ def all_head_scores(attention, lengths) -> dict[str, torch.Tensor]:
     :func:`induction_score`.
 
     Args:
-        attention: one ``(N, H, L, L)`` map per layer (``model(tokens).attention``).
+        attention: one ``(N, H, L, L)`` map per layer (``model(tokens).attentions``).
         lengths: the repeat lengths, as in :func:`induction_score`.
 
     Example:

@@ -9,8 +9,11 @@ and values so far; ``get_seq_length``), so what you learn here carries over.
 - :class:`KVCache` allocates room for ``max_cache_len`` positions once (like transformers' ``StaticCache``) and
   writes each new key into it, so a step never copies the past;
 - :class:`SlidingWindowCache` keeps only the last ``window - 1`` positions, all a sliding window of ``window``
-  keys needs: its memory stops growing.
+  keys needs: its memory stops growing;
+- :class:`ConcatCache` keeps no room ahead and grows by ``torch.cat`` at every step, a copy of the whole past
+  (the benchmark's comparison; transformers' ``DynamicCache`` grows the same way).
 
+All three check their inputs and allocate their buffers through the same two methods of :class:`KVCache`.
 Shape legend: ``N`` sequences, ``Hkv`` key/value heads, ``S`` positions, ``Dh`` the size of a head.
 """
 
@@ -18,26 +21,7 @@ from __future__ import annotations
 
 import torch
 
-from .masks import sliding_window_mask
 from .validation import check_int, check_is_tensor
-
-
-def decoding_mask(L: int, S: int, window: int | None = None, device=None) -> torch.Tensor | None:
-    """The mask of the newest ``L`` queries over ``S`` keys (cached + new): ``None`` when it would allow everything.
-
-    Built step by step in ``notebooks/15_generation.ipynb``. :func:`~attention_lib.causal_mask_lower_right`, or
-    :func:`~attention_lib.sliding_window_mask` with a ``window``; one new token at the end (``L == 1``) may attend
-    to every key (within its window), so it needs no mask at all, and none is made.
-
-    Example:
-        >>> decoding_mask(1, 5) is None, decoding_mask(1, 5, window=3).int().tolist()
-        (True, [[0, 0, 1, 1, 1]])
-        >>> decoding_mask(2, 3).int().tolist()
-        [[1, 1, 0], [1, 1, 1]]
-    """
-    if L == 1 and (window is None or S <= window):
-        return None  # one query at the end sees every key
-    return sliding_window_mask(L, S, window, device=device)  # (L, S); window None: causal, aligned to the end
 
 
 class KVCache:
@@ -85,9 +69,28 @@ class KVCache:
         self._seen = [0] * self.num_layers
 
     def nbytes(self) -> int:
-        """The bytes of keys and values held for the tokens seen so far, every layer together."""
+        """The bytes of keys and values held for the tokens seen so far, every layer together (the filled part)."""
         return sum(self._held(i) * (k[:, :, :1].nelement() + v[:, :, :1].nelement()) * k.element_size()
                    for i, (k, v) in enumerate(zip(self.keys, self.values, strict=True)) if k is not None)
+
+    def allocated_bytes(self) -> int:
+        """The bytes of the buffers themselves, every layer together: room for ``max_cache_len`` positions each."""
+        return sum(t.nelement() * t.element_size() for t in (*self.keys, *self.values) if t is not None)
+
+    def crop(self, max_length: int) -> None:
+        """Forget every token after the first ``max_length`` (transformers' ``DynamicCache.crop``); the buffers stay.
+
+        Raises:
+            TypeError, ValueError: if ``max_length`` is not a non-negative int.
+        """
+        max_length = check_int(max_length, "max_length", minimum=0, fix="pass how many tokens to keep.")
+        self._seen = [min(seen, max_length) for seen in self._seen]
+
+    def _allocate(self, key: torch.Tensor, value: torch.Tensor, layer_idx: int, length: int) -> None:
+        """The one allocation of every cache: zeros ``(N, Hkv, length, Dh)`` for the keys and for the values."""
+        N, H, _, D = key.shape
+        self.keys[layer_idx] = key.new_zeros(N, H, length, D)
+        self.values[layer_idx] = value.new_zeros(N, H, length, value.shape[-1])
 
     def _held(self, layer_idx: int) -> int:
         return self._seen[layer_idx]
@@ -141,9 +144,7 @@ class KVCache:
                              f"{start}, so {key.shape[2]} more do not fit; build KVCache(num_layers, "
                              f"max_cache_len={end}) or more (the prompt plus every token to generate).")
         if self.keys[layer_idx] is None:  # allocate once, at the first update: (N, Hkv, max_cache_len, Dh)
-            N, H, _, D = key.shape
-            self.keys[layer_idx] = key.new_zeros(N, H, self.max_cache_len, D)
-            self.values[layer_idx] = value.new_zeros(N, H, self.max_cache_len, value.shape[-1])
+            self._allocate(key, value, layer_idx, self.max_cache_len)
         self.keys[layer_idx][:, :, start:end] = key  # write after the last position: no copy of the past
         self.values[layer_idx][:, :, start:end] = value
         self._seen[layer_idx] = end
@@ -187,6 +188,16 @@ class SlidingWindowCache(KVCache):
     def _held(self, layer_idx: int) -> int:
         return self._kept[layer_idx]
 
+    def crop(self, max_length: int) -> None:
+        """Refused below the tokens seen: the keys before the window are gone, so they cannot be returned to.
+
+        Raises:
+            ValueError: if ``max_length`` is below :meth:`get_seq_length` of a layer.
+        """
+        if any(check_int(max_length, "max_length", minimum=0) < seen for seen in self._seen):
+            raise ValueError(f"a SlidingWindowCache cannot be cropped to max_length={max_length}: it has seen "
+                             f"{max(self._seen)} tokens and kept only the last {self.window - 1}; build a new one.")
+
     def update(self, key: torch.Tensor, value: torch.Tensor, layer_idx: int) -> tuple[torch.Tensor, torch.Tensor]:
         """Return the kept keys and values followed by the new ones; keep the last ``window - 1`` of them.
 
@@ -204,12 +215,45 @@ class SlidingWindowCache(KVCache):
             values = torch.cat([self.values[layer_idx][:, :, :kept], value], dim=2)
         keep = min(self.window - 1, keys.shape[2])
         if self.keys[layer_idx] is None:
-            N, H, _, D = key.shape
-            self.keys[layer_idx] = key.new_zeros(N, H, self.max_cache_len, D)
-            self.values[layer_idx] = value.new_zeros(N, H, self.max_cache_len, value.shape[-1])
+            self._allocate(key, value, layer_idx, self.max_cache_len)
         if keep:
             self.keys[layer_idx][:, :, :keep] = keys[:, :, keys.shape[2] - keep:]
             self.values[layer_idx][:, :, :keep] = values[:, :, values.shape[2] - keep:]
         self._kept[layer_idx] = keep
         self._seen[layer_idx] += key.shape[2]
         return keys, values
+
+
+class ConcatCache(KVCache):
+    """A cache that keeps no room ahead: each update concatenates the past with the new keys, a copy of both.
+
+    Built for the benchmark's comparison (``python -m attention_lib.bench --decoding``): a step then copies all the
+    past, ``O(S)`` bytes, as transformers' ``DynamicCache`` does; :class:`KVCache` writes the new keys only.
+    ``max_cache_len`` is not a limit here, only the size the buffers would have pre-allocated.
+
+    Example:
+        >>> cache = ConcatCache(num_layers=1, max_cache_len=8)
+        >>> for _ in range(3):
+        ...     keys, _ = cache.update(torch.ones(1, 2, 1, 4), torch.ones(1, 2, 1, 4), layer_idx=0)
+        >>> tuple(keys.shape), cache.allocated_bytes()  # exactly the 3 positions held
+        ((1, 2, 3, 4), 192)
+    """
+
+    def crop(self, max_length: int) -> None:
+        super().crop(max_length)
+        for i, seen in enumerate(self._seen):
+            if self.keys[i] is not None:
+                self.keys[i], self.values[i] = self.keys[i][:, :, :seen], self.values[i][:, :, :seen]
+
+    def update(self, key: torch.Tensor, value: torch.Tensor, layer_idx: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """Append by ``torch.cat``: ``(N, Hkv, S, Dh)`` + ``(N, Hkv, L, Dh)`` -> a new ``(N, Hkv, S + L, Dh)``.
+
+        Args, Returns and Raises as for :meth:`KVCache.update` (never full).
+        """
+        layer_idx = self._check(key, value, layer_idx)
+        if self.keys[layer_idx] is None:
+            self._allocate(key, value, layer_idx, 0)  # (N, Hkv, 0, Dh): nothing held yet
+        self.keys[layer_idx] = torch.cat([self.keys[layer_idx], key], dim=2)  # the whole past copied
+        self.values[layer_idx] = torch.cat([self.values[layer_idx], value], dim=2)
+        self._seen[layer_idx] += key.shape[2]
+        return self.keys[layer_idx], self.values[layer_idx]

@@ -29,14 +29,20 @@ from torch import nn
 
 from .multihead import MultiHeadAttention
 from .positions import LearnedPositions
-from .validation import check_int, check_is_tensor
+from .validation import check_int, check_token_ids
 
 
 class TinyOutput(NamedTuple):
-    """What :class:`TinyTransformer` returns: ``logits (N, L, C)`` and one ``(N, H, L, L)`` map per layer."""
+    """What :class:`TinyTransformer` returns: ``logits (N, L, C)`` and one ``(N, H, L, L)`` map per layer,
+    ``attentions`` as ``transformers`` names them."""
 
     logits: torch.Tensor
-    attention: tuple[torch.Tensor, ...]
+    attentions: tuple[torch.Tensor, ...]
+
+    @property
+    def attention(self) -> tuple:
+        """The old name of :attr:`attentions`, read by lessons 12 and 13 until they say ``attentions``."""
+        return self.attentions
 
 
 class Block(nn.Module):
@@ -92,7 +98,7 @@ class TinyTransformer(nn.Module):
         >>> _ = torch.manual_seed(0)
         >>> model = TinyTransformer(vocab_size=10, num_answers=10, max_len=8)
         >>> out = model(torch.randint(0, 10, (3, 8)))  # (N, L) token ids
-        >>> tuple(out.logits.shape), len(out.attention), tuple(out.attention[0].shape)
+        >>> tuple(out.logits.shape), len(out.attentions), tuple(out.attentions[0].shape)
         ((3, 8, 10), 1, (3, 2, 8, 8))
         >>> sum(p.numel() for p in model.parameters())
         13674
@@ -120,30 +126,18 @@ class TinyTransformer(nn.Module):
         """Score every answer at every position of ``tokens (N, L)`` (int64 ids, ``L <= max_len``).
 
         Returns:
-            :class:`TinyOutput`: ``logits (N, L, C)`` and ``attention``, one ``(N, H, L, L)`` map per layer
+            :class:`TinyOutput`: ``logits (N, L, C)`` and ``attentions``, one ``(N, H, L, L)`` map per layer
             (row = the word attending, column = the word attended to).
 
         Raises:
             TypeError: if ``tokens`` is not a tensor of integer ids.
-            ValueError: if ``tokens`` is not ``(N, L)`` with ``L <= max_len``, or holds an id outside
-                ``0 .. vocab_size - 1``.
+            ValueError: if ``tokens`` is not ``(N, L)`` with ``1 <= L <= max_len``, or holds an id outside
+                ``0 .. vocab_size - 1`` (:func:`~attention_lib.validation.check_token_ids`).
         """
-        check_is_tensor(tokens, "tokens")
-        if tokens.is_floating_point() or tokens.is_complex() or tokens.dtype == torch.bool:
-            raise TypeError(f"tokens must be integer token ids, but tokens.dtype={tokens.dtype}; pass the ids as "
-                            f"torch.long, e.g. tokens.long() (the task's encode gives them).")
-        if tokens.dim() != 2:
-            raise ValueError(f"tokens must be (N, L) integer ids, but got {tuple(tokens.shape)}; for one input use "
-                             f"ids.unsqueeze(0).")
+        check_token_ids(tokens, self.token_embedding.num_embeddings, "tokens")
         N, L = tokens.shape
         if L > self.max_len:
             raise ValueError(f"this model reads at most max_len={self.max_len} tokens, but got L={L}.")
-        vocab_size = self.token_embedding.num_embeddings
-        if tokens.numel() and (int(tokens.min()) < 0 or int(tokens.max()) >= vocab_size):
-            bad = sorted({int(t) for t in tokens[(tokens < 0) | (tokens >= vocab_size)].tolist()})
-            raise ValueError(f"token ids must lie in 0..{vocab_size - 1} (this model knows vocab_size="
-                             f"{vocab_size} tokens), but found {bad[:5]}; encode the input with the task it was "
-                             f"trained on (task.encode).")
         x = self.token_embedding(tokens)  # (N, L) -> (N, L, E)
         if self.positions is not None:
             x = self.positions(x)  # (N, L, E) + (L, E) -> (N, L, E): each position adds its own vector

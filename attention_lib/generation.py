@@ -1,16 +1,45 @@
 """Generation: write a text one token at a time, each new token predicted from everything before it.
 
 Built step by step in ``notebooks/15_generation.ipynb``. A language model scores every word of its vocabulary as
-the next one; :func:`generate` picks one (the best at temperature 0, a draw otherwise), appends it, and asks
-again. Without a cache every step reads the whole text again; with one (``use_cache=True``, the default, as in
-transformers' ``generate``) the prompt is read once and every later step reads one token.
+the next one; :func:`next_token` picks one (the best at temperature 0, a draw otherwise), it is appended, and the
+model is asked again. :func:`generation_steps` is that loop, one step at a time; :func:`generate` runs it to the
+end. Without a cache every step reads the whole text again; with one (``use_cache=True``, the default, as in
+transformers' ``generate``) the prompt is read once and every later step reads one token. The bug gallery, the
+explorer's records and the benchmark's per-token timer all run :func:`generation_steps`.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
+from typing import NamedTuple
+
 import torch
 
-from .validation import check_bool, check_int, check_number, check_token_ids
+from .validation import check_bool, check_int, check_number, check_tensor, check_token_ids
+
+
+class Step(NamedTuple):
+    """One step of :func:`generation_steps`: ``tokens (N, P + t + 1)`` so far, the ``new (N, 1)`` token, the model
+    ``output`` that scored it (its ``.logits``, and ``.attentions`` with ``need_weights``), and the ``cache``."""
+
+    tokens: torch.Tensor
+    new: torch.Tensor
+    output: object
+    cache: object
+
+
+def _check_choice(temperature, top_k, generator) -> tuple[float, int | None]:
+    """The checks of how the next token is chosen, shared by :func:`next_token` and :func:`generate`."""
+    temperature = check_number(temperature, "temperature", fix="use 0.0 for greedy, 1.0 for the model's own odds.")
+    if temperature < 0:  # logits / a negative temperature would make the worst token the likeliest
+        raise ValueError(f"temperature must be 0 (greedy) or positive, but temperature={temperature}; a negative "
+                         f"one draws the worst tokens first. Use 0.0 for greedy, 1.0 for the model's own odds.")
+    if top_k is not None:
+        top_k = check_int(top_k, "top_k", minimum=1, fix="pass None to draw among all tokens.")
+    if generator is not None and not isinstance(generator, torch.Generator):
+        raise TypeError(f"generator must be a torch.Generator or None, but got {type(generator).__name__}; use "
+                        f"torch.Generator().manual_seed(0).")
+    return temperature, top_k
 
 
 def next_token(logits: torch.Tensor, *, temperature: float = 0.0, top_k: int | None = None,
@@ -29,6 +58,11 @@ def next_token(logits: torch.Tensor, *, temperature: float = 0.0, top_k: int | N
     Returns:
         ``(N, 1)`` int64 token ids.
 
+    Raises:
+        TypeError: if ``logits`` is not a floating-point tensor, ``temperature`` not a number, ``top_k`` not an int
+            or ``generator`` not a ``torch.Generator``.
+        ValueError: if ``logits`` is not 2-D, ``temperature`` is negative or ``top_k < 1``.
+
     Example:
         >>> next_token(torch.tensor([[0.1, 2.0, -1.0]]))
         tensor([[1]])
@@ -36,6 +70,11 @@ def next_token(logits: torch.Tensor, *, temperature: float = 0.0, top_k: int | N
         >>> next_token(torch.tensor([[0.1, 2.0, -1.0]]), temperature=1.0, top_k=1, generator=g)  # only the best
         tensor([[1]])
     """
+    check_tensor(logits, "logits", min_dim=2)
+    if logits.dim() != 2:
+        raise ValueError(f"logits must be (N, vocab), the scores of the last position, but logits.shape="
+                         f"{tuple(logits.shape)}; pass model(ids).logits[:, -1].")
+    temperature, top_k = _check_choice(temperature, top_k, generator)
     if temperature == 0.0:
         return logits.argmax(dim=-1, keepdim=True)  # (N, vocab) -> (N, 1)
     scaled = logits / temperature
@@ -47,14 +86,83 @@ def next_token(logits: torch.Tensor, *, temperature: float = 0.0, top_k: int | N
 
 
 @torch.no_grad()
+def generation_steps(model, prompt: torch.Tensor, max_new_tokens: int, *, use_cache: bool = True,
+                     temperature: float = 0.0, top_k: int | None = None, generator: torch.Generator | None = None,
+                     need_weights: bool = False, cache=None, prefill: Callable | None = None,
+                     step: Callable | None = None) -> Iterator[Step]:
+    """Generate one token at a time, yielding a :class:`Step` after each: the loop that :func:`generate` runs.
+
+    Built step by step in ``notebooks/15_generation.ipynb``. With ``use_cache`` the model first reads the whole
+    prompt into a new cache (the *prefill*), then only the newest token at each step; without, it reads the whole
+    text again. The model is called for a step only when the next one is asked for, so stopping early (at an end
+    token, say) costs nothing more.
+
+    Args:
+        model, prompt, max_new_tokens, use_cache, temperature, top_k, generator: as for :func:`generate`.
+        need_weights: ask the model for its attention weights too (``Step.output.attentions``).
+        cache: an empty cache to fill (such as a :class:`~attention_lib.ConcatCache`) instead of
+            ``model.new_cache(P + max_new_tokens)``; with ``use_cache`` only.
+        prefill: ``prefill(prompt, cache)`` instead of ``model(prompt, cache)`` (the bug gallery reads the prompt
+            wrongly on purpose); ``step``: ``step(new, cache, S)`` instead of ``model(new, cache)``, ``S`` the
+            number of keys once ``new`` is in. Both return the model's output.
+
+    Yields:
+        ``max_new_tokens`` steps, ``Step(tokens (N, P + t + 1), new (N, 1), output, cache)``.
+
+    Raises:
+        TypeError, ValueError: as for :func:`generate`, at the first step.
+
+    Example:
+        >>> from attention_lib import TinyLlama
+        >>> _ = torch.manual_seed(0)
+        >>> steps = generation_steps(TinyLlama(vocab_size=10).eval(), torch.tensor([[1, 2, 3]]), 4)
+        >>> [tuple(s.tokens.shape) for s in steps]
+        [(1, 4), (1, 5), (1, 6), (1, 7)]
+    """
+    max_new_tokens = check_int(max_new_tokens, "max_new_tokens", minimum=0, fix="pass how many tokens to add.")
+    check_bool(use_cache, "use_cache")
+    check_bool(need_weights, "need_weights")
+    temperature, top_k = _check_choice(temperature, top_k, generator)
+    check_token_ids(prompt, getattr(getattr(model, "embed_tokens", None), "num_embeddings", None), "prompt")
+    if use_cache and not callable(getattr(model, "new_cache", None)):
+        raise TypeError(f"use_cache=True needs a model with a new_cache(max_cache_len) method, such as TinyLlama, "
+                        f"but {type(model).__name__} has none; pass use_cache=False.")
+    if max_new_tokens == 0:
+        return
+    weights = {"need_weights": True} if need_weights else {}
+    if use_cache and cache is None:
+        cache = model.new_cache(prompt.shape[1] + max_new_tokens)
+    cache = cache if use_cache else None
+    if prefill is not None:
+        output = prefill(prompt, cache)
+    else:  # the prefill: the whole prompt once (without a cache: the first of the full reads)
+        output = model(prompt, cache, **weights) if use_cache else model(prompt, **weights)
+    tokens = prompt
+    for t in range(max_new_tokens):
+        new = next_token(output.logits[:, -1], temperature=temperature, top_k=top_k, generator=generator)  # (N, 1)
+        tokens = torch.cat([tokens, new], dim=1)  # (N, P + t + 1)
+        yield Step(tokens, new, output, cache)
+        if t == max_new_tokens - 1:
+            break
+        if step is not None:
+            output = step(new, cache, tokens.shape[1])
+        elif use_cache:
+            output = model(new, cache, **weights)  # one token in; its keys and values join the cache
+        else:
+            output = model(tokens, **weights)  # the whole text again
+
+
+@torch.no_grad()
 def generate(model, prompt: torch.Tensor, max_new_tokens: int, *, use_cache: bool = True, temperature: float = 0.0,
              top_k: int | None = None, generator: torch.Generator | None = None) -> torch.Tensor:
     """Continue ``prompt`` by ``max_new_tokens`` tokens, one at a time: ``(N, P) -> (N, P + max_new_tokens)``.
 
-    Built step by step in ``notebooks/15_generation.ipynb``. Each step scores the next token at the last
-    position and chooses it with :func:`next_token`. With ``use_cache=True`` the model first reads the whole
-    prompt into a cache (the *prefill*), then reads only the newest token at each step; with ``False`` it reads
-    the whole text again at every step. Both give the same tokens (up to float rounding in near ties).
+    Built step by step in ``notebooks/15_generation.ipynb``; :func:`generation_steps` run to the end. Each step
+    scores the next token at the last position and chooses it with :func:`next_token`. With ``use_cache=True`` the
+    model first reads the whole prompt into a cache (the *prefill*), then reads only the newest token at each step;
+    with ``False`` it reads the whole text again at every step. Both give the same tokens (up to float rounding in
+    near ties). It stops after ``max_new_tokens``, not at an end token: the caller cuts the text after the first
+    end token it wants (transformers' ``generate`` stops at ``eos_token_id``).
 
     Args:
         model: a language model called as ``model(ids, cache)`` that returns ``.logits (N, L, vocab)``, with a
@@ -84,34 +192,8 @@ def generate(model, prompt: torch.Tensor, max_new_tokens: int, *, use_cache: boo
         >>> out.shape, torch.equal(out[:, :3], prompt), torch.equal(out, generate(model, prompt, 4, use_cache=False))
         (torch.Size([1, 7]), True, True)
     """
-    max_new_tokens = check_int(max_new_tokens, "max_new_tokens", minimum=0, fix="pass how many tokens to add.")
-    check_bool(use_cache, "use_cache")
-    temperature = check_number(temperature, "temperature", fix="use 0.0 for greedy, 1.0 for the model's own odds.")
-    if temperature < 0:
-        raise ValueError(f"temperature must be 0 (greedy) or positive, but temperature={temperature}.")
-    if top_k is not None:
-        top_k = check_int(top_k, "top_k", minimum=1, fix="pass None to draw among all tokens.")
-    if generator is not None and not isinstance(generator, torch.Generator):
-        raise TypeError(f"generator must be a torch.Generator or None, but got {type(generator).__name__}; use "
-                        f"torch.Generator().manual_seed(0).")
-    check_token_ids(prompt, getattr(getattr(model, "embed_tokens", None), "num_embeddings", None), "prompt")
-    if use_cache and not callable(getattr(model, "new_cache", None)):
-        raise TypeError(f"use_cache=True needs a model with a new_cache(max_cache_len) method, such as TinyLlama, "
-                        f"but {type(model).__name__} has none; pass use_cache=False.")
-    choose = {"temperature": temperature, "top_k": top_k, "generator": generator}
     tokens = prompt
-    if max_new_tokens == 0:
-        return tokens
-    if not use_cache:
-        for _ in range(max_new_tokens):  # read the whole text again at every step
-            logits = model(tokens).logits[:, -1]  # (N, L, vocab) -> (N, vocab): the last position
-            tokens = torch.cat([tokens, next_token(logits, **choose)], dim=1)  # (N, L + 1)
-        return tokens
-    cache = model.new_cache(prompt.shape[1] + max_new_tokens)
-    logits = model(prompt, cache).logits[:, -1]  # the prefill: the whole prompt once, (N, vocab)
-    for step in range(max_new_tokens):
-        new = next_token(logits, **choose)  # (N, 1)
-        tokens = torch.cat([tokens, new], dim=1)
-        if step < max_new_tokens - 1:
-            logits = model(new, cache).logits[:, -1]  # one token in; its keys and values join the cache
+    for done in generation_steps(model, prompt, max_new_tokens, use_cache=use_cache, temperature=temperature,
+                                 top_k=top_k, generator=generator):
+        tokens = done.tokens
     return tokens

@@ -8,7 +8,7 @@ Built step by step in ``notebooks/15_generation.ipynb``. Every part is one that 
 - **RMSNorm** (Zhang & Sennrich, 2019): divide each vector by its root mean square, then scale; no mean removed,
   no bias;
 - **attention** that is causal, with **rotary positions** (:class:`~attention_lib.RotaryPositions`) and
-  **grouped-query attention** (``num_kv_heads``): the course's :class:`~attention_lib.MultiHeadAttention`;
+  **grouped-query attention** (``num_kv_heads``): the course's :class:`~attention_lib.GroupedQueryAttention`;
 - a **SwiGLU MLP** (Shazeer, 2020): ``down(silu(gate(x)) * up(x))``.
 
 :func:`from_hf_llama` copies the weights of a ``transformers`` ``LlamaForCausalLM``; the tests check that both
@@ -24,7 +24,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from .cache import KVCache, SlidingWindowCache
-from .multihead import MultiHeadAttention
+from .grouped_query import GroupedQueryAttention
 from .positions import RotaryPositions
 from .validation import check_int, check_number, check_token_ids
 
@@ -82,17 +82,15 @@ class LlamaBlock(nn.Module):
                  eps: float, window: int | None, layer_idx: int):
         super().__init__()
         self.input_layernorm = RMSNorm(embed_dim, eps)
-        self.self_attn = MultiHeadAttention(embed_dim, num_heads, bias=False, num_kv_heads=num_kv_heads,
-                                            window=window, layer_idx=layer_idx,
-                                            rotary=RotaryPositions(embed_dim // num_heads, rope_base))
+        self.self_attn = GroupedQueryAttention(embed_dim, num_heads, num_kv_heads, window=window, layer_idx=layer_idx,
+                                               rotary=RotaryPositions(embed_dim // num_heads, rope_base))
         self.post_attention_layernorm = RMSNorm(embed_dim, eps)
         self.mlp = SwiGLU(embed_dim, mlp_dim)
 
     def forward(self, x, attn_mask, cache, offset, need_weights):
         """``x (N, L, E)`` -> ``(x (N, L, E), weights (N, H, L, S) or None)``; causal unless ``attn_mask`` is given."""
         h = self.input_layernorm(x)
-        mixed, weights = self.self_attn(h, h, h, attn_mask=attn_mask, is_causal=attn_mask is None,
-                                        need_weights=need_weights, cache=cache, offset=offset)
+        mixed, weights = self.self_attn(h, attn_mask, need_weights=need_weights, cache=cache, offset=offset)
         x = x + mixed  # residual: keep the word, add what it gathered
         return x + self.mlp(self.post_attention_layernorm(x)), weights
 
@@ -165,8 +163,8 @@ class TinyLlama(nn.Module):
             cache: a cache (:meth:`new_cache`) that already holds the earlier tokens; it is updated in place.
             attn_mask: ``(L, S)`` or ``(N or 1, H or 1, L, S)``, ``True`` = may attend, instead of the causal
                 mask (``S`` counts the cached tokens too). Lesson 15 passes wrong ones on purpose.
-            offset: the position of the first new token (default: the tokens in the cache; transformers'
-                ``cache_position[0]``).
+            offset: the position of the first new token (default: the tokens in the cache). transformers passes
+                every position instead, ``position_ids (N, L)``; ours are ``offset, ..., offset + L - 1``.
             need_weights: also return every layer's attention weights.
 
         Returns:

@@ -1,15 +1,10 @@
 """Masks: who may look at whom. A causal mask hides the future; a padding mask hides the padding.
 
-This module is the one place that says what a mask *means*: :func:`apply_mask` puts a mask on scores,
-:func:`rows_with_keys` finds the queries that still have a key to attend to and :func:`resolve_causal_bias`
-reads SDPA's ``CausalBias`` objects. Every attention function of the package calls them.
-
-Convention, the same as ``torch.nn.functional.scaled_dot_product_attention`` (SDPA) and everywhere in this
-package: a bool mask holds ``True`` where a query **may attend** to a key, ``False`` where it is blocked.
-
-Careful: ``torch.nn.MultiheadAttention`` means the **opposite**. Its ``key_padding_mask`` (and a bool
-``attn_mask``) hold ``True`` where attending is **blocked**. Turn one of our masks into its convention with
-``~mask`` (and drop the broadcast dimension: ``key_padding_mask = ~padding_mask(lengths, S).squeeze(1)``).
+Every mask of the package is made here, and this is the one place that says what a mask *means*: :func:`apply_mask`
+puts a mask on scores, :func:`rows_with_keys` finds the queries that still have a key, :func:`resolve_causal_bias`
+reads SDPA's ``CausalBias`` objects. Convention, as in SDPA: a bool mask holds ``True`` where a query **may
+attend** to a key. Careful: ``torch.nn.MultiheadAttention`` means the **opposite** (its ``key_padding_mask`` and
+bool ``attn_mask`` hold ``True`` where attending is **blocked**): pass it ``~mask``.
 
 Built step by step in ``notebooks/08_masking.ipynb``.
 """
@@ -26,13 +21,10 @@ from .validation import check_int
 def causal_mask(L: int, S: int | None = None, device=None) -> torch.Tensor:
     """A causal (look-back-only) mask: query ``i`` may attend to keys ``0..i`` and not to the future.
 
-    Built step by step in ``notebooks/08_masking.ipynb``.
-
-    ``True`` = **may attend** (SDPA's convention). The mask is ``torch.ones(L, S).tril()``, aligned at the
-    top-left corner exactly like SDPA's ``is_causal=True``: ``calculate_attention(q, k, v,
-    attn_mask=causal_mask(L, S))`` equals ``calculate_attention(q, k, v, is_causal=True)``. When ``L > S``,
-    the rows past ``S`` see every key; when ``L < S``, the last keys are hidden from every query.
-    ``nn.MultiheadAttention`` wants the opposite (``True`` = blocked): pass it ``~causal_mask(L)``.
+    Built step by step in ``notebooks/08_masking.ipynb``. ``True`` = **may attend** (SDPA's convention). The mask
+    is ``torch.ones(L, S).tril()``, aligned top-left exactly like SDPA's ``is_causal=True``. When ``L > S`` the rows
+    past ``S`` see every key; when ``L < S`` the last keys are hidden from every query. ``nn.MultiheadAttention``
+    wants the opposite (``True`` = blocked): pass it ``~causal_mask(L)``.
 
     Args:
         L: the number of queries (target length).
@@ -40,12 +32,10 @@ def causal_mask(L: int, S: int | None = None, device=None) -> torch.Tensor:
         device: where to create the mask; defaults to the CPU. Use ``query.device``.
 
     Returns:
-        A bool tensor ``(L, S)``, ``True`` on and below the diagonal. It broadcasts against scores
-        ``(N, ..., L, S)``.
+        A bool tensor ``(L, S)``, ``True`` on and below the diagonal; it broadcasts against ``(N, ..., L, S)``.
 
     Raises:
-        TypeError: if ``L`` or ``S`` is not an integer.
-        ValueError: if ``L`` or ``S`` is negative.
+        TypeError, ValueError: if ``L`` or ``S`` is not an integer, or is negative.
 
     Example:
         >>> causal_mask(3)
@@ -57,21 +47,18 @@ def causal_mask(L: int, S: int | None = None, device=None) -> torch.Tensor:
                 [1, 1, 0, 0]], dtype=torch.int32)
     """
     fix = "pass sizes such as query.size(-2) and key.size(-2)."
-    L = check_int(L, "L", minimum=0, fix=fix)
-    S = L if S is None else check_int(S, "S", minimum=0, fix=fix)
+    L, S = check_int(L, "L", minimum=0, fix=fix), L if S is None else check_int(S, "S", minimum=0, fix=fix)
     return torch.ones(L, S, dtype=torch.bool, device=device).tril()  # (L, S)
 
 
 def apply_mask(scores: torch.Tensor, attn_mask: torch.Tensor | None) -> torch.Tensor:
     """Put a mask on scores: a blocked score becomes ``-inf``, so the softmax gives it weight 0.
 
-    Part of the masking that ``notebooks/08_masking.ipynb`` teaches. A **bool** mask holds ``True`` where a query
-    **may attend** (the score is kept) and ``False`` where it is blocked (the score becomes ``-inf``); a
-    **float** mask is **added** to the scores (``0`` keeps a score, ``-inf`` blocks it, other values nudge it).
+    Part of the masking that ``notebooks/08_masking.ipynb`` teaches. A **bool** mask: ``True`` = **may attend**
+    (kept), ``False`` = blocked (``-inf``); a **float** mask is **added** (``0`` keeps, ``-inf`` blocks).
 
     Args:
-        scores: ``(N, ..., L, S)``, scaled scores.
-        attn_mask: ``None`` (nothing to do), or a mask broadcastable to ``(N, ..., L, S)``.
+        scores: ``(N, ..., L, S)``; attn_mask: ``None`` or a mask broadcastable to ``(N, ..., L, S)``.
 
     Returns:
         The masked scores ``(N, ..., L, S)``, a new tensor (``scores`` itself when there is no mask).
@@ -92,11 +79,9 @@ def apply_mask(scores: torch.Tensor, attn_mask: torch.Tensor | None) -> torch.Te
 def resolve_causal_bias(attn_mask, L: int, S: int, device=None) -> tuple[torch.Tensor | None, bool]:
     """What a ``torch.nn.attention.bias.CausalBias`` stands for: ``(attn_mask, is_causal)``.
 
-    SDPA accepts the objects that ``causal_upper_left(L, S)`` and ``causal_lower_right(L, S)`` return as
-    ``attn_mask``. Their storage holds no mask, so they must not be used as one: the top-left variant is
-    ``is_causal=True``; the bottom-right one is the bool mask ``ones(L, S).tril(S - L)`` (query ``i`` may
-    attend to keys ``0..i + S - L``, so the last query sees every key). Any other mask is returned as it is,
-    with ``is_causal=False``.
+    SDPA accepts ``causal_upper_left(L, S)`` and ``causal_lower_right(L, S)`` as ``attn_mask``; their storage holds
+    no mask. The top-left variant is ``is_causal=True``; the bottom-right one :func:`causal_mask_lower_right`. Any
+    other mask is returned as it is, with ``is_causal=False``. Called once per public entry of the package.
 
     Raises:
         ValueError: if the bias was made for other lengths than ``L`` queries and ``S`` keys.
@@ -118,17 +103,15 @@ def resolve_causal_bias(attn_mask, L: int, S: int, device=None) -> tuple[torch.T
                          f"causal_upper_left(L, S) or causal_lower_right(L, S) for these lengths.")
     if attn_mask.variant == bias.CausalVariant.UPPER_LEFT:
         return None, True
-    return torch.ones(L, S, dtype=torch.bool, device=device).tril(S - L), False  # (L, S), bottom-right aligned
+    return causal_mask_lower_right(L, S, device=device), False  # (L, S), bottom-right aligned
 
 
 def rows_with_keys(attn_mask: torch.Tensor | None) -> torch.Tensor | None:
     """Which queries have at least one key they may attend to: ``(..., L, 1)``, or ``None`` if all of them do.
 
     Part of the masking that ``notebooks/08_masking.ipynb`` teaches. A query whose every key is blocked has nothing to
-    average: its softmax would be ``0 / 0 = NaN``. The attention functions of the package give such a row
-    exact zeros instead (weights, output and gradients), as
-    ``torch.nn.functional.scaled_dot_product_attention`` does on the CPU. The result has the mask's shape
-    with a last dimension of 1, so it is small and broadcasts against the scores or the output.
+    average (its softmax would be ``0 / 0 = NaN``): the package gives such a row exact zeros (weights, output,
+    gradients), as SDPA does on the CPU. The result is small and broadcasts against the scores or the output.
 
     Args:
         attn_mask: ``None``, or a bool (``True`` = may attend) or float (``-inf`` = blocked) mask
@@ -161,15 +144,11 @@ def padding_mask(lengths, S: int, device=None) -> torch.Tensor:
 
     Built step by step in ``notebooks/08_masking.ipynb``.
 
-    Sentence ``n`` fills positions ``0..lengths[n]-1`` of a padded batch of ``S`` positions; the rest is
-    padding. ``True`` = **may attend** (a real token), ``False`` = padding (blocked), as in SDPA. This is the
-    **opposite** of ``nn.MultiheadAttention``'s ``key_padding_mask`` (``True`` = padding, blocked): for it,
-    use ``~padding_mask(lengths, S).squeeze(1)``, shape ``(N, S)``.
-
-    The mask has shape ``(N, 1, S)``: one row per sentence, shared by all ``L`` queries, so it broadcasts
-    against scores ``(N, L, S)``. With heads, scores are ``(N, H, L, S)``: use
-    ``padding_mask(lengths, S).unsqueeze(1)``, shape ``(N, 1, 1, S)``. Combine it with a causal mask with
-    ``&``: ``causal_mask(L, S) & padding_mask(lengths, S)`` is ``(N, L, S)``.
+    Sentence ``n`` fills positions ``0..lengths[n]-1`` of ``S``; the rest is padding. ``True`` = **may attend** (a
+    real token), as in SDPA: the **opposite** of ``nn.MultiheadAttention``'s ``key_padding_mask``, for which use
+    ``~padding_mask(lengths, S).squeeze(1)``, ``(N, S)``. The ``(N, 1, S)`` mask broadcasts against scores
+    ``(N, L, S)``; with heads use ``.unsqueeze(1)``, ``(N, 1, 1, S)``; ``causal_mask(L, S) & padding_mask(lengths,
+    S)`` is ``(N, L, S)``.
 
     Args:
         lengths: ``(N,)``, the number of real tokens of each sentence: a 1-D integer tensor or a list of ints.
@@ -227,19 +206,15 @@ def padding_mask(lengths, S: int, device=None) -> torch.Tensor:
 def causal_mask_lower_right(L: int, S: int | None = None, device=None) -> torch.Tensor:
     """A causal mask aligned to the **end** of the keys: query ``i`` of ``L`` may attend to keys ``0..S - L + i``.
 
-    Built step by step in ``notebooks/15_generation.ipynb``. ``True`` = **may attend**. While a model generates,
-    the keys are every token so far (``S``, from the cache) and the queries only the newest ``L``: query ``i``
-    sits at position ``S - L + i``, and the last one sees every key. This is ``torch.ones(L, S).tril(S - L)``,
-    the mask of SDPA's ``causal_lower_right(L, S)``.
+    Built step by step in ``notebooks/15_generation.ipynb``. ``True`` = **may attend**. While generating, the keys
+    are every token so far and the queries the newest ``L``: query ``i`` sits at position ``S - L + i``. This is
+    ``torch.ones(L, S).tril(S - L)``, SDPA's ``causal_lower_right(L, S)``, and the package's one construction of it.
 
-    :func:`causal_mask` (SDPA's ``is_causal=True``) is aligned **top-left**: query ``i`` sees keys ``0..i``. The
-    two agree when ``L == S``, and only then: one new query over ``S`` cached keys would see key 0 alone
-    (pytorch/pytorch#103082), and the model goes on writing fluent nonsense.
+    :func:`causal_mask` (``is_causal=True``) is aligned **top-left**; the two agree when ``L == S`` only: one new
+    query over ``S`` cached keys would see key 0 alone (pytorch/pytorch#103082) and write fluent nonsense.
 
     Args:
-        L: the number of queries (the newest tokens).
-        S: the number of keys (every token so far, the new ones included); defaults to ``L``.
-        device: where to create the mask; defaults to the CPU.
+        L, S, device: the newest tokens (queries), every token so far (keys; default ``L``), where (the CPU).
 
     Returns:
         A bool tensor ``(L, S)`` (when ``L > S`` the first ``L - S`` rows see no key at all).
@@ -251,48 +226,73 @@ def causal_mask_lower_right(L: int, S: int | None = None, device=None) -> torch.
         >>> causal_mask_lower_right(2, 4).int()  # 2 new tokens after 2 cached ones
         tensor([[1, 1, 1, 0],
                 [1, 1, 1, 1]], dtype=torch.int32)
-        >>> causal_mask(2, 4).int()  # top-left, as is_causal=True: wrong while decoding
-        tensor([[1, 0, 0, 0],
-                [1, 1, 0, 0]], dtype=torch.int32)
-        >>> torch.equal(causal_mask_lower_right(3), causal_mask(3))  # L == S: the same mask
-        True
     """
     fix = "pass the number of new tokens L and the number of keys S (cached + new)."
-    L = check_int(L, "L", minimum=0, fix=fix)
-    S = L if S is None else check_int(S, "S", minimum=0, fix=fix)
+    L, S = check_int(L, "L", minimum=0, fix=fix), L if S is None else check_int(S, "S", minimum=0, fix=fix)
     return torch.ones(L, S, dtype=torch.bool, device=device).tril(S - L)  # (L, S), aligned to the end
 
 
-def sliding_window_mask(L: int, S: int | None = None, window: int | None = 1, device=None) -> torch.Tensor:
-    """A causal mask, aligned to the end, that sees only the last ``window`` keys (itself included).
+def sliding_window_mask(L: int, S: int | None = None, *, window: int, align: str, device=None) -> torch.Tensor:
+    """A causal mask that sees only the last ``window`` keys (its own included), aligned as ``align`` says.
 
-    Built step by step in ``notebooks/15_generation.ipynb``. ``True`` = **may attend**. Query ``i`` of ``L``
-    sits at position ``p = S - L + i`` (as in :func:`causal_mask_lower_right`) and may attend to keys
-    ``p - window + 1 .. p``: the sliding window of Mistral (Jiang et al., 2023) and of transformers'
-    ``sliding_window``. A cache then never needs more than the last ``window - 1`` keys; what lies further
-    back reaches a token only through the layers below it.
+    Built step by step in ``notebooks/15_generation.ipynb`` (``align="lower_right"``); lesson 08's window exercise
+    is checked against it with ``align="upper_left"``. ``True`` = **may attend**. Query ``i`` of ``L``
+    sits at position ``p`` and may attend to keys ``p - window + 1 .. p``: the sliding window of Mistral (Jiang et
+    al., 2023) and of transformers' ``sliding_window``. The two alignments are SDPA's two causal variants:
+
+``"upper_left"``: ``p = i``, as :func:`causal_mask` (``is_causal=True``); ``"lower_right"``: ``p = S - L + i``,
+    as :func:`causal_mask_lower_right` (the newest ``L`` of ``S`` positions, while decoding). They agree when
+    ``L == S`` only (``window=3, L=4, S=7`` gives two different masks).
 
     Args:
-        L, S, device: as for :func:`causal_mask_lower_right`.
-        window: how many keys each query sees at most, its own included; ``None``: every earlier key.
+        L, S, device: as for :func:`causal_mask`.
+        window: how many keys each query sees at most, its own included (a positive int).
+        align: ``"upper_left"`` or ``"lower_right"``; required, because the two differ whenever ``L != S``.
 
     Returns:
         A bool tensor ``(L, S)``.
 
     Raises:
-        TypeError, ValueError: if a size is not an integer, ``L`` or ``S`` is negative or ``window`` not positive.
+        TypeError, ValueError: for a size that is not a non-negative int, a window not positive, an unknown align.
 
     Example:
-        >>> sliding_window_mask(4, window=2).int()
+        >>> sliding_window_mask(2, 4, window=2, align="upper_left").int()  # query i's window ends at key i
         tensor([[1, 0, 0, 0],
-                [1, 1, 0, 0],
-                [0, 1, 1, 0],
+                [1, 1, 0, 0]], dtype=torch.int32)
+        >>> sliding_window_mask(2, 4, window=2, align="lower_right").int()  # ... at key S - L + i
+        tensor([[0, 1, 1, 0],
                 [0, 0, 1, 1]], dtype=torch.int32)
     """
-    causal = causal_mask_lower_right(L, S, device=device)  # (L, S)
-    if window is None:
-        return causal
+    if not isinstance(align, str):
+        raise TypeError(f"align must be a string, 'upper_left' or 'lower_right', but got {type(align).__name__}.")
+    if align not in ALIGNMENTS:
+        raise ValueError(f"align must be one of {list(ALIGNMENTS)}, but align={align!r}; 'upper_left' is is_causal's "
+                         f"alignment (query i ends at key i), 'lower_right' the decoding one (at key S - L + i).")
+    causal = ALIGNMENTS[align](L, S, device=device)  # (L, S)
     window = check_int(window, "window", minimum=1, fix="pass how many keys a query may see, its own included.")
     L, S = causal.shape
-    return causal & ~torch.ones(L, S, dtype=torch.bool, device=device).tril(S - L - window)  # drop the far past
+    shift = 0 if align == "upper_left" else S - L  # query i sits at position i + shift
+    return causal & ~torch.ones(L, S, dtype=torch.bool, device=device).tril(shift - window)  # drop the far past
 
+
+ALIGNMENTS = {"upper_left": causal_mask, "lower_right": causal_mask_lower_right}
+
+
+def decoding_mask(L: int, S: int, window: int | None = None, device=None) -> torch.Tensor | None:
+    """The mask of the newest ``L`` queries over ``S`` keys (cached + new): ``None`` when it would allow everything.
+
+    Built step by step in ``notebooks/15_generation.ipynb``. :func:`causal_mask_lower_right`, or
+    :func:`sliding_window_mask` with ``align="lower_right"`` and a ``window``; one new token at the end (``L == 1``)
+    may attend to every key (within its window), so it needs no mask at all, and none is made.
+
+    Example:
+        >>> decoding_mask(1, 5) is None, decoding_mask(1, 5, window=3).int().tolist()
+        (True, [[0, 0, 1, 1, 1]])
+        >>> decoding_mask(2, 3).int().tolist()
+        [[1, 1, 0], [1, 1, 1]]
+    """
+    if L == 1 and (window is None or S <= window):
+        return None  # one query at the end sees every key
+    if window is None:
+        return causal_mask_lower_right(L, S, device=device)  # (L, S)
+    return sliding_window_mask(L, S, window=window, align="lower_right", device=device)  # (L, S)

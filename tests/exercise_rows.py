@@ -597,11 +597,22 @@ def _generation_rows():
     def output_only(cache_k, cache_v, q, k, v):
         return step(cache_k, cache_v, q, k, v)[0]
 
+    def query_as_output(cache_k, cache_v, q, k, v):  # three things of the wrong shapes: a shape error, said as one
+        return q, cache_k, cache_v
+
+    def keys_not_kept_whole(cache_k, cache_v, q, k, v):
+        out, keys, values = step(cache_k, cache_v, q, k, v)
+        return out, keys[..., 1:, :], values
+
+    def doubled(cache_k, cache_v, q, k, v):
+        out, keys, values = step(cache_k, cache_v, q, k, v)
+        return 2 * out, keys, values
+
     gallery = {"no bug": {"well-formed": 1.0, "agreeing": 1.0}, "top-left mask while decoding": {"agreeing": 0.0},
                "top-left mask in a chunked prefill": {"agreeing": 0.3}, "no mask in the prefill": {"agreeing": 0.85},
-               "positions not offset": {"agreeing": 0.42}}
+               "positions not offset": {"agreeing": 0.42}, "positions one off": {"agreeing": 1.0}}
     right = {"top-left mask while decoding": "none", "top-left mask in a chunked prefill": "some",
-             "no mask in the prefill": "most", "positions not offset": "some"}
+             "no mask in the prefill": "most", "positions not offset": "some", "positions one off": "all"}
 
     def predict(predictions):
         return check_bug_predictions(predictions, gallery)
@@ -612,10 +623,13 @@ def _generation_rows():
         Exercise(check_decoding_step, correct=[step, by_hand],
                  wrong=[*((fn, hint[:40]) for fn, hint in mistakes),
                         (causal, "that is the top-left causal mask"),
-                        (output_only, "return three things, (output, keys, values)")],
+                        (output_only, "return three things, (output, keys, values)"),
+                        (query_as_output, "the output has the wrong shape: expected (1, 2, 1, 3)"),
+                        (keys_not_kept_whole, "the keys has the wrong shape: expected (1, 2, 5, 4)"),
+                        (doubled, "every shape is right, but the output differs from the reference (largest")],
                  crashes=[(features, "")], mistakes=mistakes, passed_says="correct on 3"),
         Exercise(predict, correct=[right],
-                 wrong=[({**right, "no mask in the prefill": "all"}, "3 of 4 right"),
+                 wrong=[({**right, "no mask in the prefill": "all"}, "4 of 5 right"),
                         ({**right, "positions not offset": "none"}, "measured 42% ('some')"),
                         ({**right, "top-left mask while decoding": "a few"}, "a prediction is one of"),
                         ({"positions not offset": "some"}, "predict every bug first")],

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from attention_lib import KVCache
-from attention_lib.bench.decoding import GrownCache, decoding_targets, print_decoding
+from attention_lib import ConcatCache, KVCache
+from attention_lib.bench.decoding import decoding_targets, print_decoding, time_per_token
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -20,14 +20,17 @@ def test_decoding_alone_prints_its_table_and_targets():
                             capture_output=True, text=True, cwd=ROOT, timeout=300)
     assert result.returncode == 0, result.stderr[-2000:]
     out = result.stdout
-    for heading in ("== environment", "== decoding (CPU): time per generated token", "== decoding targets"):
+    for heading in ("== environment", "== decoding (CPU): time per generated token", "== decoding targets",
+                    "== grouped-query attention (CPU): one decoding step at S=2,048", "== grouped-query targets"):
         assert heading in out
     assert "== ceiling" not in out  # only the decoding part
     assert out.count("not measured") == 2  # --quick stops at a 512 prefix
+    for kv, G in ((4, 4), (1, 16)):  # memory, not time: judged on any machine
+        assert f"met          {kv} KV heads: the step's peak allocation < G = {G} x its cache" in out
 
 
 def test_the_grown_cache_returns_what_the_preallocated_one_does():
-    grown, fixed = GrownCache(1, 6), KVCache(1, 6)
+    grown, fixed = ConcatCache(1, 6), KVCache(1, 6)
     g = torch.Generator().manual_seed(0)
     for L in (3, 1, 2):
         k, v = torch.randn(1, 2, L, 4, generator=g), torch.randn(1, 2, L, 4, generator=g)
@@ -49,3 +52,28 @@ def test_targets_are_judged_in_their_own_direction(capsys):
     assert "MISSED       cache: per-token time at a 2,048 prefix >= 15x faster than no cache: 10.00" in out
     assert "MISSED       cache: per-token time grows <= 2x from a 128 to a 2,048 prefix: 3.00" in out
     assert [t[1] for t in decoding_targets({("cache", 128): 1.0})] == [None, None]
+
+
+def test_time_per_token_runs_the_one_loop_for_every_way_and_refuses_an_unknown_one():
+    from attention_lib import TinyLlama
+
+    model = TinyLlama(vocab_size=10).eval()
+    times = time_per_token(model, (4, 8), repeats=1, steps=2, ways=("no cache", "cache", "grown cache"))
+    assert {w: len(t) for w, t in times.items()} == {"no cache": 2, "cache": 2, "grown cache": 2}
+    assert all(t > 0 for ts in times.values() for t in ts)
+    with pytest.raises(ValueError, match=r"ways must be among \['no cache', 'cache', 'grown cache'\]"):
+        time_per_token(model, (4,), ways=("cached",))
+
+
+def test_a_grouped_query_step_allocates_far_less_than_G_times_its_cache():
+    from attention_lib.bench.grouped_query import grouped_query_targets, prefilled_step
+    from attention_lib.bench.measure import peak_memory
+
+    for kv in (4, 1):
+        step, cache = prefilled_step(kv, 1024)
+        assert peak_memory(step) < 0.1 * (16 // kv) * cache.allocated_bytes()
+        assert cache.get_seq_length() == 1024
+    fake = {16: {"ratio": 1.0, "peak_bytes": 10, "cache_bytes": 16}, 4: {"ratio": 0.7, "peak_bytes": 16,
+            "cache_bytes": 4}, 1: {"ratio": 0.3, "peak_bytes": 1, "cache_bytes": 1}}
+    assert [(t[1], t[3]) for t in grouped_query_targets(fake)] == [(0.7, 0.6), (0.3, 0.5), (1.0, 1.0),
+                                                                   (1 / 16, 1.0)]

@@ -107,3 +107,43 @@ def test_repr_says_how_much_it_holds():
     cache.update(*kv(3), 0)
     assert repr(cache) == "KVCache(num_layers=2, max_cache_len=8, seq_length=3)"
     assert repr(SlidingWindowCache(1, 4)) == "SlidingWindowCache(num_layers=1, window=4, seq_length=0)"
+
+
+def test_nbytes_counts_the_filled_part_and_allocated_bytes_the_buffers():
+    cache = KVCache(num_layers=2, max_cache_len=10)
+    for layer in (0, 1):
+        cache.update(torch.ones(1, 2, 3, 4), torch.ones(1, 2, 3, 4), layer)
+    assert cache.nbytes() == 2 * 2 * (2 * 3 * 4) * 4  # layers x (keys, values) x 3 positions, float32
+    assert cache.allocated_bytes() == 2 * 2 * (2 * 10 * 4) * 4  # ... x max_cache_len positions
+
+
+def test_crop_forgets_the_last_tokens_of_every_cache_that_can():
+    from attention_lib import ConcatCache
+
+    for kind in (KVCache, ConcatCache):
+        cache = kind(1, 8)
+        keys = torch.arange(5.0).reshape(1, 1, 5, 1)
+        cache.update(keys, keys, 0)
+        cache.crop(3)
+        assert cache.get_seq_length() == 3
+        got, _ = cache.update(torch.full((1, 1, 1, 1), 9.0), torch.zeros(1, 1, 1, 1), 0)
+        assert got.flatten().tolist() == [0.0, 1.0, 2.0, 9.0]
+    window = SlidingWindowCache(1, window=3)
+    window.update(torch.ones(1, 1, 4, 1), torch.ones(1, 1, 4, 1), 0)
+    window.crop(4)  # nothing to forget
+    with pytest.raises(ValueError, match="cannot be cropped to max_length=2.*kept only the last 2"):
+        window.crop(2)
+    with pytest.raises(TypeError, match="max_length must be an int"):
+        KVCache(1, 4).crop(1.5)
+
+
+def test_every_cache_allocates_through_the_one_allocation(monkeypatch):
+    from attention_lib import ConcatCache
+
+    calls = []
+    original = KVCache._allocate
+    monkeypatch.setattr(KVCache, "_allocate", lambda self, *a: calls.append(type(self).__name__) or original(self, *a))
+    for cache in (KVCache(1, 4), SlidingWindowCache(1, 3), ConcatCache(1, 4)):
+        cache.update(torch.ones(1, 1, 2, 2), torch.ones(1, 1, 2, 2), 0)
+        cache.update(torch.ones(1, 1, 1, 2), torch.ones(1, 1, 1, 2), 0)
+    assert calls == ["KVCache", "SlidingWindowCache", "ConcatCache"]  # once each, at the first update

@@ -77,7 +77,8 @@ def parts(clone, monkeypatch):
     course = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(course)  # not in sys.modules: course.py must load without it
     loaded = types.SimpleNamespace(course=course, environment=importlib.import_module("tools.environment"),
-                                   chromium=importlib.import_module("tools.chromium"))
+                                   chromium=importlib.import_module("tools.chromium"),
+                                   project=importlib.import_module("tools.project"))
     assert Path(loaded.environment.__file__).is_relative_to(clone)
     yield loaded
     for name in [name for name in sys.modules if name == "tools" or name.startswith("tools.")]:
@@ -163,7 +164,7 @@ def test_ci_runs_the_readme_command_in_both_environments_and_on_both_cpu_paths()
     ci = (ROOT / ".ci" / "run").read_text()
     commands = [line.strip() for line in ci.splitlines() if "course.py test" in line and not line.startswith("#")]
     assert commands == [
-        'part "1/4 the whole suite, torch 2.13.0" "$PY" course.py test',
+        'part "1/4 the whole suite, torch $TORCH_PIN" "$PY" course.py test',
         'part "2/4 the newest torch: the quick part" env COURSE_VENV=.venv-newest "$PY" course.py test -m "not slow"',
         'env COURSE_VENV=.venv-newest "$PY" course.py test -m trains notebooks/',
         'env ATEN_CPU_CAPABILITY=avx2 "$PY" course.py test -m trains notebooks/',
@@ -176,10 +177,33 @@ def test_ci_runs_the_readme_command_in_both_environments_and_on_both_cpu_paths()
 
 
 def test_ci_pins_the_triton_that_the_cpu_option_installs(parts):
-    """.ci/run installs the torch and Triton pair that course.py's ``--cpu`` path installs on a fresh machine."""
+    """.ci/run installs the torch and Triton pair that course.py's ``--cpu`` path installs on a fresh machine, both
+    read from the one place they are written (``PINS`` in tools/project.py)."""
     ci = (ROOT / ".ci" / "run").read_text()
-    assert re.search(r"pip install [^\n]*torch==2\.13\.0 [^\n]*" + re.escape(parts.environment.TRITON), ci)
+    assert 'TORCH_PIN="$("$PY" tools/project.py --pin torch)"' in ci
+    assert 'TRITON_PIN="$("$PY" tools/project.py --pin triton)"' in ci
+    assert re.search(r'pip install [^\n]*"torch==\$TORCH_PIN" "triton==\$TRITON_PIN"', ci)
+    assert parts.environment.TRITON == f"triton=={parts.project.PINS['triton']}"
     assert parts.environment.TORCH == "torch>=2.1"
+    out = subprocess.run([sys.executable, "tools/project.py", "--pin", "torch"], cwd=ROOT, capture_output=True,
+                         text=True, check=True).stdout
+    assert out.strip() == parts.project.PINS["torch"]
+    wrong = subprocess.run([sys.executable, "tools/project.py", "--pin", "numpy"], cwd=ROOT, capture_output=True,
+                           text=True)
+    assert wrong.returncode == 1
+    assert "usage: python3 tools/project.py --pin {torch,triton}" in wrong.stderr
+
+
+def test_each_pin_is_written_once():
+    """The version of each pin appears, as a pin, in tools/project.py alone (measurements may quote it)."""
+    from tools.project import PINS
+
+    for name, version in PINS.items():
+        pinned = re.compile(rf"{name}\s*==\s*{re.escape(version)}")
+        found = [str(p.relative_to(ROOT)) for p in [ROOT / ".ci" / "run", ROOT / "pyproject.toml",
+                                                    ROOT / "environment.yml", *sorted((ROOT / "tools").glob("*.py"))]
+                 if p.exists() and p.name != "project.py" and pinned.search(p.read_text())]
+        assert found == [], f"{name}=={version} is written in {found}: read PINS in tools/project.py instead"
 
 
 def _collected(*fixturenames):
@@ -378,3 +402,122 @@ def test_every_slow_entry_names_a_test_that_exists():
         if test:
             assert re.search(rf"^def {re.escape(test)}\(", (ROOT / file).read_text(), re.M), \
                 f"SLOW names {entry}, but {file} defines no {test}"
+
+
+# -- one lesson's tests, and the regenerators --------------------------------------------------------------------
+def test_one_lesson_selects_its_notebook_solution_checker_rows_core_tests_explorer_and_figures():
+    """``-m lesson08`` (what ``course.py test --lesson 08`` passes) picks lesson 08's parts and nothing of 09."""
+    from tools.project import NBVAL_ARGS
+
+    paths = ["tests/test_masks.py", "tests/test_exercises.py", "tests/test_widgets.py", "tests/test_multihead.py",
+             "notebooks/08_masking.ipynb", "notebooks/solutions/08_masking_solution.ipynb",
+             "notebooks/09_detective_team.ipynb", "attention_lib/exercises/masking.py"]
+    out = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider",
+                          "-m", "lesson08", *NBVAL_ARGS, *paths], cwd=ROOT, capture_output=True, text=True).stdout
+    files = {line.split("::")[0] for line in out.splitlines() if "::" in line}
+    assert files == {"tests/test_masks.py", "tests/test_exercises.py", "tests/test_widgets.py",
+                     "notebooks/08_masking.ipynb", "notebooks/solutions/08_masking_solution.ipynb",
+                     "attention_lib/exercises/masking.py"}, out[-2000:]
+    rows = [line for line in out.splitlines() if line.startswith("tests/test_exercises.py::")]
+    assert rows
+    assert all("mask" in line for line in rows), "the checker rows of lesson 08, named after their checkers"
+    assert any("masking" in line for line in out.splitlines() if line.startswith("tests/test_widgets.py::"))
+
+
+def test_the_lesson_option_becomes_a_marker_and_refuses_what_is_not_a_lesson(clone, tmp_path):
+    out = dry_run(clone, tmp_path, "test", "--lesson", "masking", "-q")
+    assert re.search(r"-m pytest -v .* -m lesson08 -q$", out, re.MULTILINE), out[-1500:]
+    result = subprocess.run([sys.executable, "-S", "course.py", "test", "--lesson", "99"], cwd=clone,
+                            capture_output=True, text=True)
+    assert result.returncode != 0
+    assert "'99' is not a lesson; give its number or its name: 00 welcome" in result.stderr
+
+
+def test_remake_lists_every_regenerator_with_its_command(clone):
+    from tools.remake import REMAKES
+
+    out = subprocess.run([sys.executable, "-S", "course.py", "remake", "--list"], cwd=clone, capture_output=True,
+                         text=True, check=True).stdout
+    for name, entry in REMAKES.items():
+        assert f"{name}  " in out
+        assert entry.what in out
+    assert "$ python -m attention_lib.training.bands --lesson 15" in out
+    assert {"weights-12", "weights-13", "weights-15", "bands-12", "bands-13", "bands-15", "attraction",
+            "triton-targets", "readme-figure"} <= set(REMAKES)
+
+
+def test_remake_runs_the_named_entries_and_dry_run_runs_nothing(clone, tmp_path):
+    made = clone / "attention_lib" / "training"
+    before = {p: p.stat().st_mtime_ns for p in made.rglob("*") if p.is_file()}
+    out = dry_run(clone, tmp_path, "remake", "bands-12", "weights-13")
+    assert "-m attention_lib.training.bands --lesson 12" in out
+    assert "-m attention_lib.training.induction_heads" in out
+    assert {p: p.stat().st_mtime_ns for p in made.rglob("*") if p.is_file()} == before, "a dry run changes nothing"
+    result = subprocess.run([sys.executable, "-S", "course.py", "remake", "bands-99"], cwd=clone, capture_output=True,
+                            text=True)
+    assert result.returncode == 2
+    assert "['bands-99'] are not entries of remake" in result.stderr
+
+
+def test_every_regenerator_of_the_package_is_an_entry_of_the_table():
+    """Each module with a ``__main__`` (but the benchmark) is named by a remake entry; each entry's module exists."""
+    import importlib.util
+
+    from tools.remake import REMAKES, call
+
+    named = {entry.argv[1] for entry in REMAKES.values() if entry.argv[0] == "-m"}
+    assert all(importlib.util.find_spec(name) for name in named)
+    mains = set()
+    for path in (ROOT / "attention_lib").rglob("*.py"):
+        module = ".".join(path.relative_to(ROOT).with_suffix("").parts)
+        if path.name == "__main__.py":
+            mains.add(module.removesuffix(".__main__"))
+        elif 'if __name__ == "__main__"' in path.read_text():
+            mains.add(module)
+    assert mains - named == {"attention_lib.bench", "attention_lib.bench.run"}
+    for entry in REMAKES.values():
+        if entry.argv[0] == "-c":
+            compile(entry.argv[1], "<remake>", "exec")
+    argv = call("tools.lessons:lesson_number", "masking")
+    assert subprocess.run([sys.executable, *argv], cwd=ROOT).returncode == 0
+
+
+# -- the two pages ---------------------------------------------------------------------------------------------------
+def test_the_readme_is_the_learners_page_and_developing_the_maintainers():
+    readme = (ROOT / "README.md").read_text()
+    assert len(readme.splitlines()) <= 200, "the README is the learner's page: move the rest to DEVELOPING.md"
+    for command in ("python3 course.py lab", "python3 course.py test"):
+        assert f"```bash\n{command}" in readme or f"\n{command} " in readme, command
+    lessons = sorted(p.stem for p in (ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+    for stem in [*lessons, "16_ring_attention", "17_latent_and_paged"]:
+        assert f"notebooks/{stem}.ipynb" in readme, f"the README lists {stem}"
+    assert "(DEVELOPING.md)" in readme
+    developing = (ROOT / "DEVELOPING.md").read_text()
+    rules = developing[developing.index("## Rules for lessons"):].split("\n## ")[0]
+    for rule in ("Numbers in prose are outputs", "backed by an intervention", "sceptical reviewer",
+                 "../shared/briefs/sceptical-reader.md", "Bands state their margin and the runs they rest on"):
+        assert rule in rules, rule
+    for section in ("### What CI runs", "## The layout: what is where", "### Adding a lesson", "## Benchmark",
+                    "## Dependencies, and why each is there", "python3 course.py remake --list"):
+        assert section in developing, section
+
+
+@pytest.mark.parametrize(("args", "match"), [
+    (["--lesson"], "--lesson takes one lesson"),
+    (["--lesson", "08", "-m", "slow"], "e.g. `python3 course.py test --lesson 08`, and no -m besides"),
+    (["--lesson", "attention"], "'attention' is not a lesson; give its number or its name: 00 welcome, 01 cocktail"),
+])
+def test_the_lesson_option_refuses_what_it_cannot_select(args, match):
+    import course
+
+    with pytest.raises(SystemExit, match=re.escape(match)):
+        course.lesson_args(args)
+    assert course.lesson_args(["-q", "--lesson", "8"]) == ["-q", "-m", "lesson08"]
+
+
+def test_a_lesson_is_named_by_its_number_or_its_slug():
+    from tools.lessons import lesson_number
+
+    assert lesson_number("8") == lesson_number("08") == lesson_number("masking") == "08"
+    with pytest.raises(ValueError, match=r"'99' is not a lesson; give its number or its name"):
+        lesson_number("99")

@@ -110,3 +110,34 @@ def test_errors(kwargs, error, match):
     args = {"prompt": PROMPT, "max_new_tokens": 2} | kwargs
     with pytest.raises(error, match=match):
         generate(llama(), args.pop("prompt"), args.pop("max_new_tokens"), **args)
+
+
+@pytest.mark.parametrize(("logits", "kwargs", "error", "match"), [
+    (torch.zeros(2, 5), {"temperature": -1.0}, ValueError, r"temperature must be 0 \(greedy\) or positive.*worst"),
+    (torch.zeros(2, 5), {"temperature": 1.0, "top_k": 0}, ValueError, "top_k must be positive"),
+    (torch.zeros(2, 5), {"temperature": 1.0, "top_k": 2.5}, TypeError, "top_k must be an int"),
+    (torch.zeros(2, 5), {"temperature": "hot"}, TypeError, "temperature must be a number"),
+    (torch.zeros(2, 5), {"temperature": 1.0, "generator": 0}, TypeError, "generator must be a torch.Generator"),
+    (torch.zeros(2, 3, 5), {}, ValueError, r"logits must be \(N, vocab\).*logits\[:, -1\]"),
+    (torch.zeros(5), {}, ValueError, "logits must have at least 2 dimensions"),
+    (torch.zeros(2, 5, dtype=torch.long), {}, TypeError, "logits must be a floating-point tensor"),
+    ([[0.0, 1.0]], {}, TypeError, "logits must be a torch.Tensor"),
+])
+def test_next_token_checks_every_argument(logits, kwargs, error, match):
+    with pytest.raises(error, match=match):
+        next_token(logits, **kwargs)
+
+
+def test_generation_steps_yield_what_generate_returns_and_call_the_model_only_when_asked():
+    from attention_lib.generation import generation_steps
+
+    model = llama()
+    calls = []
+    steps = generation_steps(model, PROMPT, 5, step=lambda new, cache, S: calls.append(S) or model(new, cache))
+    first = next(steps)
+    assert first.tokens.shape == (2, 5)
+    assert calls == []
+    rest = list(steps)
+    assert calls == [5, 6, 7, 8]  # one call per later token (S keys once it is in), none after the last
+    assert torch.equal(rest[-1].tokens, generate(model, PROMPT, 5))
+    assert torch.equal(torch.cat([s.new for s in [first, *rest]], dim=1), rest[-1].tokens[:, 4:])

@@ -5,7 +5,8 @@ import pytest
 import torch
 
 from attention_lib import generate
-from attention_lib.experiments.generation import BUGS, bug_gallery, complete_with, decode, time_per_token
+from attention_lib.bench import time_per_token
+from attention_lib.experiments.generation import BUGS, bug_gallery, complete_with, generate_with_bug, logit_error
 from attention_lib.training.generation import (
     check_sentences,
     complete,
@@ -89,8 +90,8 @@ def test_a_window_of_4_loses_a_subject_8_words_back_and_a_window_of_8_keeps_more
 def test_decoding_without_a_bug_is_generate_and_stops_early_only_on_request():
     model = load_lm("gqa", 1)[0]
     prompts = make_texts(8, seed=5, structures=["P S V"])[:, :6]
-    assert torch.equal(decode(model, prompts, 10), generate(model, prompts, 10))
-    stopped = decode(model, prompts, 10, stop=2)
+    assert torch.equal(generate_with_bug(model, prompts, 10), generate(model, prompts, 10))
+    stopped = generate_with_bug(model, prompts, 10, stop=2)
     ends = (stopped[:, 6:] == 2).int().argmax(1) + 6
     for row, full, end in zip(stopped, generate(model, prompts, 10), ends, strict=True):
         assert torch.equal(row[:end + 1], full[:end + 1])
@@ -100,19 +101,31 @@ def test_the_bug_gallery_breaks_the_grammar_and_every_bug_still_writes_words():
     model = load_lm("mha", 0)[0]
     gallery = bug_gallery(model, n=120)
     assert list(gallery) == ["no bug", *BUGS]
-    assert gallery["no bug"] == {"well-formed": 1.0, "agreeing": 1.0}
+    assert {k: gallery["no bug"][k] for k in ("well-formed", "agreeing")} == {"well-formed": 1.0, "agreeing": 1.0}
     assert gallery["top-left mask while decoding"]["well-formed"] <= 0.05
     for bug in BUGS:
-        assert gallery[bug]["agreeing"] <= 0.9, bug
+        if bug != "positions one off":
+            assert gallery[bug]["agreeing"] <= 0.9, bug
+        assert gallery[bug]["logits off"] >= 0.1, bug  # every bug shows in the logits
+    assert gallery["no bug"]["logits off"] <= 1e-4
+    assert gallery["positions one off"]["agreeing"] >= 0.9  # the words hide it; only the logits show it
     prompts = prompts_before_the_verb(make_texts(20, seed=1500))
     for bug in BUGS:
         written = complete_with(model, prompts, bug)
         assert all(len(t) > len(p) and bool((t[len(p):] != 0).any()) for t, p in zip(written, prompts, strict=True))
 
 
+def test_the_logits_show_the_off_by_one_offset_that_the_words_hide():
+    model = load_lm("mha", 0)[0]
+    texts = make_texts(20, seed=7)[:, :10]
+    assert logit_error(model, texts) <= 1e-4
+    assert logit_error(model, texts, "positions one off") >= 0.1
+    assert logit_error(model, texts, "top-left mask in a chunked prefill", prompt_length=8) >= 0.1
+
+
 def test_an_unknown_bug_is_refused():
     with pytest.raises(ValueError, match="bug must be None or one of"):
-        decode(load_lm()[0], torch.tensor([[1, 3, 5]]), 2, bug="off by one")
+        generate_with_bug(load_lm()[0], torch.tensor([[1, 3, 5]]), 2, bug="off by one")
 
 
 def test_time_per_token_times_both_ways_at_every_prefix():
@@ -142,7 +155,7 @@ def test_training_is_seeded_and_learns():
     (lambda: shipped_path("gqa", 5), ValueError, r"ships for seeds \[0, 1, 2\]"),
     (lambda: shipped_path("window4", 1), ValueError, r"ships for seeds \[0\]"),
     (lambda: shipped_path("moe"), ValueError, "variant must be one of"),
-    (lambda: load_lm(path="/nonexistent/model.pt"), FileNotFoundError, "python -m attention_lib.training.generation"),
+    (lambda: load_lm(path="/nonexistent/model.pt"), FileNotFoundError, "python3 course.py remake weights-15"),
     (lambda: train_lm(2, steps=0), ValueError, "steps must be positive"),
 ])
 def test_errors(call, error, match):
@@ -154,3 +167,35 @@ def test_a_file_of_another_kind_is_refused(tmp_path):
     torch.save({"format": "something else"}, tmp_path / "other.pt")
     with pytest.raises(ValueError, match="is not a lesson 15 language model"):
         load_lm(path=tmp_path / "other.pt")
+
+
+def test_lesson_15s_bands_are_the_measured_range_widened_by_their_margin(monkeypatch):
+    from attention_lib.training import bands_measured
+    from attention_lib.training.generation import band_figures as b
+
+    fake = {b.AGREEING: (0.62, 0.82, "share", 2, "all"), b.LAST_LOSS: (1.426, 1.444, "number", 2, "all"),
+            b.WELL_FORMED: (0.97, 1.0, "share", 2, "all")}
+    monkeypatch.setattr(bands_measured, "BANDS", fake)
+    measured, claimed = b.band(b.AGREEING)
+    assert (measured.low, measured.high) == (0.62, 0.82)
+    assert (round(claimed.low, 6), round(claimed.high, 6)) == (0.57, 0.87)
+    assert b.band(b.WELL_FORMED)[1].high == 1.0  # a share stays a share
+    said = b.within(b.AGREEING, 0.85)
+    assert said == "within 57-87 % (measured 62-82 % over 15 runs: seeds 0-4 on 3 CPU paths; margin 5 points)"
+    outside = b.within(b.AGREEING, 0.9)
+    assert outside.startswith("OUTSIDE 57-87 %")
+    assert outside.endswith("this run gives 0.9")
+    assert b.within(b.LAST_LOSS, 1.47).startswith("within 1.37-1.50 (measured 1.42-1.45")
+    with pytest.raises(ValueError, match="not one of lesson 15's trained figures"):
+        b.band("agreement: held-out accuracy")
+    with pytest.raises(ValueError, match=r"no band was measured.*course.py remake bands-15"):
+        b.band(b.AGREEING_300)
+
+
+def test_lesson_15s_figures_are_declared_with_a_margin_each_and_joined_to_the_band_system():
+    from attention_lib.training.bands import all_kinds, lessons
+    from attention_lib.training.generation import band_figures as b
+
+    assert lessons()[15] == b.__name__
+    assert set(b.KINDS) == set(b.MARGINS)
+    assert all(all_kinds()[name][0] == 15 for name in b.KINDS)

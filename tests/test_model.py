@@ -8,8 +8,8 @@ import torch
 
 import attention_lib
 from attention_lib.encoder import TinyTransformer
-from attention_lib.training import make_batch
-from attention_lib.training.shipped import TRAINED_DIR, TrainedModel, load_trained, save_trained
+from attention_lib.training.learning_to_attend import TrainedModel, load_trained, make_batch, save_trained
+from attention_lib.training.shipped import TRAINED_DIR
 
 
 @pytest.fixture
@@ -22,8 +22,8 @@ def test_shapes_and_maps(model):
     tokens = torch.randint(1, 12, (3, 6))
     out = model(tokens)
     assert out.logits.shape == (3, 6, 5)
-    assert len(out.attention) == 2
-    for weights in out.attention:
+    assert len(out.attentions) == 2
+    for weights in out.attentions:
         assert weights.shape == (3, 4, 6, 6)
         torch.testing.assert_close(weights.sum(-1), torch.ones(3, 4, 6))
 
@@ -31,7 +31,7 @@ def test_shapes_and_maps(model):
 def test_padding_gets_no_attention(model):
     tokens = torch.tensor([[3, 4, 5, 0, 0], [6, 7, 8, 9, 10]])
     out = model(tokens)
-    for weights in out.attention:
+    for weights in out.attentions:
         assert (weights[0, :, :, 3:] == 0).all()
     # the real words of a padded sentence do not depend on how much padding follows
     shorter = model(tokens[:1, :3])
@@ -82,12 +82,12 @@ def test_default_size_is_about_14k_parameters():
 
 @pytest.mark.parametrize(("tokens", "error", "match"), [
     (torch.zeros(2, 9, dtype=torch.long), ValueError, r"at most max_len=8 tokens, but got L=9"),
-    (torch.zeros(8, dtype=torch.long), ValueError, r"\(N, L\) integer ids, but got \(8,\).*unsqueeze\(0\)"),
+    (torch.zeros(8, dtype=torch.long), ValueError, r"\(N, L\) token ids with L >= 1, but tokens.shape=\(8,\)"),
     (torch.zeros(2, 8), TypeError, r"integer token ids, but tokens.dtype=torch.float32"),
     ([[1, 2, 3]], TypeError, r"tokens must be a torch.Tensor, but got list; wrap"),
-    (torch.tensor([[1, 2, 10]]), ValueError, r"ids must lie in 0..9 \(this model knows vocab_size=10 tokens\), "
+    (torch.tensor([[1, 2, 10]]), ValueError, r"ids must lie in 0..9 \(the model knows vocab_size=10 tokens\), "
                                              r"but found \[10\]"),
-    (torch.tensor([[-1, 2, 3]]), ValueError, r"but found \[-1\]; encode the input with the task"),
+    (torch.tensor([[-1, 2, 3]]), ValueError, r"but found \[-1\]; encode the text with the vocabulary"),
 ])
 def test_forward_errors(tokens, error, match):
     with pytest.raises(error, match=match):

@@ -6,16 +6,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from torch import nn
 
-from attention_lib import (
-    KVCache,
-    MultiHeadAttention,
-    RotaryPositions,
-    SlidingWindowCache,
-    calculate_attention,
-    merge_heads,
-    sliding_window_mask,
-    split_heads,
-)
+from attention_lib import MultiHeadAttention, calculate_attention, merge_heads, split_heads
 
 
 def make_pair(E=8, H=2, bias=True, kdim=None, vdim=None, seed=0, dtype=torch.float32):
@@ -260,149 +251,12 @@ def test_from_torch_works_once_batch_first_is_set():
     torch.testing.assert_close(ours(x, x, x)[0], theirs(x, x, x)[0], atol=1e-5, rtol=1e-5)
 
 
-# --- grouped-query attention, rotary positions, a sliding window and a key/value cache -------------------------
-
-def gqa_module(H=4, kv=2, E=16, seed=0, **kwargs):
-    torch.manual_seed(seed)
-    return MultiHeadAttention(E, H, num_kv_heads=kv, **kwargs).eval()
-
-
-def with_sdpa_gqa(mha, x, **options):
-    """The same module computed with SDPA's own grouped-query attention (``enable_gqa=True``)."""
-    q = split_heads(mha.q_proj(x), mha.num_heads)  # (N, H, L, Dh)
-    k, v = (split_heads(p(x), mha.num_kv_heads) for p in (mha.k_proj, mha.v_proj))  # (N, Hkv, L, Dh)
-    if mha.rotary is not None:
-        q, k = mha.rotary(q), mha.rotary(k)
-    heads = torch.nn.functional.scaled_dot_product_attention(q, k, v, enable_gqa=True, **options)
-    return mha.out_proj(merge_heads(heads))
-
-
-@pytest.mark.parametrize("kv", [4, 2, 1])  # MHA, GQA, MQA
-@pytest.mark.parametrize("need_weights", [True, False])
-def test_num_kv_heads_agrees_with_sdpa_enable_gqa(kv, need_weights):
-    mha = gqa_module(kv=kv)
-    x = torch.randn(2, 5, 16, generator=torch.Generator().manual_seed(1))
-    assert mha.k_proj.weight.shape == (kv * 4, 16)
-    for options, ours in (({}, {}), ({"is_causal": True}, {"is_causal": True})):
-        out, w = mha(x, x, x, need_weights=need_weights, **ours)
-        torch.testing.assert_close(out, with_sdpa_gqa(mha, x, **options), atol=1e-5, rtol=1e-5)
-        assert (w is None) != need_weights
-        if need_weights:
-            assert w.shape == (2, 4, 5, 5)
-            torch.testing.assert_close(w.sum(-1), torch.ones(2, 4, 5))
-
-
-def test_query_heads_of_a_group_read_the_same_key_head():
-    mha = gqa_module(H=4, kv=2)
-    x = torch.randn(1, 3, 16)
-    _, w = mha(x, x, x)
-    k = split_heads(mha.k_proj(x), 2)  # (N, Hkv, S, Dh)
-    q = split_heads(mha.q_proj(x), 4)
-    for h in range(4):
-        expected = torch.softmax(q[:, h] @ k[:, h // 2].transpose(-2, -1) / 2.0, dim=-1)  # Dh = 4
-        torch.testing.assert_close(w[:, h], expected)
-
-
-def test_grouped_query_attention_copies_no_key(monkeypatch):
-    def refuse(*args, **kwargs):
-        raise AssertionError("repeat_interleave copies the keys: broadcast a group dimension instead")
-
-    monkeypatch.setattr(torch, "repeat_interleave", refuse)
-    monkeypatch.setattr(torch.Tensor, "repeat_interleave", refuse)
-    monkeypatch.setattr(torch.Tensor, "repeat", refuse)
-    mha = gqa_module(kv=1)
-    x = torch.randn(2, 4, 16)
-    cache = KVCache(num_layers=1, max_cache_len=4)
-    mha(x, x, x, is_causal=True, cache=cache)
-    assert cache.keys[0].shape == (2, 1, 4, 4)  # the cache holds one key head, not four
-
-
-def test_masks_reach_every_head_of_a_group():
-    mha = gqa_module(kv=2)
-    x = torch.randn(2, 3, 16)
-    per_head = torch.rand(2, 4, 3, 3, generator=torch.Generator().manual_seed(0)) > 0.3
-    per_head[..., 0] = True
-    _, w = mha(x, x, x, attn_mask=per_head)
-    assert bool((w[~per_head] == 0).all())
-    padding = torch.tensor([[True, True, False], [True, True, True]])[:, None, None, :]  # (N, 1, 1, S)
-    out, _ = mha(x, x, x, attn_mask=padding)
-    torch.testing.assert_close(out, with_sdpa_gqa(mha, x, attn_mask=padding), atol=1e-5, rtol=1e-5)
-
-
-@pytest.mark.parametrize(("kv", "window", "rotary"), [(4, None, False), (2, None, True), (1, None, True),
-                                                       (2, 3, True), (4, 2, False)])
-def test_token_by_token_through_a_cache_equals_one_causal_pass(kv, window, rotary):
-    mha = gqa_module(kv=kv, window=window, rotary=RotaryPositions(4) if rotary else None)
-    x = torch.randn(2, 7, 16, generator=torch.Generator().manual_seed(2))
-    whole, _ = mha(x, x, x, is_causal=True)
-    cache = (KVCache(1, 7) if window is None else SlidingWindowCache(1, window))
-    steps = [mha(x[:, :3], x[:, :3], x[:, :3], is_causal=True, cache=cache)[0]]  # the prefill, 3 tokens
-    for t in range(3, 7):
-        new = x[:, t:t + 1]
-        out, w = mha(new, new, new, is_causal=True, cache=cache)
-        steps.append(out)
-        assert w.shape[-1] == (t + 1 if window is None else min(window, t + 1))
-    torch.testing.assert_close(torch.cat(steps, dim=1), whole, atol=1e-5, rtol=1e-5)
-    assert cache.get_seq_length() == 7
-
-
-def test_a_window_is_the_sliding_window_mask():
-    mha = gqa_module(kv=2, window=2)
-    x = torch.randn(1, 5, 16)
-    out, w = mha(x, x, x, is_causal=True)
-    torch.testing.assert_close(out, mha(x, x, x, attn_mask=sliding_window_mask(5, 5, 2))[0])
-    assert bool((w[0, :, 4, :3] == 0).all())
-
-
-def test_with_a_cache_is_causal_means_aligned_to_the_end():
-    mha = gqa_module(kv=4)
-    x = torch.randn(1, 4, 16)
-    cache = KVCache(1, 4)
-    mha(x[:, :3], x[:, :3], x[:, :3], is_causal=True, cache=cache)
-    _, w = mha(x[:, 3:], x[:, 3:], x[:, 3:], is_causal=True, cache=cache)
-    assert bool((w > 0).all())  # the new token sees all 4 keys, not key 0 alone (top-left)
-
-
-def test_rotary_positions_follow_the_cache_and_an_explicit_offset():
-    mha = gqa_module(kv=2, rotary=RotaryPositions(4))
-    x = torch.randn(1, 5, 16)
-    whole, _ = mha(x, x, x, is_causal=True)
-    cache = KVCache(1, 5)
-    mha(x[:, :4], x[:, :4], x[:, :4], is_causal=True, cache=cache)
-    wrong, _ = mha(x[:, 4:], x[:, 4:], x[:, 4:], is_causal=True, cache=cache, offset=0)  # positions not offset
-    assert not torch.allclose(wrong, whole[:, 4:], atol=1e-3)
-    cache = KVCache(1, 5)
-    mha(x[:, :4], x[:, :4], x[:, :4], is_causal=True, cache=cache)
-    right, _ = mha(x[:, 4:], x[:, 4:], x[:, 4:], is_causal=True, cache=cache, offset=4)
-    torch.testing.assert_close(right, whole[:, 4:], atol=1e-5, rtol=1e-5)
-
-
-def test_repr_names_the_key_value_heads_and_the_window():
-    assert "num_kv_heads=2, window=3" in repr(gqa_module(kv=2, window=3))
-    assert "num_kv_heads" not in repr(gqa_module(kv=4))
-
-
-@pytest.mark.parametrize(("kwargs", "error", "match"), [
-    ({"num_kv_heads": 3}, ValueError, r"num_heads=4 and num_kv_heads=3; pick num_kv_heads among \[1, 2, 4\]"),
-    ({"num_kv_heads": 0}, ValueError, "num_kv_heads must be positive"),
-    ({"num_kv_heads": 2.0}, TypeError, "num_kv_heads must be an int"),
-    ({"window": 0}, ValueError, "window must be positive"),
-    ({"rotary": RotaryPositions(8)}, ValueError, r"each head has head_dim=4.*RotaryPositions\(4\)"),
-    ({"rotary": "rope"}, TypeError, "rotary must be a RotaryPositions or None"),
-    ({"layer_idx": -1}, ValueError, "layer_idx must be non-negative"),
-])
-def test_generation_options_errors(kwargs, error, match):
-    with pytest.raises(error, match=match):
-        MultiHeadAttention(16, 4, **kwargs)
-
-
-def test_a_window_without_is_causal_is_refused():
+def test_multihead_attention_is_lesson_09s_module_only():
+    mha = MultiHeadAttention(16, 4)
+    assert {"q_proj", "k_proj", "v_proj", "out_proj", "num_heads", "head_dim"} <= set(vars(mha)) | set(mha._modules)
+    for generation_option in ("num_kv_heads", "window", "rotary", "layer_idx"):
+        with pytest.raises(TypeError, match="unexpected keyword"):
+            MultiHeadAttention(16, 4, **{generation_option: 1})
     x = torch.zeros(1, 3, 16)
-    with pytest.raises(ValueError, match="sliding window .window=2. is causal: pass is_causal=True"):
-        gqa_module(window=2)(x, x, x)
-
-
-def test_integer_input_gets_a_type_error_that_names_the_fix():
-    x = torch.zeros(1, 3, 16, dtype=torch.long)
-    with pytest.raises(TypeError, match=r"floating-point vectors.*embed token ids"):
-        gqa_module()(x, x, x)
+    with pytest.raises(TypeError, match="unexpected keyword"):
+        mha(x, x, x, cache=None)

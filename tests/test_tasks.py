@@ -8,7 +8,7 @@ import torch
 
 import attention_lib
 from attention_lib.training.grammar import HELDOUT_STRUCTURES, PREPOSITIONS, STRUCTURES
-from attention_lib.training.tasks import (
+from attention_lib.training.learning_to_attend.tasks import (
     AGREEMENT,
     IGNORE,
     REVERSAL,
@@ -263,3 +263,44 @@ def test_the_attractors_task_trains_on_attractors_and_is_measured_on_coin_tosses
 def test_attractors_errors(kwargs, match):
     with pytest.raises(ValueError, match=match):
         AGREEMENT.sentences(["P P P S V"], 5, torch.Generator(), **kwargs)
+
+
+# -- the vocabulary type every task shares -------------------------------------------------------------------------
+def test_every_task_has_one_vocabulary_of_the_one_type():
+    from attention_lib.training.generation import VOCAB as WORDS
+    from attention_lib.training.induction_heads import VOCAB as CHARACTERS
+    from attention_lib.training.vocabulary import Vocabulary
+
+    for vocab in (REVERSAL.vocab, AGREEMENT.vocab, WORDS, CHARACTERS):
+        assert isinstance(vocab, Vocabulary)
+        assert vocab.decode(vocab.encode(vocab.decode(range(1, 4)))) == vocab.decode(range(1, 4))
+    assert WORDS.index("purrs") == 16
+    assert " ".join(WORDS[:3]) == "<pad> <bos> ."
+
+
+@pytest.mark.parametrize(("text", "error", "match"), [
+    ("the dog", ValueError, r"tokens \['dog'\] are not in the toy vocabulary; allowed: \['the', 'cat'\]"),
+    ("<pad> cat", ValueError, r"tokens \['<pad>'\] are not in the toy vocabulary"),
+    ("the cat the cat", ValueError, "the toy model reads at most 3 tokens, but got 4: shorten the input"),
+    ("", ValueError, "the input is empty; give at least one token"),
+    (7, TypeError, "an input is a string of tokens or a list of them, but got int"),
+    (["the", 1], TypeError, "but got list of other items"),
+])
+def test_a_vocabulary_refuses_what_it_cannot_read(text, error, match):
+    from attention_lib.training.vocabulary import Vocabulary
+
+    with pytest.raises(error, match=match):
+        Vocabulary(["<pad>", "the", "cat"], pad=0, name="toy").encode(text, max_len=3)
+
+
+def test_a_vocabulary_survives_a_copy():
+    import copy
+    import pickle
+
+    from attention_lib.training.vocabulary import Vocabulary
+
+    vocab = Vocabulary("ab", joiner="", allowed="a or b")
+    for again in (copy.deepcopy(vocab), pickle.loads(pickle.dumps(vocab))):
+        assert again == vocab
+        assert again.decode([1, 0]) == "ba"
+        assert again.allowed == "a or b"

@@ -28,7 +28,7 @@ from attention_lib.experiments import batch_mask, detective_team, scaler_weights
 from attention_lib.plotting import online_softmax_steps
 from attention_lib.plotting.masking import ALLOWED_STYLE
 from attention_lib.toy_data import TOKENS, sentence_batch, toy_sentence
-from attention_lib.training import load_trained
+from attention_lib.training.learning_to_attend import load_trained
 from attention_lib.widgets.memory_efficient import EXAMPLE_SCORES, EXAMPLE_VALUES
 
 SENTENCE = "the cat near the dogs purr(s)"  # an input of the shipped agreement model
@@ -172,7 +172,7 @@ ROWS = {
              ({"num_heads": 3}, ValueError, "embed_dim must be divisible by num_heads")],
         moves={"clue_1": "grammar", "num_heads": 1}),
     "online_softmax": Row(
-        w.render_online_softmax, w.online_softmax_explorer, running_max,
+        w.render_memory_efficient, w.memory_efficient_explorer, running_max,
         draws=({"block": 3, "block_size": 2}, lambda: torch.tensor([online_softmax_steps(
             torch.tensor(EXAMPLE_SCORES, dtype=torch.float64), torch.tensor(EXAMPLE_VALUES, dtype=torch.float64),
             2)[2].running_max], dtype=torch.float64)),
@@ -181,7 +181,7 @@ ROWS = {
               r"block must be between 1 and 4 \(the number of blocks of 2 keys\)")],
         moves={"block": 2, "block_size": 1}),
     "trained": Row(
-        partial(w.render_trained, "agreement"), w.trained_explorer, heatmaps,
+        partial(w.render_learning_to_attend, "agreement"), w.learning_to_attend_explorer, heatmaps,
         draws=({"text": SENTENCE, "head": 1}, lambda: load_trained("agreement").run(SENTENCE)[2][0][1].double()
                .flatten()),
         differ=({"text": SENTENCE, "head": 0}, {"text": SENTENCE, "head": 1}),
@@ -285,20 +285,20 @@ def test_detective_team_clues_and_loudness_steer_the_heads():
 
 
 def test_online_softmax_writes_out_the_step_and_hatches_the_current_block():
-    fig = w.render_online_softmax(3, 2)
+    fig = w.render_memory_efficient(3, 2)
     text = fig.axes[1].texts[0].get_text()
     assert "new running max m    = max(1.500, 3.000) = 3.000" in text
     assert "correction = exp(1.500 - 3.000) = 0.223" in text
     hatches = [bar.get_hatch() or "" for bar in fig.axes[0].patches]
     assert hatches[:4] == ["", "", "", ""]  # folded in already
     assert len(set(hatches[4:6])) == 1 != len(set(hatches[4:]))
-    last = w.render_online_softmax(4, 2).axes[1].texts[0].get_text()
+    last = w.render_memory_efficient(4, 2).axes[1].texts[0].get_text()
     assert "(m did not move)" in last
     assert "(equal: all keys seen)" in last
 
 
 def test_online_softmax_explorer_keeps_the_block_slider_inside_the_blocks():
-    box = w.online_softmax_explorer()
+    box = w.memory_efficient_explorer()
     box.controls["block"].value = 4
     box.controls["block_size"].value = 4  # two blocks now: the slider follows
     assert box.controls["block"].max == 2
@@ -306,17 +306,17 @@ def test_online_softmax_explorer_keeps_the_block_slider_inside_the_blocks():
 
 
 def test_trained_shows_the_answer_with_tokens_on_both_axes():
-    ax = w.render_trained("agreement", SENTENCE, head=1).axes[0]
+    ax = w.render_learning_to_attend("agreement", SENTENCE, head=1).axes[0]
     assert [t.get_text() for t in ax.get_xticklabels()] == SENTENCE.split()
     assert [t.get_text() for t in ax.get_yticklabels()][-1] == "purr(s) → purrs"
     assert ax.get_title() == "layer 0, head 1 · answer: the cat near the dogs purrs"
-    reversal = w.render_trained("reversal", "3 1 4 1 5 9 2 6").axes[0]
+    reversal = w.render_learning_to_attend("reversal", "3 1 4 1 5 9 2 6").axes[0]
     assert reversal.get_title().endswith("answer: 6 2 9 5 1 4 1 3")
     assert [t.get_text() for t in reversal.get_yticklabels()][0] == "3 → 6"
 
 
 def test_trained_explorer_explains_an_input_it_cannot_read_and_offers_examples():
-    box = w.trained_explorer(load_trained("reversal"), examples=["0 1 2 3 4 5 6 7"])
+    box = w.learning_to_attend_explorer(load_trained("reversal"), examples=["0 1 2 3 4 5 6 7"])
     assert list(box.controls["text"].options) == ["0 1 2 3 4 5 6 7"]
     box.controls["text"].value = "1 2 3"
     (message,) = [t.get_text() for t in box.figure.axes[0].texts]
@@ -332,17 +332,17 @@ def heatmap(fig, index: int = 0) -> torch.Tensor:
 
 def test_trained_explorer_opens_on_the_chosen_layer_and_head():
     trained = load_trained("agreement")
-    box = w.trained_explorer(trained, layer=1, head=0)
+    box = w.learning_to_attend_explorer(trained, layer=1, head=0)
     assert (box.controls["layer"].value, box.controls["head"].value) == (1, 0)
     text = box.controls["text"].value
     torch.testing.assert_close(heatmap(box.figure), trained.run(text)[2][1][0])
     with pytest.raises(ValueError, match=r"head must be an index in 0..1, but head=5"):
-        w.trained_explorer(trained, head=5)
+        w.learning_to_attend_explorer(trained, head=5)
 
 
 def test_block_diagram_draws_every_part_of_every_block():
     from attention_lib.plotting.learning_to_attend.blocks import plot_block_diagram
-    from attention_lib.training.recipe import build_model
+    from attention_lib.training.learning_to_attend import build_model
 
     texts = [t.get_text() for t in plot_block_diagram(build_model("agreement")).axes[0].texts]
     for part, count in (("token embedding", 1), ("+ position", 1), ("multi-head attention", 2), ("MLP", 2),
@@ -354,7 +354,7 @@ def test_block_diagram_draws_every_part_of_every_block():
 
 def test_shipped_overview_shows_the_verb_head_on_a_moved_subject():
     from attention_lib.plotting.learning_to_attend.trained import plot_shipped_overview
-    from attention_lib.training.probes import subject_head
+    from attention_lib.training.learning_to_attend import subject_head
 
     fig = plot_shipped_overview()
     agreement = load_trained("agreement")

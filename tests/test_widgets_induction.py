@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from attention_lib.training.induction_heads import encode, load_induction
-from attention_lib.widgets import induction_explorer, render_induction
+from attention_lib.widgets import induction_heads_explorer, render_induction_heads
 from attention_lib.widgets.induction_heads import random_repeat
 
 
@@ -14,18 +14,18 @@ def shipped():
 
 
 def test_render_shows_the_chosen_head_and_the_predictions(shipped):
-    fig = render_induction("abcdefabcdef", layer=1, head=1, model=shipped)
+    fig = render_induction_heads("abcdefabcdef", layer=1, head=1, model=shipped)
     with torch.no_grad():
-        expected = shipped(encode("abcdefabcdef").unsqueeze(0)).attention[1][0, 1]
+        expected = shipped(encode("abcdefabcdef").unsqueeze(0)).attentions[1][0, 1]
     torch.testing.assert_close(torch.from_numpy(fig.axes[0].images[0].get_array().data.copy()).float(), expected)
     rows = [t.get_text() for t in fig.axes[0].get_yticklabels()]
     assert rows[7] == "b → c"  # inside the copy the model continues the pattern
     with pytest.raises(ValueError, match=r"head must be an index in 0..1, but head=2"):
-        render_induction("abcabc", head=2, model=shipped)
+        render_induction_heads("abcabc", head=2, model=shipped)
 
 
 def test_the_explorer_redraws_generates_and_explains(shipped):
-    box = induction_explorer(shipped)
+    box = induction_heads_explorer(shipped)
     first = box.figure
     box.controls["layer"].value = 0
     assert box.figure is not first

@@ -21,15 +21,15 @@ import time
 import urllib.request
 from pathlib import Path
 
-from .project import ROOT
+from .project import ROOT, pin
 from .steps import Step, StepFailed, dry_run, run_steps, say
 
 #: PyTorch's own index of CPU-only wheels (``--cpu``); pip gives up on it within seconds when it is unreachable.
 CPU_INDEX = "https://download.pytorch.org/whl/cpu"
 TORCH = "torch>=2.1"  # the bound in pyproject.toml
-#: The Triton release that torch 2.13's default Linux wheel requires (the torch CI pins in .ci/run): ``--cpu`` installs
-#: it, as the CPU-only build brings none. Triton has wheels for Linux only.
-TRITON = "triton==3.8.0"
+#: The Triton release that the pinned torch's default Linux wheel requires (PINS in tools/project.py): ``--cpu``
+#: installs it, as the CPU-only build brings none. Triton has wheels for Linux only.
+TRITON = pin("triton")
 FAIL_FAST = ["--timeout", "15", "--retries", "0"]
 
 

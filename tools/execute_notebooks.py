@@ -119,7 +119,7 @@ def _shown(path: Path) -> str:
 
 
 def _describe_cell(nb, index: int | None) -> str:
-    """``cell 39 (counting from 0; it starts `online_softmax_explorer()`)``, or a note that none had started."""
+    """``cell 39 (counting from 0; it starts `memory_efficient_explorer()`)``, or a note that none had started."""
     if index is None:
         return "before its first cell (while starting the kernel)"
     lines = [line for line in nb.cells[index].source.splitlines() if line.strip()]

@@ -152,9 +152,9 @@ def triton_check(device: str = "cuda", cases=None) -> bool:
 
 def _print_binaries() -> None:
     """What each kernel compiled in this process needs on this GPU (nothing is compiled on a CPU)."""
-    from attention_lib.memory_efficient.triton_launch import _compiled
+    from attention_lib.memory_efficient.triton_kernel import compiled_kernel
 
-    for caches in getattr(_compiled(), "device_caches", {}).values():
+    for caches in getattr(compiled_kernel(), "device_caches", {}).values():
         for binary in caches[0].values():
             meta = binary.metadata
             print(f"  compiled: {meta.num_warps} warps, {meta.num_stages} stages: shared memory "

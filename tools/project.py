@@ -18,6 +18,17 @@ def all_notebooks(folder: Path = NOTEBOOKS) -> list[Path]:
     return sorted(p for p in folder.rglob("*.ipynb") if ".ipynb_checkpoints" not in p.parts)
 
 
+#: The pins, each written here once: the torch CI installs for its pinned part (PyTorch's CPU build; .ci/run reads it
+#: with ``python3 tools/project.py --pin torch``), and the Triton that torch's default Linux wheel requires, which
+#: ``--cpu`` installs (tools/environment.py) and CI installs with its torch.
+PINS = {"torch": "2.13.0", "triton": "3.8.0"}
+
+
+def pin(name: str) -> str:
+    """``"torch==2.13.0"``: the pip requirement of one of :data:`PINS`."""
+    return f"{name}=={PINS[name]}"
+
+
 #: The lessons that train a model, by file name without ``.ipynb``: the one list of them. What training prints
 #: differs in the last digits from one CPU or torch release to the next, so they check trained numbers against
 #: measured bands, and CI runs them under the newest torch and under other CPUs' kernels (``ATEN_CPU_CAPABILITY``);
@@ -53,3 +64,12 @@ NBVAL_ARGS = [
 def run_env() -> dict[str, str]:
     """This process's environment with :data:`RUN_ENV` on top."""
     return {**os.environ, **RUN_ENV}
+
+
+if __name__ == "__main__":  # `python3 tools/project.py --pin torch` prints 2.13.0, for .ci/run
+    import sys
+
+    if sys.argv[1:2] == ["--pin"] and len(sys.argv) == 3 and sys.argv[2] in PINS:
+        print(PINS[sys.argv[2]])
+    else:
+        sys.exit(f"usage: python3 tools/project.py --pin {{{','.join(PINS)}}}")

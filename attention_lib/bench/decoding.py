@@ -7,8 +7,12 @@ length ``P`` three ways of writing the next token are timed, interleaved, with m
 
 - **no cache**: the model reads all ``P + 1`` tokens again (what ``generate(..., use_cache=False)`` does);
 - **cache**: it reads the new token only, with a :class:`~attention_lib.KVCache` pre-allocated for every position;
-- **grown cache**: the same, with a cache that grows by ``torch.cat`` at every step (a copy of all the past, as
-  transformers' ``DynamicCache`` does).
+- **grown cache**: the same, with a :class:`~attention_lib.ConcatCache`, which grows by ``torch.cat`` at every step
+  (a copy of all the past, as transformers' ``DynamicCache`` does).
+
+Every way runs the package's one decoding loop, :func:`~attention_lib.generation.generation_steps`, timed by the
+one per-token timer, :func:`time_per_token` (lesson 15's timing cell calls it too). The grouped-query part,
+:mod:`attention_lib.bench.grouped_query`, times one attention step at a long context for 16, 4 and 1 KV heads.
 
 The targets: with the cache, a token at a 2,048 prefix at least 15x faster than without; and the cached
 per-token time grows at most 2x from a 128 to a 2,048 prefix.
@@ -18,59 +22,72 @@ from __future__ import annotations
 
 import statistics
 import time
+from collections.abc import Sequence
 
 import torch
 
-from ..cache import KVCache
+from ..cache import ConcatCache
+from ..generation import generation_steps
 from ..llama import TinyLlama
+from .grouped_query import run_grouped_query
 
 #: The model timed: lesson 15's architecture, at the width of the issue's prototype.
 SHAPE = {"vocab_size": 32, "embed_dim": 64, "num_heads": 4, "num_layers": 2, "mlp_dim": 128}
 METHODS = ("no cache", "cache", "grown cache")
 
 
-class GrownCache(KVCache):
-    """A cache that keeps no room ahead: each update concatenates the past with the new keys (a copy of both)."""
-
-    def update(self, key, value, layer_idx):
-        layer_idx = self._check(key, value, layer_idx)
-        if self.keys[layer_idx] is None:
-            self.keys[layer_idx], self.values[layer_idx] = key, value
-        else:  # (N, Hkv, S, Dh) + (N, Hkv, L, Dh) -> a new (N, Hkv, S + L, Dh): the whole past copied
-            self.keys[layer_idx] = torch.cat([self.keys[layer_idx], key], dim=2)
-            self.values[layer_idx] = torch.cat([self.values[layer_idx], value], dim=2)
-        self._seen[layer_idx] += key.shape[2]
-        return self.keys[layer_idx], self.values[layer_idx]
-
-
-def _step_times(model: TinyLlama, tokens: torch.Tensor, method: str, steps: int) -> list[float]:
-    """Seconds of each of ``steps`` next-token steps after the prefix ``tokens (1, P)``."""
-    P = tokens.shape[1]
-    new = tokens[:, -1:]
-    times = []
-    if method == "no cache":
-        for t in range(steps):
-            text = torch.cat([tokens, new.expand(1, t + 1)], dim=1)  # (1, P + t + 1): read it all again
-            start = time.perf_counter()
-            model(text)
-            times.append(time.perf_counter() - start)
-        return times
-    cache = (KVCache if method == "cache" else GrownCache)(len(model.layers), P + steps)
-    model(tokens, cache)  # the prefill, untimed
-    for _ in range(steps):
-        start = time.perf_counter()
-        model(new, cache)  # one token in
-        times.append(time.perf_counter() - start)
-    return times
-
-
 @torch.no_grad()
+def time_per_token(model, prefixes: Sequence[int] = (4, 16, 64, 256, 1024), *, repeats: int = 5, steps: int = 4,
+                   ways: Sequence[str] = ("no cache", "cache"), vocab: int | None = None,
+                   seed: int = 0) -> dict[str, list[float]]:
+    """Median seconds to write one token after a prefix of each length, ``{way: [seconds per prefix]}``.
+
+    Built step by step in ``notebooks/15_generation.ipynb``; the benchmark's decoding table. Each way (of
+    :data:`METHODS`) runs :func:`~attention_lib.generation.generation_steps` on a random prefix of ``P`` tokens and
+    times each of its ``steps`` later steps (the prefill is not timed): without a cache a step reads the whole text
+    again, with one it reads the new token only. The ways run interleaved, in an order that rotates from repeat to
+    repeat (so a slow moment of the machine hits all alike), after one untimed round; a way's time at a prefix is
+    the median over repeats of the median step.
+
+    Raises:
+        ValueError: for a way that is not one of :data:`METHODS`.
+
+    Example:
+        >>> model = TinyLlama(vocab_size=10).eval()
+        >>> times = time_per_token(model, (4, 8), repeats=1, steps=2)
+        >>> sorted(times), len(times["cache"])
+        (['cache', 'no cache'], 2)
+    """
+    unknown = [w for w in ways if w not in METHODS]
+    if unknown:
+        raise ValueError(f"ways must be among {list(METHODS)}, but got {unknown}.")
+    vocab = model.config["vocab_size"] if vocab is None else vocab
+    caches = {"no cache": None, "cache": None, "grown cache": ConcatCache}
+    result: dict[str, list[float]] = {w: [] for w in ways}
+    for P in prefixes:
+        prefix = torch.randint(0, vocab, (1, P), generator=torch.Generator().manual_seed(seed + P))
+        per: dict[str, list[float]] = {w: [] for w in ways}
+        for r in range(repeats + 1):  # round 0 warms up
+            for way in ways[r % len(ways):] + ways[:r % len(ways)]:
+                cache = None if caches[way] is None else caches[way](len(model.layers), P + steps + 1)
+                run = generation_steps(model, prefix, steps + 1, use_cache=way != "no cache", cache=cache)
+                next(run)  # the prefill and the first token: not timed
+                times = []
+                for _ in range(steps):
+                    start = time.perf_counter()
+                    next(run)  # one step: the model reads the new token (or the whole text) and writes the next
+                    times.append(time.perf_counter() - start)
+                if r:
+                    per[way].append(statistics.median(times))
+        for way in ways:
+            result[way].append(statistics.median(per[way]))
+    return result
+
+
 def time_decoding(prefixes=(16, 128, 512, 1024, 2048), *, repeats: int = 3, steps: int = 8, seed: int = 0
                   ) -> dict[tuple[str, int], float]:
-    """Median seconds per generated token, ``{(method, prefix): seconds}``, for each method of :data:`METHODS`.
-
-    Each repeat times every method in an order that rotates from repeat to repeat (so a slow moment of the
-    machine hits all alike); a method's time at a prefix is the median over its repeats of the median step.
+    """Median seconds per generated token, ``{(method, prefix): seconds}``, for each method of :data:`METHODS`, on
+    the benchmark's model (:data:`SHAPE`), by :func:`time_per_token`.
 
     Example:
         >>> times = time_decoding((4, 8), repeats=1, steps=2)
@@ -79,17 +96,8 @@ def time_decoding(prefixes=(16, 128, 512, 1024, 2048), *, repeats: int = 3, step
     """
     torch.manual_seed(seed)
     model = TinyLlama(**SHAPE).eval()
-    result = {}
-    for P in prefixes:
-        tokens = torch.randint(0, SHAPE["vocab_size"], (1, P), generator=torch.Generator().manual_seed(seed))
-        per = {m: [] for m in METHODS}
-        for m in METHODS:
-            _step_times(model, tokens[:, :min(P, 16)], m, 1)  # warm up
-        for r in range(repeats):
-            for m in METHODS[r % 3:] + METHODS[:r % 3]:
-                per[m].append(statistics.median(_step_times(model, tokens, m, steps)))
-        result |= {(m, P): statistics.median(per[m]) for m in METHODS}
-    return result
+    times = time_per_token(model, prefixes, repeats=repeats, steps=steps, ways=METHODS, seed=seed)
+    return {(m, P): times[m][i] for m in METHODS for i, P in enumerate(prefixes)}
 
 
 def decoding_targets(times: dict[tuple[str, int], float]) -> list[tuple[str, float | None, str, float]]:
@@ -128,9 +136,11 @@ def print_decoding(times: dict[tuple[str, int], float], repeats: int, steps: int
 
 
 def run_decoding(quick: bool = False, repeats: int | None = None) -> dict:
-    """Time, print and return ``{"times": ..., "targets": ...}`` (``quick``: prefixes 16 to 512, fewer steps)."""
+    """Time, print and return ``{"times": ..., "targets": ..., "grouped_query": ...}`` (``quick``: prefixes 16 to
+    512, fewer steps, and the grouped-query step at S = 2,048 instead of 8,192)."""
     prefixes = (16, 128, 512) if quick else (16, 128, 512, 1024, 2048)
     repeats = repeats or (3 if quick else 5)
     steps = 4 if quick else 8
     times = time_decoding(prefixes, repeats=repeats, steps=steps)
-    return {"times": times, "targets": print_decoding(times, repeats, steps)}
+    return {"times": times, "targets": print_decoding(times, repeats, steps),
+            "grouped_query": run_grouped_query(quick)}

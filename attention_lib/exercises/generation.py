@@ -93,6 +93,27 @@ MISTAKES: list[tuple[Callable, str]] = [
 ]
 
 
+#: What each of the three results is, for the messages.
+_PARTS = (("output", "(N, H, 1, Dv): one output per new query"),
+          ("keys", "(N, H, S + 1, D): the cached keys, then the new one"),
+          ("values", "(N, H, S + 1, Dv): the cached values, then the new one"))
+
+
+def _explain_step(got, expected, args) -> str | None:
+    """Say which of ``(output, keys, values)`` is off: a shape error as a shape error, else the largest difference."""
+    for (part, meaning), mine, right in zip(_PARTS, got, expected, strict=True):
+        if not isinstance(mine, torch.Tensor):
+            return f"the {part} must be a torch.Tensor {meaning}, but got {type(mine).__name__}."
+        if mine.shape != right.shape:
+            return (f"the {part} has the wrong shape: expected {tuple(right.shape)} {meaning}, but got "
+                    f"{tuple(mine.shape)} (the cache held S = {args[0].shape[-2]} tokens).")
+    for (part, _), mine, right in zip(_PARTS, got, expected, strict=True):
+        if not torch.allclose(mine.to(right.dtype), right, atol=1e-5, rtol=1e-4):
+            gap = float((mine.to(right.dtype) - right).abs().max())
+            return f"every shape is right, but the {part} differs from the reference (largest difference {gap:.3g})."
+    return None
+
+
 def check_decoding_step(fn: Callable) -> CheckResult:
     """Check ``fn(cache_k, cache_v, q, k, v)``: one step of decoding with a key/value cache.
 
@@ -116,7 +137,8 @@ def check_decoding_step(fn: Callable) -> CheckResult:
         found = f"a tuple of {len(got)}" if isinstance(got, tuple | list) else f"one {type(got).__name__}"
         return CheckResult("failed", f"❌ {name}: return three things, (output, keys, values): the new token's "
                            f"output and the cache with its key and value appended; but got {found}.")
-    return check_function(fn, _reference, _step_inputs, name=name, mistakes=MISTAKES, atol=1e-5, rtol=1e-4)
+    return check_function(fn, _reference, _step_inputs, name=name, mistakes=MISTAKES, atol=1e-5, rtol=1e-4,
+                          explain=_explain_step)
 
 
 #: How much of the writing stays right, in words, and the share of agreeing sentences each word stands for.
@@ -125,14 +147,18 @@ AMOUNTS = {"all": (0.9, 1.01), "most": (0.5, 0.9), "some": (0.1, 0.5), "none": (
 WHY = {
     "top-left mask while decoding": "each new token sees the first key alone (<bos>): it writes as if nothing had "
                                     "been said, so no sentence survives.",
-    "top-left mask in a chunked prefill": "each chunk of the prompt misses the chunks before it, so the words of "
-                                          "later chunks were cached without the start of the sentence; only a "
-                                          "prompt that fits in one chunk is read right.",
+    "top-left mask in a chunked prefill": "query i of a later chunk sees keys 0..i, the start of the prompt, and "
+                                          "misses its own chunk, itself included: its words were cached as if "
+                                          "they stood at the start; only a prompt that fits in one chunk is read "
+                                          "right.",
     "no mask in the prefill": "each prompt word also saw the words after it, which training never showed; the "
                               "sentences stay well-formed, but some verbs agree with the wrong noun.",
     "positions not offset": "each new token is turned as if at position 0, so every distance between it and the "
                             "cached keys is wrong; the prompt's own keys are right, and some sentences survive "
                             "that, others do not.",
+    "positions one off": "each new token is turned as if one position further on: every distance to the cached keys "
+                         "is one too long, a small change in every score. The words hardly change; the logits do "
+                         "(compare them with one whole pass: the gallery's 'logits off').",
 }
 
 

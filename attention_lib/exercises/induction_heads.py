@@ -141,7 +141,7 @@ def _strongest_key(text: str, position: int, layer: int, head: int, model) -> tu
 
     model = load_induction(2)[0] if model is None else model
     with torch.no_grad():
-        row = model(encode(text).unsqueeze(0)).attention[layer][0, head, position]  # (L,)
+        row = model(encode(text).unsqueeze(0)).attentions[layer][0, head, position]  # (L,)
     return int(row.argmax()), float(row.max())
 
 

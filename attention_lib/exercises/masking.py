@@ -10,7 +10,7 @@ from collections.abc import Callable
 import torch
 
 from .. import attention
-from ..masks import causal_mask
+from ..masks import causal_mask, sliding_window_mask
 from ._checker import CheckResult, check_function
 from ._hints import HINTS
 from ._running import run_learner
@@ -34,6 +34,8 @@ def _band(L: int, S: int, lowest: int, highest: int) -> torch.Tensor:
 def window_mask(L: int, S: int, window: int) -> torch.Tensor:
     """The reference: query ``i`` may attend to key ``j`` when ``i - window < j <= i`` (top-left aligned).
 
+    The package's one sliding window, :func:`~attention_lib.sliding_window_mask` with ``align="upper_left"``.
+
     Example:
         >>> window_mask(4, 4, 2).int()
         tensor([[1, 0, 0, 0],
@@ -41,7 +43,7 @@ def window_mask(L: int, S: int, window: int) -> torch.Tensor:
                 [0, 1, 1, 0],
                 [0, 0, 1, 1]], dtype=torch.int32)
     """
-    return _band(L, S, 1 - window, 0)
+    return sliding_window_mask(L, S, window=window, align="upper_left")
 
 
 def _additive(L: int, S: int, window: int) -> torch.Tensor:

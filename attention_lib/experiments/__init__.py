@@ -7,12 +7,12 @@ the same code. The explorers in :mod:`attention_lib.widgets` only wire these to 
 """
 
 from .detective_team import detective_projections, detective_team
-from .generation import BUGS, bug_gallery, decode, time_per_token, watch_generation
+from .generation import BUGS, bug_gallery, generate_with_bug, logit_error, watch_generation
 from .masking import MASK_KINDS, batch_mask
 from .no_loops import CallBreakdown, timing_breakdown
 from .percentages import temperature_weights
 from .scaler import scaler_weights
 
-__all__ = ["BUGS", "MASK_KINDS", "CallBreakdown", "batch_mask", "bug_gallery", "decode", "detective_projections",
-           "detective_team", "scaler_weights", "temperature_weights", "time_per_token", "timing_breakdown",
-           "watch_generation"]
+__all__ = ["BUGS", "MASK_KINDS", "CallBreakdown", "batch_mask", "bug_gallery", "detective_projections",
+           "detective_team", "generate_with_bug", "logit_error", "scaler_weights", "temperature_weights",
+           "timing_breakdown", "watch_generation"]

@@ -21,6 +21,7 @@ kernel runs (it has wheels for Linux only); importing this module changes no env
 
 from __future__ import annotations
 
+import functools
 import math
 
 import torch
@@ -30,14 +31,12 @@ from ..validation import check_options, check_qkv
 from . import triton_launch
 from ._blocks import DEFAULT_BLOCK_SIZE, LOG2_E
 from .backward import blockwise_backward
+from .triton_launch import INSTALL_HINT, import_triton, interpreted, runs_interpreted, when_triton_imported  # noqa: F401
 
-tl = None  # triton.language, set by import_triton() when the first kernel is built
+tl = None  # triton.language, set once import_triton() has imported triton
 
 #: The dtypes the kernel reads; the running numbers are float32 whatever the inputs.
 DTYPES = (torch.float32, torch.float16, torch.bfloat16)
-
-INSTALL_HINT = ("pip install triton (Linux; it comes with the default Linux install of torch). Triton has no wheels "
-                "for macOS or Windows: run this lesson on Google Colab, or use memory_efficient_attention instead.")
 
 
 def fold_tile(q, K, V, k_stride_s, v_stride_s, start, rows, S, scale_log2, running_max, running_sum, running_output,
@@ -118,19 +117,31 @@ def attention_forward_kernel(Q, K, V, Out, Lse,  # pointers to the first number 
     tl.store(Lse + bh * L + rows, (running_max + tl.log2(running_sum)) * 0.6931471805599453, mask=rows < L)
 
 
-def import_triton():
-    """``triton``, or an ``ImportError`` that says how to get it; makes :func:`fold_tile` a ``triton.jit`` function."""
+@when_triton_imported
+def _build(triton) -> None:
+    """Once ``triton`` is imported (:func:`import_triton`): ``tl`` is ``triton.language``, :func:`fold_tile` a
+    ``triton.jit`` function (always: the interpreter runs it too)."""
     global tl, fold_tile
-    try:
-        import triton
-        import triton.language
-        from triton.runtime.jit import JITFunction
-    except ImportError as error:
-        raise ImportError(f"this needs Triton, which is not installed here ({error}). {INSTALL_HINT}") from error
+    from triton.runtime.jit import JITFunction
+
     tl = triton.language
-    if not isinstance(fold_tile, JITFunction):  # always a JITFunction: the interpreter runs it too (triton_launch)
+    if not isinstance(fold_tile, JITFunction):
         fold_tile = JITFunction(fold_tile)
-    return triton
+
+
+@functools.cache
+def compiled_kernel():
+    """:func:`attention_forward_kernel` made for compiling (not ``triton.jit``: compiled even if TRITON_INTERPRET is
+    set)."""
+    import_triton()
+    from triton.runtime.jit import JITFunction
+
+    return JITFunction(attention_forward_kernel)
+
+
+def kernel_for(device: torch.device):
+    """The attention kernel for tensors on ``device``: compiled for CUDA, :func:`interpreted` elsewhere."""
+    return interpreted(attention_forward_kernel) if runs_interpreted(device) else compiled_kernel()
 
 
 def _check(query, key, value, is_causal, scale, block_sizes) -> tuple[int, int] | None:
@@ -208,7 +219,7 @@ def triton_attention_forward(query: torch.Tensor, key: torch.Tensor, value: torc
     block_sizes = _check(query, key, value, is_causal, scale, block_sizes)
     N, H, L, Ev = (*query.shape[:3], value.shape[-1])
     dtype = query.dtype
-    if dtype == torch.bfloat16 and triton_launch.runs_interpreted(query.device):
+    if dtype == torch.bfloat16 and runs_interpreted(query.device):
         # Triton 3.8's interpreter gets tl.dot wrong for bfloat16 (products off by 1e10, measured): compute in
         # float32 there. On a GPU the kernel reads bfloat16 itself.
         query, key, value = query.float(), key.float(), value.float()
@@ -216,7 +227,8 @@ def triton_attention_forward(query: torch.Tensor, key: torch.Tensor, value: torc
     q, k, v = (t.reshape(N * H, t.shape[-2], t.shape[-1]).contiguous() for t in (query, key, value))
     output = torch.empty(N * H, L, Ev, dtype=query.dtype, device=query.device)
     lse = torch.empty(N * H, L, dtype=torch.float32, device=query.device)
-    triton_launch.launch(q, k, v, output, lse, is_causal=bool(is_causal), scale=scale, block_sizes=block_sizes)
+    triton_launch.launch(q, k, v, output, lse, is_causal=bool(is_causal), scale=scale, block_sizes=block_sizes,
+                         kernel=kernel_for(query.device))
     return output.reshape(N, H, L, Ev).to(dtype), lse.reshape(N, H, L)
 
 

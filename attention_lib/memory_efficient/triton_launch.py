@@ -1,5 +1,9 @@
 """Where and how lesson 14's Triton kernel runs: compiled on a GPU, interpreted on the CPU, with blocks that fit.
 
+This module launches any Triton kernel and knows nothing of lesson 14's: :mod:`~.triton_kernel` passes its own
+(:func:`~.triton_kernel.kernel_for`), and registers what must happen once ``triton`` is imported
+(:func:`when_triton_imported`), so that the two modules import one way only.
+
 **Where: the tensors decide.** CUDA tensors run :func:`~.triton_kernel.attention_forward_kernel` compiled for
 their GPU. CPU tensors run it in Triton's **interpreter**, which executes the programs one by one in NumPy: the
 same results, for checking, not for speed. No environment variable is needed for that, and none is set: the
@@ -26,6 +30,31 @@ from dataclasses import dataclass, replace
 import torch
 
 from ..validation import check_int
+
+INSTALL_HINT = ("pip install triton (Linux; it comes with the default Linux install of torch). Triton has no wheels "
+                "for macOS or Windows: run this lesson on Google Colab, or use memory_efficient_attention instead.")
+#: What runs each time :func:`import_triton` has imported ``triton`` (e.g. making a kernel's helpers ``triton.jit``
+#: functions), registered by :func:`when_triton_imported`.
+_ON_IMPORT: list = []
+
+
+def when_triton_imported(fn):
+    """Register ``fn(triton)`` to run each time :func:`import_triton` has imported ``triton``; return ``fn``."""
+    _ON_IMPORT.append(fn)
+    return fn
+
+
+def import_triton():
+    """``triton``, or an ``ImportError`` that says how to get it; then runs what :func:`when_triton_imported`
+    registered (lesson 14's kernel: :func:`~.triton_kernel.fold_tile` becomes a ``triton.jit`` function)."""
+    try:
+        import triton
+        import triton.language
+    except ImportError as error:
+        raise ImportError(f"this needs Triton, which is not installed here ({error}). {INSTALL_HINT}") from error
+    for fn in _ON_IMPORT:
+        fn(triton)
+    return triton
 
 #: The most shared memory one program may use, in KiB, on the GPUs learners meet (CUDA's opt-in limit per block).
 SHARED_MEMORY_KIB = {"T4 (sm75)": 64, "A100 (sm80)": 163, "A10 and L4 (sm86, sm89)": 99, "H100 (sm90)": 227}
@@ -111,22 +140,10 @@ def runs_interpreted(device: torch.device) -> bool:
     compile)."""
     if device.type != "cuda":
         return True
-    from .triton_kernel import import_triton
-
     import_triton()
     from triton.runtime.interpreter import InterpretedFunction
 
     return isinstance(import_triton().language.max, InterpretedFunction)
-
-
-@functools.cache
-def _compiled():
-    from triton.runtime.jit import JITFunction
-
-    from .triton_kernel import attention_forward_kernel, import_triton
-
-    import_triton()
-    return JITFunction(attention_forward_kernel)  # not triton.jit: compiled even if TRITON_INTERPRET is set
 
 
 @functools.cache
@@ -169,20 +186,11 @@ class interpreted:  # noqa: N801 - used like a decorator: interpreted(kernel)[gr
 
     def __getitem__(self, grid):
         def run(*args, **kwargs):
-            from .triton_kernel import import_triton
-
             import_triton()
             with _library_interpreted():
                 return _interpreted_function(self.fn)[grid](*args, **kwargs)
 
         return run
-
-
-def kernel_for(device: torch.device):
-    """The attention kernel for tensors on ``device``: compiled for CUDA, :func:`interpreted` elsewhere."""
-    from .triton_kernel import attention_forward_kernel
-
-    return interpreted(attention_forward_kernel) if runs_interpreted(device) else _compiled()
 
 
 def check_block_sizes(block_sizes) -> tuple[int, int] | None:
@@ -235,17 +243,15 @@ def launch_arguments(q, k, v, output, lse, *, is_causal: bool, scale: float | No
 
 
 def launch(q, k, v, output, lse, *, is_causal: bool, scale: float | None, block_sizes: tuple[int, int] | None = None,
-           kernel=None) -> LaunchConfig:
-    """Launch ``kernel`` (by default :func:`kernel_for` the tensors' device) and return the config it ran with.
+           kernel) -> LaunchConfig:
+    """Launch ``kernel`` (compiled or :func:`interpreted`, as the tensors' device needs: lesson 14's is
+    :func:`~.triton_kernel.kernel_for`) and return the config it ran with.
 
     The tensors are as in :func:`launch_arguments`. When the GPU refuses the config (``OutOfResources``: too much
     shared memory or too many registers), it tries :meth:`LaunchConfig.smaller` ones, unless ``block_sizes`` were
     given: then it raises a ``ValueError`` that says so.
     """
-    from .triton_kernel import import_triton
-
     OutOfResources = import_triton().runtime.errors.OutOfResources  # noqa: N806 - a class
-    kernel = kernel_for(q.device) if kernel is None else kernel
     config = choose_config(q, v, block_sizes)
     while True:
         grid, args, kwargs = launch_arguments(q, k, v, output, lse, is_causal=is_causal, scale=scale, config=config)

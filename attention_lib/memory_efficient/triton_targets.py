@@ -105,7 +105,7 @@ def _compile(job) -> dict:
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
 
-    from .triton_launch import _compiled
+    from .triton_kernel import compiled_kernel
 
     capability, signature, constexprs, attrs, options = job
     start = time.perf_counter()
@@ -113,7 +113,7 @@ def _compile(job) -> dict:
     triton.knobs.nvidia.dump_ptxas_log = True  # ptxas -v: registers and spills, printed
     log = io.StringIO()
     with contextlib.redirect_stdout(log):
-        binary = triton.compile(ASTSource(_compiled(), signature, constexprs, attrs),
+        binary = triton.compile(ASTSource(compiled_kernel(), signature, constexprs, attrs),
                                 target=GPUTarget("cuda", capability, 32), options=options.__dict__)
     ptx = binary.asm["ptx"]
     instruction = "mma (wgmma)" if "wgmma.mma_async" in ptx else "mma" if "mma.sync" in ptx else "fma"
@@ -132,10 +132,10 @@ def compile_all(launches: list[Launch] | None = None, capabilities=tuple(TARGETS
     from triton.backends.compiler import GPUTarget
     from triton.compiler import make_backend
 
-    from .triton_launch import _compiled
+    from .triton_kernel import compiled_kernel
 
     launches = course_launches() if launches is None else launches
-    kernel, rows, jobs_by_key = _compiled(), [], {}
+    kernel, rows, jobs_by_key = compiled_kernel(), [], {}
     for capability in capabilities:
         backend = make_backend(GPUTarget("cuda", capability, 32))
         for launch in launches:

@@ -59,7 +59,7 @@ def plot_decoding_times(prefixes: Sequence[int], times: Mapping[str, Sequence[fl
     """Draw the time to write one token against the length of the text so far, with and without the cache.
 
     Built in ``notebooks/15_generation.ipynb``; ``times`` comes from
-    :func:`attention_lib.experiments.time_per_token` (seconds), drawn in milliseconds on log axes.
+    :func:`attention_lib.bench.time_per_token` (seconds), drawn in milliseconds on log axes.
 
     Args:
         prefixes: the lengths of the text before the new token.

@@ -1,7 +1,7 @@
 """The measured bands of :mod:`attention_lib.training.bands`.
 
 Written by `python -m attention_lib.training.bands`; do not edit by hand. Measured with torch
-2.13.0+cpu, one thread, seeds 0-4, on the CPU paths: native (AVX2),
+2.13.0+cpu, one thread, seeds 0-4, on the CPU paths: native (AVX512),
 ATEN_CPU_CAPABILITY=avx2, ATEN_CPU_CAPABILITY=default.
 """
 
@@ -13,6 +13,18 @@ BANDS = {
         (0.0, 0.021658658981323242, 'number', 2, '0'),
     "agreement_subject_first: largest difference from the shipped model's maps":
         (0.0, 5.066394805908203e-06, 'number', 2, '0'),
+    'generation: agreeing completions after 150 steps':
+        (0.615, 0.815, 'share', 2, 'all'),
+    'generation: agreeing completions after 300 steps':
+        (0.99, 1.0, 'share', 2, 'all'),
+    'generation: loss at the first of 150 steps':
+        (3.2385716438293457, 3.389946460723877, 'number', 2, 'all'),
+    'generation: mean loss of the last 20 of 150 steps':
+        (1.4265070855617523, 1.443899005651474, 'number', 2, 'all'),
+    "generation: verb's right form scored higher after 150 steps":
+        (0.7799999713897705, 0.9325000047683716, 'share', 2, 'all'),
+    'generation: well-formed completions after 150 steps':
+        (0.95, 1.0, 'share', 2, 'all'),
     'induction: accuracy on the repeated part':
         (0.9373034238815308, 0.943343460559845, 'share', 2, 'all'),
     'induction: accuracy on the rest':

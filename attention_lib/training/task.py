@@ -3,7 +3,7 @@
 Built step by step in ``notebooks/12_learning_to_attend.ipynb``. A :class:`Task` knows its vocabularies and
 its length, how to read an input (:meth:`Task.encode`), how to draw examples (:meth:`Task.draw`), which of
 them are held out from training (:meth:`Task.is_heldout`) and how to show the model's answers
-(:meth:`Task.answer_words`). The tasks themselves are in :mod:`attention_lib.training.tasks`.
+(:meth:`Task.answer_words`). The tasks themselves are in :mod:`attention_lib.training.learning_to_attend.tasks`.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from collections.abc import Sequence
 import torch
 
 from ..validation import is_int
+from .vocabulary import Vocabulary
 
 #: The target of a position that is not scored (``cross_entropy``'s default ``ignore_index``).
 IGNORE = -100
@@ -44,7 +45,8 @@ class Task:
 
     Attributes:
         name: the task's name, for :func:`get_task`.
-        vocab: the input tokens; token id ``i`` is ``vocab[i]``.
+        vocab: the input tokens, a :class:`~attention_lib.training.vocabulary.Vocabulary`; token id ``i`` is
+            ``vocab[i]``.
         answers: the output classes; class ``c`` is ``answers[c]``.
         max_len: the longest input the task makes (and a model trained on it reads).
         pad: the id of the padding token, or ``None`` when every input has the same length.
@@ -54,7 +56,7 @@ class Task:
 
     def __init__(self, name: str, vocab: Sequence[str], answers: Sequence[str], max_len: int, pad: int | None,
                  recipe: dict, examples: Sequence[str] = ()):
-        self.name, self.vocab, self.answers = name, tuple(vocab), tuple(answers)
+        self.name, self.vocab, self.answers = name, Vocabulary(vocab, pad=pad, name=name), tuple(answers)
         self.max_len, self.pad, self.recipe, self.examples = max_len, pad, dict(recipe), tuple(examples)
 
     def __repr__(self) -> str:
@@ -99,16 +101,9 @@ class Task:
             kinds = sorted({type(t).__name__ for t in tokens})
             raise TypeError(f"an input is a list of token strings or a list of int token ids, not a mix; "
                             f"got items of types {kinds}.")
-        unknown = sorted({t for t in tokens if t not in allowed})
-        if unknown:
-            raise ValueError(f"tokens {unknown} are not in the {self.name} vocabulary; allowed: {allowed}.")
-        if len(tokens) > self.max_len:
-            raise ValueError(f"the {self.name} model reads at most {self.max_len} tokens, but got {len(tokens)}: "
-                             f"shorten the input.")
-        if not tokens:
-            raise ValueError("the input is empty; give at least one token.")
-        self._check_length(len(tokens))
-        return torch.tensor([self.vocab.index(t) for t in tokens])
+        ids = self.vocab.encode(tokens, max_len=self.max_len)  # (L,)
+        self._check_length(len(ids))
+        return ids
 
     def _check_length(self, length: int) -> None:
         """Refuse an input length the task never makes (nothing, by default)."""
@@ -120,7 +115,7 @@ class Task:
             >>> Task("digits", "0123456789", "0123456789", 4, None, recipe={}).decode(torch.tensor([3, 1, 4]))
             ['3', '1', '4']
         """
-        return [self.vocab[int(i)] for i in ids if self.pad is None or int(i) != self.pad]
+        return self.vocab.words(ids)
 
     # -- examples and splits ----------------------------------------------------------------------------------
     def draw(self, n: int, g: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:

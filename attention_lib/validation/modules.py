@@ -2,9 +2,24 @@
 
 from __future__ import annotations
 
+from typing import Protocol, runtime_checkable
+
 import torch
 
 from .tensors import check_is_tensor
+
+
+@runtime_checkable
+class Rotary(Protocol):
+    """What :func:`check_rotary` accepts: rotary positions such as :class:`~attention_lib.RotaryPositions`, which turn
+    vectors of size ``dim`` by their position (``angles``, ``forward(x, offset)``). Checked by what it does, so that
+    this module needs no import of the modules it checks (they import it)."""
+
+    dim: int
+
+    def angles(self, length: int, offset: int = 0) -> torch.Tensor: ...
+
+    def forward(self, x: torch.Tensor, offset: int = 0) -> torch.Tensor: ...
 
 
 def check_multihead_inputs(query, key, value, *, sizes: dict[str, int], dtype: torch.dtype) -> None:
@@ -41,17 +56,21 @@ def check_multihead_inputs(query, key, value, *, sizes: dict[str, int], dtype: t
 
 
 def check_rotary(rotary, head_dim: int):
-    """Check that ``rotary`` is ``None`` or a :class:`~attention_lib.RotaryPositions` of size ``head_dim``; return it.
+    """Check that ``rotary`` is ``None`` or rotary positions (:class:`Rotary`, e.g. a
+    :class:`~attention_lib.RotaryPositions`) of size ``head_dim``; return it.
 
     Raises:
         TypeError: if it is something else.
         ValueError: if its size is not ``head_dim``.
-    """
-    from ..positions import RotaryPositions  # positions imports this module: import it when needed
 
+    Example:
+        >>> from attention_lib import RotaryPositions
+        >>> check_rotary(RotaryPositions(8), 8).dim
+        8
+    """
     if rotary is None:
         return None
-    if not isinstance(rotary, RotaryPositions):
+    if not isinstance(rotary, Rotary):
         raise TypeError(f"rotary must be a RotaryPositions or None, but got {type(rotary).__name__}; build it "
                         f"with RotaryPositions(head_dim).")
     if rotary.dim != head_dim:

@@ -33,7 +33,7 @@ def _model(model):
     return load_induction(2)[0] if model is None else model
 
 
-def render_induction(text: str, layer: int = 1, head: int = 0, model=None):
+def render_induction_heads(text: str, layer: int = 1, head: int = 0, model=None):
     """Draw one head's map on one sequence; each row is labelled with its token and the model's prediction.
 
     Built in ``notebooks/13_induction_heads.ipynb``. Row ``i`` is labelled ``token -> prediction`` (the token the
@@ -52,7 +52,7 @@ def render_induction(text: str, layer: int = 1, head: int = 0, model=None):
             out of range.
 
     Example:
-        >>> fig = render_induction("abcdefabcdef", layer=1, head=0)
+        >>> fig = render_induction_heads("abcdefabcdef", layer=1, head=0)
         >>> fig.axes[0].get_title()[:30]
         'layer 1, head 0 · predictions:'
     """
@@ -71,7 +71,7 @@ def render_induction(text: str, layer: int = 1, head: int = 0, model=None):
     rows = [f"{t} → {p}" for t, p in zip(tokens, predicted, strict=True)]
     cols = [f"{t} {i}" for i, t in enumerate(tokens)]
     L = len(tokens)
-    fig = plot_heatmap(out.attention[layer][0, head], rows, cols, title=f"layer {layer}, head {head} · predictions: "
+    fig = plot_heatmap(out.attentions[layer][0, head], rows, cols, title=f"layer {layer}, head {head} · predictions: "
                        f"{predicted}", vmin=0.0, vmax=1.0, fmt=".1f", annotate=L <= 14)
     fig.set_size_inches(max(5.0, 1.8 + 0.42 * L), 1.4 + 0.36 * L)
     fig.tight_layout()
@@ -80,13 +80,13 @@ def render_induction(text: str, layer: int = 1, head: int = 0, model=None):
 
 def _render_or_explain(model, text: str, layer: int, head: int):
     """What the explorer draws: the map, or for a sequence the model cannot read, what is allowed."""
-    return explain_unreadable(lambda: render_induction(text, layer=layer, head=head, model=model), "sequence")
+    return explain_unreadable(lambda: render_induction_heads(text, layer=layer, head=head, model=model), "sequence")
 
 
-def induction_explorer(model=None, examples=None):
+def induction_heads_explorer(model=None, examples=None):
     """An explorer of the induction model: type, pick or generate a sequence; choose layer and head.
 
-    Built in ``notebooks/13_induction_heads.ipynb`` around :func:`render_induction`. The button writes a new
+    Built in ``notebooks/13_induction_heads.ipynb`` around :func:`render_induction_heads`. The button writes a new
     random sequence with a repeat (:func:`random_repeat`) into the text box.
 
     Args:
@@ -98,7 +98,7 @@ def induction_explorer(model=None, examples=None):
         ``head``, and the button as ``box.generate``.
 
     Example:
-        >>> box = induction_explorer()
+        >>> box = induction_heads_explorer()
         >>> sorted(box.controls)
         ['head', 'layer', 'text']
         >>> box.generate.click()

@@ -11,19 +11,20 @@ from .explorer import explain_unreadable
 
 
 def _trained(trained):
-    from ..training.shipped import TrainedModel, load_trained
+    from ..training.learning_to_attend import TrainedModel, load_trained
 
     return trained if isinstance(trained, TrainedModel) else load_trained(trained)
 
 
-def render_trained(trained, text: str, layer: int = 0, head: int = 0):
+def render_learning_to_attend(trained, text: str, layer: int = 0, head: int = 0):
     """Draw one head's attention map on one input, with the model's answer, tokens on both axes.
 
     Built in ``notebooks/12_learning_to_attend.ipynb``. Rows are the words attending (labelled with the
     answer given there, ``token -> answer``), columns the words attended to.
 
     Args:
-        trained: a :class:`attention_lib.training.shipped.TrainedModel`, or a task name to load the shipped one.
+        trained: a :class:`~attention_lib.training.learning_to_attend.TrainedModel`, or a task name to load the
+            shipped one.
         text: the input, space-separated tokens of the task's vocabulary.
         layer: which layer, ``0 <= layer < num_layers``.
         head: which head, ``0 <= head < H``.
@@ -36,7 +37,7 @@ def render_trained(trained, text: str, layer: int = 0, head: int = 0):
             head out of range.
 
     Example:
-        >>> fig = render_trained("reversal", "1 2 3 4 5 6 7 8", head=1)
+        >>> fig = render_learning_to_attend("reversal", "1 2 3 4 5 6 7 8", head=1)
         >>> fig.axes[0].get_title()
         'layer 0, head 1 · answer: 8 7 6 5 4 3 2 1'
     """
@@ -57,18 +58,18 @@ def render_trained(trained, text: str, layer: int = 0, head: int = 0):
 
 def _render_or_explain(trained, text: str, layer: int, head: int):
     """What the explorer draws: the map, or for an input the model cannot read, what is allowed."""
-    return explain_unreadable(lambda: render_trained(trained, text, layer=layer, head=head), "input")
+    return explain_unreadable(lambda: render_learning_to_attend(trained, text, layer=layer, head=head), "input")
 
 
-def trained_explorer(trained="agreement", examples=None, *, layer: int = 0, head: int = 0):
+def learning_to_attend_explorer(trained="agreement", examples=None, *, layer: int = 0, head: int = 0):
     """An explorer of a trained model: type or pick an input, choose layer and head, see the map and answer.
 
-    Built in ``notebooks/12_learning_to_attend.ipynb`` around :func:`render_trained`. An input the model
+    Built in ``notebooks/12_learning_to_attend.ipynb`` around :func:`render_learning_to_attend`. An input the model
     cannot read shows what is allowed instead of a map.
 
     Args:
-        trained: a :class:`attention_lib.training.shipped.TrainedModel`, or ``"reversal"``/``"agreement"`` to load the
-            shipped model.
+        trained: a :class:`~attention_lib.training.learning_to_attend.TrainedModel`, or ``"reversal"``/``"agreement"``
+            to load the shipped model.
         examples: inputs offered in the list (default: the task's ``examples``).
         layer, head: the layer and head shown first.
 
@@ -77,7 +78,7 @@ def trained_explorer(trained="agreement", examples=None, *, layer: int = 0, head
         ``head``.
 
     Example:
-        >>> box = trained_explorer("reversal")
+        >>> box = learning_to_attend_explorer("reversal")
         >>> sorted(box.controls)
         ['head', 'layer', 'text']
     """

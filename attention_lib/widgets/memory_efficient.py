@@ -13,7 +13,7 @@ EXAMPLE_SCORES = (0.5, -1.0, 1.5, 0.2, 3.0, -0.5, 1.0, 2.5)
 EXAMPLE_VALUES = ((1.0, 0.0), (0.0, 1.0), (1.0, 1.0), (0.0, 0.0), (2.0, 0.0), (0.0, 2.0), (1.0, 0.0), (0.0, 1.0))
 
 
-def render_online_softmax(block: int = 1, block_size: int = 2, scores=EXAMPLE_SCORES, value=EXAMPLE_VALUES):
+def render_memory_efficient(block: int = 1, block_size: int = 2, scores=EXAMPLE_SCORES, value=EXAMPLE_VALUES):
     """Draw the online softmax of one query after ``block`` blocks of ``block_size`` keys, with its numbers.
 
     The explorer's picture: :func:`attention_lib.plotting.plot_online_softmax_block` on the example (or given)
@@ -32,7 +32,7 @@ def render_online_softmax(block: int = 1, block_size: int = 2, scores=EXAMPLE_SC
         ValueError: if ``block`` is not between 1 and the number of blocks, or the shapes do not fit.
 
     Example:
-        >>> fig = render_online_softmax(2, 2)
+        >>> fig = render_memory_efficient(2, 2)
         >>> "correction = exp(0.500 - 1.500) = 0.368" in fig.axes[1].texts[0].get_text()
         True
     """
@@ -42,16 +42,16 @@ def render_online_softmax(block: int = 1, block_size: int = 2, scores=EXAMPLE_SC
     return plot_online_softmax_block(scores, value, block, block_size)
 
 
-def online_softmax_explorer(scores=EXAMPLE_SCORES, value=EXAMPLE_VALUES):
+def memory_efficient_explorer(scores=EXAMPLE_SCORES, value=EXAMPLE_VALUES):
     """An explorer: step through the online softmax block by block and watch its running numbers.
 
-    Built in ``notebooks/10_memory_efficient.ipynb`` around :func:`render_online_softmax`.
+    Built in ``notebooks/10_memory_efficient.ipynb`` around :func:`render_memory_efficient`.
 
     Returns:
         The explorer box of :func:`attention_lib.widgets.make_explorer`.
 
     Example:
-        >>> box = online_softmax_explorer()
+        >>> box = memory_efficient_explorer()
         >>> sorted(box.controls)
         ['block', 'block_size']
     """
@@ -68,5 +68,5 @@ def online_softmax_explorer(scores=EXAMPLE_SCORES, value=EXAMPLE_VALUES):
         block.value = min(block.value, block.max)
 
     size.observe(resize, names="value")
-    return make_explorer(lambda block, block_size: render_online_softmax(block, block_size, scores, value),
+    return make_explorer(lambda block, block_size: render_memory_efficient(block, block_size, scores, value),
                          {"block": block, "block_size": size}, title="The online softmax, one block at a time")

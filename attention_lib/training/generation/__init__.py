@@ -4,12 +4,16 @@
   checker of what a model writes (well-formed, agreeing);
 - :mod:`~attention_lib.training.generation.recipe`: training a tiny Llama on them, and measuring it;
 - :mod:`~attention_lib.training.generation.shipped`: the shipped models (MHA, GQA, MQA, sliding windows) and the
-  safe way to load them (``python -m attention_lib.training.generation`` remakes them).
+  safe way to load them (``python3 course.py remake weights-15`` remakes them);
+- :mod:`~attention_lib.training.generation.band_figures`: the lesson's trained figures and their bands (measured
+  range and margin; ``python3 course.py remake bands-15`` measures them again).
 """
 
+from .band_figures import AGREEING_300, band, within
 from .recipe import RECIPE, build_lm, complete, quality, train_lm, verb_agreement
 from .shipped import KV_HEADS, SEEDS, WINDOWS, load_lm
 from .texts import (
+    END,
     VOCAB,
     check_sentences,
     decode,
@@ -21,6 +25,6 @@ from .texts import (
     verb_position,
 )
 
-__all__ = ["KV_HEADS", "RECIPE", "SEEDS", "VOCAB", "WINDOWS", "build_lm", "check_sentences", "complete", "decode",
-           "encode", "load_lm", "make_texts", "prompts_before_the_verb", "quality", "rates", "subject_position",
-           "train_lm", "verb_agreement", "verb_position"]
+__all__ = ["AGREEING_300", "END", "KV_HEADS", "RECIPE", "SEEDS", "VOCAB", "WINDOWS", "band", "build_lm",
+           "check_sentences", "complete", "decode", "encode", "load_lm", "make_texts", "prompts_before_the_verb",
+           "quality", "rates", "subject_position", "train_lm", "verb_agreement", "verb_position", "within"]

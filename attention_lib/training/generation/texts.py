@@ -17,11 +17,13 @@ import torch
 
 from ...validation import check_int
 from ..grammar import AGREEMENT, NOUNS, PREPOSITIONS, STRUCTURES, VERB_FORMS
+from ..vocabulary import Vocabulary
 
-#: The words of the texts: padding, the start, the full stop, then the grammar's words with verbs in both forms.
-VOCAB = ("<pad>", "<bos>", ".", "the", "a", "cat", "cats", "dog", "dogs", "small", "big", "black", "white", "near",
-         "with", "behind", "purrs", "purr", "barks", "bark", "sits", "sit", "softly")
 PAD, BOS, END = 0, 1, 2
+#: The words of the texts: padding, the start, the full stop, then the grammar's words with verbs in both forms.
+VOCAB = Vocabulary(("<pad>", "<bos>", ".", "the", "a", "cat", "cats", "dog", "dogs", "small", "big", "black", "white",
+                    "near", "with", "behind", "purrs", "purr", "barks", "bark", "sits", "sit", "softly"), pad=PAD,
+                   unit="words")
 _ID = {w: i for i, w in enumerate(VOCAB)}
 #: The longest text: ``<bos>``, the grammar's longest sentence (21 words) and ``.``.
 MAX_LEN = AGREEMENT.max_len + 2
@@ -31,20 +33,18 @@ SPLITS = {"train": AGREEMENT.training_structures, "heldout": AGREEMENT.heldout_s
 
 
 def encode(text: str | Sequence[str]) -> torch.Tensor:
-    """Token ids ``(L,)`` of a text such as ``"<bos> the cat purrs ."`` (words split on spaces).
+    """Token ids ``(L,)`` of a text such as ``"<bos> the cat purrs ."`` (words split on spaces): :data:`VOCAB`'s
+    :meth:`~attention_lib.training.vocabulary.Vocabulary.encode`.
 
     Raises:
-        ValueError: for a word outside :data:`VOCAB` (the message lists them).
+        ValueError: for a word outside :data:`VOCAB` (the message lists them), or an empty text.
+        TypeError: for something that is neither a string nor a list of words.
 
     Example:
         >>> encode("<bos> the cat purrs .").tolist()
         [1, 3, 5, 16, 2]
     """
-    words = text.split() if isinstance(text, str) else list(text)
-    unknown = sorted({w for w in words if w not in _ID})
-    if unknown:
-        raise ValueError(f"words {unknown} are not in the vocabulary; the words are {list(VOCAB[1:])}.")
-    return torch.tensor([_ID[w] for w in words], dtype=torch.long)
+    return VOCAB.encode(text)
 
 
 def decode(ids) -> str:
@@ -54,7 +54,7 @@ def decode(ids) -> str:
         >>> decode(torch.tensor([1, 3, 5, 16, 2, 0, 0]))
         '<bos> the cat purrs .'
     """
-    return " ".join(VOCAB[int(i)] for i in ids if int(i) != PAD)
+    return VOCAB.decode(ids)
 
 
 def _to_text(inputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 
 import torch
 
-from ..validation import check_index
-from .grammar import AGREEMENT, NOUNS, AgreementTask
+from ...validation import check_index
+from ..grammar import AGREEMENT, NOUNS, AgreementTask
 
 
 @dataclass(frozen=True)
@@ -51,14 +51,14 @@ def subject_shares(model, task: AgreementTask = AGREEMENT, *, n: int = 500, seed
     Built step by step in ``notebooks/12_learning_to_attend.ipynb``.
 
     Example:
-        >>> from attention_lib.training import load_trained
+        >>> from attention_lib.training.learning_to_attend import load_trained
         >>> subject_shares(load_trained("agreement").model).shape
         torch.Size([2, 2])
     """
     x, _ = task.sample(n, torch.Generator().manual_seed(seed), "heldout")
     parse = task.parse(x)
     with torch.no_grad():
-        maps = model(x).attention  # one (N, H, L, L) per layer
+        maps = model(x).attentions  # one (N, H, L, L) per layer
     rows = torch.arange(n)
     return torch.stack([(w[rows, :, parse.verb].argmax(-1) == parse.subject[:, None]).float().mean(0)
                         for w in maps])  # (layers, H)
@@ -69,7 +69,7 @@ def subject_head(model, task: AgreementTask = AGREEMENT, *, n: int = 500, seed: 
     (the largest of :func:`subject_shares`).
 
     Example:
-        >>> from attention_lib.training import load_trained
+        >>> from attention_lib.training.learning_to_attend import load_trained
         >>> subject_head(load_trained("agreement").model)
         (1, 0)
     """
@@ -100,7 +100,7 @@ def probe_agreement(model, structures: Sequence[str], *, layer: int, head: int, 
         ValueError: for a structure that does not fit, or a layer or head out of range.
 
     Example:
-        >>> from attention_lib.training import load_trained
+        >>> from attention_lib.training.learning_to_attend import load_trained
         >>> row = probe_agreement(load_trained("agreement").model, ["P S V"], layer=1, head=0, n=200)[0]
         >>> row.structure, row.accuracy > 0.9, row.on_subject > 0.9
         ('P S V', True, True)
@@ -138,7 +138,7 @@ def _measure(model, x: torch.Tensor, y: torch.Tensor, layer: int, head: int, tas
     with torch.no_grad():
         out = model(x)
     said = out.logits[rows, parse.verb].argmax(-1)  # the model's answer: 0 singular, 1 plural
-    verb_row = out.attention[layer][rows, head, parse.verb]  # (n, L): where the verb looks
+    verb_row = out.attentions[layer][rows, head, parse.verb]  # (n, L): where the verb looks
     strongest = verb_row.argmax(-1)
     is_noun = (number[x] >= 0) & (torch.arange(x.shape[1]) < parse.verb[:, None])  # nouns before the verb
     nearest = torch.where(is_noun, torch.arange(x.shape[1]), -1).max(1).values
@@ -200,7 +200,7 @@ def probe_attraction(model, structures: Sequence[str], *, layer: int, head: int,
         ValueError: for a structure that does not fit, or a layer or head out of range.
 
     Example:
-        >>> from attention_lib.training import load_trained
+        >>> from attention_lib.training.learning_to_attend import load_trained
         >>> rows = probe_attraction(load_trained("agreement").model, ["S P V"], layer=1, head=0, n=100)
         >>> [(r.structure, r.attractors) for r in rows], rows[0].accuracy > 0.9
         ([('S P V', 0), ('S P V', 1)], True)
