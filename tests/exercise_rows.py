@@ -564,6 +564,13 @@ def kernel_rows() -> list[Exercise]:
     key_end = "key_end = tl.minimum(S, (block + 1) * BLOCK_L)"
     v_with_head_dim = ("v_ptrs = V + cols[:, None] * v_stride_s + value_dims[None, :]",
                        "v_ptrs = V + cols[:, None] * v_stride_s + dims[None, :]")
+    ev_is_e = [("tl.arange(0, VALUE_DIM)", "tl.arange(0, HEAD_DIM)"),  # every value-sized block made E wide
+               ("tl.zeros((BLOCK_L, VALUE_DIM), tl.float32)", "tl.zeros((BLOCK_L, HEAD_DIM), tl.float32)")]
+    q_rows_dense = ("rows[:, None] * q_stride_l", "rows[:, None] * HEAD_DIM")  # rows assumed E apart
+    k_rows_dense = ("cols[:, None] * k_stride_s", "cols[:, None] * HEAD_DIM")
+    full_end_unbounded = ("full_end = tl.minimum(full_end, block * BLOCK_L // BLOCK_S * BLOCK_S)",
+                          "full_end = block * BLOCK_L // BLOCK_S * BLOCK_S")
+    non_causal_all_masked = ("    key_end = S\n", "    key_end = S\n    if not IS_CAUSAL:\n        full_end = 0\n")
     attention = Exercise(
         check_attention_kernel,
         correct=[kernel_with(), kernel_with(("tl.exp2(", "tl.math.exp2(")), kernel_with(every_tile_masked)],
@@ -593,6 +600,15 @@ def kernel_rows() -> list[Exercise]:
             (kernel_with(("weights = tl.exp2(scores - new_max[:, None])", "weights = scores - new_max[:, None]")),
              "the update is lesson 10's"),
             (kernel_with(("mask=rows[:, None] < L)", ")")), "wrote past the last query"),
+            (kernel_with(*ev_is_e), "Ev = VALUE_DIM numbers per position"),  # was told "store with mask=rows < L"
+            (kernel_with(*ev_is_e), "on E = 32, Ev = 16"),
+            (kernel_with(q_rows_dense), "views into one packed QKV buffer"),
+            (kernel_with(k_rows_dense), "on packed QKV: rows 48 numbers apart"),
+            (kernel_with(k_rows_dense), "Step from row to row with the strides given"),
+            (kernel_with(("k = tl.load(k_ptrs, mask=cols[:, None] < S, other=0.0)", "k = tl.load(k_ptrs)")),
+             "read outside the key tensor"),
+            (kernel_with(("mask=rows[:, None] < L, other=0.0)", ")")), "read outside the query tensor"),
+            (kernel_with(("mask=rows[:, None] < L, other=0.0)", ")")), "into the padding after it"),
             (attention_forward_kernel, "put @triton.jit on the line above"),
         ],
         crashes=[(kernel_with(("tl.sum(weights, axis=1)", "tl.sum(weights, axis=2)")), "fixed shape"),
@@ -600,7 +616,7 @@ def kernel_rows() -> list[Exercise]:
         mistakes=kernel_exercise.MISTAKES,
         stubs=(kernel_with(("    cols = start + tl.arange",
                             "    raise NotImplementedError\n    cols = start + tl.arange")),),
-        passed_says="log-sum-exp on 6 cases",
+        passed_says="log-sum-exp on 7 cases",
     )
     causal = Exercise(
         check_causal_kernel,
@@ -614,12 +630,16 @@ def kernel_rows() -> list[Exercise]:
             (kernel_with((key_end, "key_end = tl.minimum(S, (block + 1) * BLOCK_S)")), "counted in BLOCK_L"),
             (kernel_with(("block * BLOCK_L // BLOCK_S * BLOCK_S", "(block + 1) * BLOCK_L // BLOCK_S * BLOCK_S")),
              "in the tiles on the diagonal mask the others"),
-            (kernel_with(every_tile_masked), "the tiles left of the diagonal"),
+            (kernel_with(every_tile_masked), "the full tiles (every key exists and, with IS_CAUSAL, comes before"),
+            (kernel_with(full_end_unbounded), "more queries than keys (L > S)"),
+            (kernel_with(full_end_unbounded), "on causal, 64 queries, 40 keys (L > S)"),
+            (kernel_with(non_causal_all_masked), "on one tile of 16 keys, right, but your kernel loads 1 of its 1 tiles"),
+            (kernel_with(*ev_is_e), "Ev = VALUE_DIM numbers per position"),
         ],
         mistakes=kernel_exercise.CAUSAL_MISTAKES,
         stubs=(kernel_with(("    if IS_CAUSAL:  # and every key", "    if IS_CAUSAL:\n"
                             "        raise NotImplementedError\n    if IS_CAUSAL:  # and every key")),),
-        passed_says="right on 10 cases",
+        passed_says="in every case the future tiles skipped and only the edge tiles loaded with a mask",
     )
     return [attention, causal]
 
