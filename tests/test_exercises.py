@@ -26,6 +26,7 @@ from exercise_rows import (
 )
 
 import attention_lib as al
+import attention_lib.exercises as al_exercises
 from attention_lib.exercises import (
     blend,
     check_calculate_attention,
@@ -137,6 +138,7 @@ SOFT_LOOKUP = Exercise(
          "is even (scores / d_k) / 2"),
         (lookup_scaled(lambda q, k, v: math.sqrt(k.size(-2))), "divide by √E, not √S"),
         (lookup_scaled(lambda q, k, v: math.sqrt(v.size(-1))), "divide by √E, not √Ev"),
+        (lookup_scaled(lambda q, k, v: math.sqrt(q.size(0))), "divide by √E, not √N"),
         (lambda q, k, v: ((k * q[:, None]).sum(-1) / math.sqrt(q.size(-1)))[:, None] @ v,
          "drop the size-1 dimension with .squeeze(-2)"),
         (lambda q, k, v: (((k * q[:, None]).sum(-1) / math.sqrt(q.size(-1)))[:, None] @ v)[:, 0],
@@ -204,6 +206,7 @@ MATCHMAKER = Exercise(
         (by_loops, "query.unsqueeze(-2) (..., L, 1, E)"),
         (lambda q, k: (q.unsqueeze(-3) * k.unsqueeze(-2)).sum(-1), "Yours are flipped, (..., S, L)"),
         (lambda q, k: broadcast(q, k) / q.size(-1) ** 0.5, "the scaler's job"),
+        (lambda q, k: (q.unsqueeze(-2) * k.unsqueeze(-3)).mean(-1), ".mean(dim=-1) also divides them by E"),
         (lambda q, k: (q * k).sum(-1), "multiplies query i with key i only"),
         (lambda q, k: (q.unsqueeze(-2) * k.unsqueeze(-3)).sum(-2), "you added up over the words"),
         (lambda q, k: q.unsqueeze(-2) * k.unsqueeze(-3), "those are the products"),
@@ -1136,3 +1139,111 @@ def test_leaving_torch_is_named(fn, call):
     run = run_learner(fn, (torch.ones(2),), Allowed(PLAIN | {"tensor", "from_numpy"}, said="tensor operations"))
     assert call in run.refused
     assert "stay in PyTorch" in run.refused
+
+
+# -- wrong answers written after the allowlist redesign, as a learner would; each gets its own hint or a generic one --
+def fresh_tune_in_after(x, f):  # the focus after the softmax, renormalised: it cancels out
+    w = sm(x @ T(x), -1) * f[:, None]
+    return (w / w.sum(-1, keepdim=True)) @ x
+
+
+def fresh_lookup_softmax_over_readers(q, k, v):
+    s = (k * q.unsqueeze(-2)).sum(-1) / math.sqrt(q.size(-1))
+    return (sm(s, 0).unsqueeze(-2) @ v).squeeze(-2)
+
+
+def fresh_lookup_scaled_by_N(q, k, v):
+    s = (k * q.unsqueeze(-2)).sum(-1) / math.sqrt(q.size(0))
+    return (sm(s, -1).unsqueeze(-2) @ v).squeeze(-2)
+
+
+def fresh_scaled_projected_on_the_wrong_side(x, wq, wk):
+    q, k = wq @ T(x), wk @ T(x)  # (N, d_k, L): features first
+    return q @ T(k) / math.sqrt(wq.size(0))
+
+
+def fresh_log_without_the_log(s):
+    t = s - s.amax(-1, keepdim=True)
+    return t - t.exp().sum(-1, keepdim=True)
+
+
+def fresh_log_sub_in_place(s):
+    s.sub_(s.amax(-1, keepdim=True))
+    return s - s.exp().sum(-1, keepdim=True).log()
+
+
+def fresh_blend_values_left_in_place(q, k, v):
+    qb, kb = q.transpose(0, 1), k.transpose(0, 1)
+    w = sm(qb @ T(kb) / math.sqrt(q.size(-1)), -1)
+    return (w @ v).transpose(0, 1), w
+
+
+def fresh_blend_scaled_by_S(q, k, v):
+    qb, kb, vb = (t.transpose(0, 1) for t in (q, k, v))
+    w = sm(qb @ T(kb) / math.sqrt(k.size(0)), -1)
+    return (w @ vb).transpose(0, 1), w
+
+
+def fresh_online_shift_by_the_old_max(m, s, o, scores, v):
+    new = torch.maximum(m, scores.amax(-1, keepdim=True))
+    c, w = torch.exp(m - new), torch.exp(scores - m)
+    return new, s * c + w.sum(-1, keepdim=True), o * c + w @ v
+
+
+def fresh_online_correction_on_the_new_block(m, s, o, scores, v):
+    new = torch.maximum(m, scores.amax(-1, keepdim=True))
+    safe = new.masked_fill(new == INF, 0.0)
+    c, w = torch.exp(m - safe), torch.exp(scores - safe)
+    return new, s + w.sum(-1, keepdim=True) * c, o + (w @ v) * c
+
+
+def fresh_cross_with_multihead_attention(q, s, n):
+    mha = torch.nn.MultiheadAttention(q.size(-1), 1, batch_first=True)
+    return mha(q, s, s, key_padding_mask=torch.arange(s.size(-2))[None, :] >= n[:, None])
+
+
+FRESH_WRONG = [
+    (check_tune_in, fresh_tune_in_after, "multiply the scores by `focus` before the softmax"),
+    (check_tune_in, lambda x, f: sm(f[:, None] * (x @ T(x)) / x.size(-1), -1) @ x, "the values differ"),
+    (check_soft_lookup, fresh_lookup_softmax_over_readers, "the values differ"),
+    (check_soft_lookup, fresh_lookup_scaled_by_N, "divide by √E, not √N"),
+    (check_matchmaker, lambda q, k: (q.unsqueeze(-2) * k.unsqueeze(-3)).mean(-1), ".mean(dim=-1) also divides"),
+    (check_matchmaker, lambda q, k: torch.cosine_similarity(q.unsqueeze(-2), k.unsqueeze(-3), dim=-1),
+     "your function called `torch.cosine_similarity`"),
+    (check_scaled_scores, lambda x, wq, wk: (x @ wq.T) @ T(x @ wk.T) / math.sqrt(wq.size(1)), "not by √d_model"),
+    (check_scaled_scores, fresh_scaled_projected_on_the_wrong_side, "the words meet, not the features"),
+    (check_log_softmax, fresh_log_without_the_log, "the values differ"),
+    (check_log_softmax, fresh_log_sub_in_place, "changes a tensor in place (-= or .sub_())"),
+    (check_calculate_attention, fresh_blend_values_left_in_place, "A @ B needs the last size of A"),
+    (check_calculate_attention, fresh_blend_scaled_by_S, "divide by √E, not √S"),
+    (check_weights_no_loops, lambda q, k: sm(q @ T(k) / (q.norm() * k.norm()) / 0.1, -1), "the values differ"),
+    (check_weights_no_loops, lambda q, k: sm(F.normalize(q, dim=-2) @ T(F.normalize(k, dim=-2)) / 0.1, -1),
+     "dim=-2 runs across the words"),
+    (check_weights_no_loops, lambda q, k: sm((1 - torch.cdist(F.normalize(q, dim=-1), F.normalize(k, dim=-1)) ** 2
+                                              / 2) / 0.1, -1), "your function called `torch.cdist`"),
+    (check_window_mask, lambda L, S, w: ones(L, S).tril() & ones(L, S).triu(-w), "one key too many"),
+    (check_window_mask, lambda L, S, w: al.sliding_window_mask(L, S, w), "called `al.sliding_window_mask`"),
+    (check_masked_softmax, lambda s, m: sm(s.masked_fill(m == False, INF), -1), "its softmax is 0 / 0 = NaN"),  # noqa: E712
+    (check_masked_softmax, lambda s, m: sm(torch.where(m, s, torch.tensor(-1e4)), -1), "got a uniform average"),
+    (check_split_heads, lambda x, h: x.reshape(*x.shape[:2], h, -1).permute(1, 2, 3, 0), "with Dh = E // num_heads"),
+    (check_merge_heads, lambda x: x.permute(2, 0, 1, 3).reshape(x.shape[0], x.shape[2], -1), "the batch-first layout"),
+    (al_exercises.check_online_softmax_update, fresh_online_shift_by_the_old_max, "the new sum (result 2 of 3) is wrong"),
+    (al_exercises.check_online_softmax_update, fresh_online_correction_on_the_new_block, "the new sum (result 2 of 3)"),
+    (al_exercises.check_cross_attention, lambda q, s, n: al.calculate_attention(
+        q, s, s, attn_mask=torch.arange(s.size(-2))[None, :] < n[:, None]), "the mask needs a dimension for the queries"),
+    (al_exercises.check_cross_attention, fresh_cross_with_multihead_attention, "`nn.MultiheadAttention (its"),
+    (al_exercises.check_reversal_target, lambda d: d.roll(1, -1), "the values differ"),
+    (al_exercises.check_previous_token_score, lambda w: w.diagonal(offset=-1, dim1=2, dim2=3).mean(dim=(0, 1)),
+     "one score per head: average over the sequences"),
+    (al_exercises.check_induction_score, lambda w, k: w.diagonal(offset=-(k + 1), dim1=-2, dim2=-1)[..., :k].mean(
+        dim=(0, -1)), "the values differ"),
+    (al_exercises.check_scores_shape, lambda q, k: (q[0], q[-2], k[-2]), "3 sizes, but the scores have as many"),
+]
+
+
+@pytest.mark.parametrize(("checker", "answer", "fragment"), FRESH_WRONG,
+                         ids=[f"{c.__name__}-{i}" for i, (c, _, _) in enumerate(FRESH_WRONG)])
+def test_fresh_wrong_answers_fail_with_their_own_hint(checker, answer, fragment):
+    result = checker(answer)
+    assert result.status in ("failed", "error"), result.message
+    assert fragment in result.message

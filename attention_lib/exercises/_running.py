@@ -69,16 +69,16 @@ class _Watch(TorchFunctionMode):
         kwargs = kwargs or {}
         name = op_name(func)
         plain, in_place = plain_name(name)
-        library = _library_caller(sys._getframe(1))
+        library, module = _library_caller(sys._getframe(1))
         if library is None or self.allowed is None or library.f_code not in self.functions:
-            self._note(func, name, plain, in_place, library, args, kwargs)
+            self._note(func, name, plain, in_place, library, args, kwargs, module)
         try:
             return func(*args, **kwargs)
         except Exception:
             self.run.failed_op = (name, [*args, *kwargs.values()])
             raise
 
-    def _note(self, func, name, plain, in_place, library, args, kwargs) -> None:
+    def _note(self, func, name, plain, in_place, library, args, kwargs, module=None) -> None:
         run = self.run
         run.calls += 1
         run.ops.add(plain)
@@ -93,22 +93,26 @@ class _Watch(TorchFunctionMode):
         if library is not None:
             run.refused = self.allowed.library_hint.replace("{call}", f"`{_library_name(library.f_code)}`")
         elif not self.allowed.permits(plain):
-            run.refused = self.allowed.refusal(plain, shown(name, func))
+            run.refused = self.allowed.refusal(plain, f"nn.{module} (its {shown(name, func)})" if module else
+                                               shown(name, func))
 
 
 def _library_caller(frame):
-    """The outermost frame of the package's own code (outside the exercises) between an operation and the learner's
-    code, or ``None`` when the learner's code called the operation itself."""
-    found = None
+    """``(frame, module)``: the outermost frame of the package's own code (outside the exercises) between an operation
+    and the learner's code (``None`` when the learner's code called the operation), and the ``torch.nn`` module
+    whose method made the call (``"MultiheadAttention"``), if any."""
+    found, module = None, None
     while frame is not None:
         filename = frame.f_code.co_filename
         if filename.startswith(_PACKAGE_DIR) and not filename.startswith(_EXERCISES_DIR):
             found = frame
-        elif not (filename.startswith(_TORCH_DIR) or filename.startswith(_STDLIB_DIRS)
-                  or filename.startswith("<frozen")):
-            return found  # the learner's code (or the exercise's, which runs it)
+        elif filename.startswith(_TORCH_DIR):
+            owner = frame.f_locals.get("self") if "nn" + "/modules" in filename.replace("\\", "/") else None
+            module = type(owner).__name__ if isinstance(owner, torch.nn.Module) else module
+        elif not (filename.startswith(_STDLIB_DIRS) or filename.startswith("<frozen")):
+            return found, module  # the learner's code (or the exercise's, which runs it)
         frame = frame.f_back
-    return found
+    return found, module
 
 
 _NAMES: dict = {}

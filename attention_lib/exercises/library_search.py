@@ -51,7 +51,7 @@ def _hard(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor) -> torch.
 MISTAKES = [
     *recipe_mistakes(("blend_keys", "no_scale", "scale_by_d_k", "scale_multiplied", "scale_half",
                       "scale_half_inline", "scale_by_S",
-                      "scale_by_Ev", "no_softmax"),
+                      "scale_by_Ev", "scale_by_N", "no_softmax"),
                      result=lambda r: r.output.squeeze(-2), inputs=_one_row),
     (_hard, HINTS["hard_lookup"]),
 ]

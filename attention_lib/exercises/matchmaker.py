@@ -60,6 +60,8 @@ ALLOWED = Allowed(METADATA | LAYOUT | CREATION | ELEMENTWISE | {"sum", "mean", "
 MISTAKES = [(wrong, FLIPPED) for wrong, _ in recipe_mistakes(("reversed_scores",), result=lambda r: r.scores)]
 MISTAKES += recipe_mistakes(("scaled_in_matchmaker",), result=lambda r: r.scores)
 MISTAKES.append((lambda q, k: (q.unsqueeze(-2) * k.unsqueeze(-3)).sum(dim=-2), SUMMED_OVER_WORDS))
+MISTAKES.append((lambda q, k: (q.unsqueeze(-2) * k.unsqueeze(-3)).mean(dim=-1),
+                 "a dot product adds the products up, .sum(dim=-1); .mean(dim=-1) also divides them by E."))
 
 
 def _shape_hint(args: tuple, got: tuple | None) -> str:
