@@ -10,6 +10,8 @@ import re
 
 import torch
 
+from ..validation import is_int, is_number
+
 
 def difference(got, expected, atol: float = 1e-5, rtol: float = 1e-4) -> str | None:
     """How ``got`` differs from ``expected`` in a few words, or ``None`` when they match.
@@ -80,12 +82,6 @@ def whole_number(x) -> int | None:
         if x.numel() != 1 or x.dtype == torch.bool:
             return None
         x = x.item()
-    if isinstance(x, bool) or not isinstance(x, int | float):
-        try:
-            import numpy as np
-        except ImportError:  # pragma: no cover - numpy comes with torch
-            return None
-        if not isinstance(x, np.integer | np.floating) or isinstance(x, np.bool_):
-            return None
-    value = float(x)
-    return int(value) if value == value and value not in (float("inf"), float("-inf")) and value.is_integer() else None
+    if is_int(x):
+        return int(x)
+    return int(x) if is_number(x) and float(x).is_integer() else None
