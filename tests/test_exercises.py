@@ -523,7 +523,9 @@ WEIGHTS_NO_LOOPS = Exercise(
         (loop_over_features, "so it loops in Python"),
         (loop_in_plain_python, "lines of Python on the smallest input"),
         (loop_over_lists, "your function called `.tolist()`, which turns the tensor into Python lists"),
-        (loop_over_numpy, "your function called `__array__ (NumPy's np.asarray or np.array)`, which turns the tensor into a NumPy array"),
+        (loop_over_numpy,
+         "your function called `__array__ (NumPy's np.asarray or np.array)`, which turns the tensor into a NumPy "
+         "array"),
         (lambda q, k: torch.from_numpy(cosine(q, k).numpy()), "stay in PyTorch"),
         (weights_from_sdpa, "your function called `F.scaled_dot_product_attention`"),
         (lambda q, k: al.calculate_attention(unit(q), unit(k), unit(k), scale=10.0)[1],
@@ -631,7 +633,8 @@ MASKED_SOFTMAX = Exercise(
         (lambda s, m: masked(s, m, dim=-2).nan_to_num(0.0), "not each column (dim=-2)"),
         (masked, "its softmax is 0 / 0 = NaN"),
         (lambda s, m: masked(s, m, fill=-1e9), "got a uniform average, 1/S on every key it must not see"),
-        (lambda s, m: masked(s, m, fill=torch.finfo(s.dtype).min), "got a uniform average, 1/S on every key it must not see"),
+        (lambda s, m: masked(s, m, fill=torch.finfo(s.dtype).min),
+         "got a uniform average, 1/S on every key it must not see"),
         (lambda s, m: al.percentages(s, attn_mask=m), "your function called `al.percentages`"),
         (lambda s, m: torch._safe_softmax(s.masked_fill(~m, INF), -1), "your function called `torch._safe_softmax`"),
         (weights_from_identity_values, "your function called `al.memory_efficient_attention`"),
@@ -880,7 +883,7 @@ def test_float64_in_float64_out_and_float64_accurate():
     fixed = check_function(lambda x: x.float().exp(), reference, inputs, name="e", float64=True)
     assert "for float64 inputs your function returned float32" in fixed.message
     assert check_function(reference, reference, inputs, name="e", float64=True).message.endswith(
-        "inputs, in float64 too. Well done!")
+        "inputs, the first again in float64. Well done!")
 
 
 def test_a_tuple_with_a_wrong_shape_is_a_shape_error_not_values():
@@ -1227,10 +1230,12 @@ FRESH_WRONG = [
     (check_masked_softmax, lambda s, m: sm(torch.where(m, s, torch.tensor(-1e4)), -1), "got a uniform average"),
     (check_split_heads, lambda x, h: x.reshape(*x.shape[:2], h, -1).permute(1, 2, 3, 0), "with Dh = E // num_heads"),
     (check_merge_heads, lambda x: x.permute(2, 0, 1, 3).reshape(x.shape[0], x.shape[2], -1), "the batch-first layout"),
-    (al_exercises.check_online_softmax_update, fresh_online_shift_by_the_old_max, "the new sum (result 2 of 3) is wrong"),
+    (al_exercises.check_online_softmax_update, fresh_online_shift_by_the_old_max,
+     "the new sum (result 2 of 3) is wrong"),
     (al_exercises.check_online_softmax_update, fresh_online_correction_on_the_new_block, "the new sum (result 2 of 3)"),
     (al_exercises.check_cross_attention, lambda q, s, n: al.calculate_attention(
-        q, s, s, attn_mask=torch.arange(s.size(-2))[None, :] < n[:, None]), "the mask needs a dimension for the queries"),
+        q, s, s, attn_mask=torch.arange(s.size(-2))[None, :] < n[:, None]),
+     "the mask needs a dimension for the queries"),
     (al_exercises.check_cross_attention, fresh_cross_with_multihead_attention, "`nn.MultiheadAttention (its"),
     (al_exercises.check_reversal_target, lambda d: d.roll(1, -1), "the values differ"),
     (al_exercises.check_previous_token_score, lambda w: w.diagonal(offset=-1, dim1=2, dim2=3).mean(dim=(0, 1)),

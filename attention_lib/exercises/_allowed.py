@@ -8,8 +8,8 @@ and refuses the first one outside the set, naming it. A new spelling in a future
 
 Example:
     >>> allowed = Allowed(ELEMENTWISE | REDUCTIONS, said="elementwise products and sums")
-    >>> allowed.refusal("linalg_matmul", "torch.linalg.matmul")
-    'your function called `torch.linalg.matmul`, which this exercise does not use: it is built from elementwise products and sums.'
+    >>> print(allowed.refusal("linalg_matmul", "torch.linalg.matmul"))
+    your function called `torch.linalg.matmul`, which this exercise does not use: it is built from elementwise ...
     >>> allowed.permits("mul"), allowed.permits("linalg_vecdot")
     (True, False)
 """
@@ -64,8 +64,9 @@ PLAIN_SAID = ("plain PyTorch operations: arithmetic and comparisons, indexing an
 
 #: Calls that take numbers out of PyTorch (into Python numbers, lists or NumPy arrays), with what they make.
 LEAVING_TORCH: dict[str, str] = {"tolist": "Python lists", "numpy": "a NumPy array", "array": "a NumPy array",
-                                 "item": "a Python number", "py_float": "a Python number", "py_int": "a Python number",
-                                 "py_index": "a Python number", "py_bool": "a Python bool", "py_complex": "a Python number",
+                                 "item": "a Python number", "py_float": "a Python number",
+                                 "py_int": "a Python number", "py_index": "a Python number", "py_bool": "a Python bool",
+                                 "py_complex": "a Python number",
                                  "array_wrap": "a NumPy array", "dlpack": "another library's array"}
 
 #: The hint for a call that leaves PyTorch; ``{call}`` names the call and ``{what}`` what it makes.
@@ -123,11 +124,13 @@ _DUNDER_ALIASES = {"radd": "add", "iadd": "add", "rsub": "rsub", "isub": "sub", 
                    "div": "div", "rdiv": "rdiv", "idiv": "div", "ipow": "pow", "rpow": "rpow", "floordiv": "floordiv",
                    "ifloordiv": "floordiv", "rfloordiv": "rfloordiv", "iand": "and", "ior": "or", "ixor": "xor",
                    "rand": "and", "ror": "or", "rxor": "xor", "mod": "remainder", "imod": "remainder",
-                   "float": "py_float", "int": "py_int", "bool": "py_bool", "index": "py_index", "complex": "py_complex"}
+                   "float": "py_float", "int": "py_int", "bool": "py_bool", "index": "py_index",
+                   "complex": "py_complex"}
 #: How a refused call is shown, where its plain name is not how the learner wrote it.
-_SHOWN = {"matmul": "@ (torch.matmul)", "array": "__array__ (NumPy's np.asarray or np.array)", "py_float": "float(tensor)",
-          "py_int": "int(tensor)", "py_index": "a tensor used as a Python int", "py_bool": "a tensor used as a Python "
-          "bool (if, and, or)", "tolist": ".tolist()", "numpy": ".numpy()", "item": ".item()"}
+_SHOWN = {"matmul": "@ (torch.matmul)", "array": "__array__ (NumPy's np.asarray or np.array)",
+          "py_float": "float(tensor)", "py_int": "int(tensor)", "py_index": "a tensor used as a Python int",
+          "py_bool": "a tensor used as a Python bool (if, and, or)", "tolist": ".tolist()", "numpy": ".numpy()",
+          "item": ".item()"}
 
 
 def plain_name(name: str) -> tuple[str, bool]:

@@ -15,16 +15,15 @@ where) the message passes on in a few words.
 from __future__ import annotations
 
 import inspect
-import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 import torch
 
-from ._crashes import explain_crash
-from ._hints import HINTS
 from ._allowed import Allowed
 from ._compare import _finite_parts_agree, _holds_tensors, difference
+from ._crashes import explain_crash
+from ._hints import HINTS
 from ._running import Run, run_learner
 from ._trials import backward_slip, float64_slip
 
@@ -120,7 +119,7 @@ def check_function(learner_fn: Callable, reference_fn: Callable, make_inputs: Ca
         ...                mistakes=[(lambda x: x + x + 1, "drop the + 1")]).message
         '❌ doubling: not quite. Hint: drop the + 1'
         >>> check_function(ref, ref, inputs, name="doubling", float64=True, backward=True).message
-        '✅ doubling: correct on 3 fixed test inputs, in float64 too, and backward through it. Well done!'
+        '✅ doubling: correct on 3 fixed test inputs, the first again in float64, and backward through it. Well done!'
     """
     calls, answers, dtype = [], {}, None
     for trial in range(trials):
@@ -196,8 +195,9 @@ def _inputs_said(args: tuple) -> str:
 
 
 def also_checked(float64: bool, backward: bool) -> str:
-    """What the extra trials checked, for a pass message: ``", in float64 too, and backward through it"``."""
-    return (", in float64 too" if float64 else "") + (", and backward through it" if backward else "")
+    """What the extra trials checked, for a pass message: ``", the first again in float64, and backward through
+    it"``."""
+    return (", the first again in float64" if float64 else "") + (", and backward through it" if backward else "")
 
 
 def _dtype_differs(got, expected) -> str | None:

@@ -156,7 +156,8 @@ def check_calculate_attention(fn: Callable) -> CheckResult:
     ``(output (L, N, Ev), weights (N, L, S))``. Three fixed inputs, the first square (``L = S = N = E = Ev``),
     the others with every size different; the weights are checked first (steps 1 to 4), then the output
     (step 5); the first input runs again in float64, and backward runs through both (an in-place step that breaks
-    autograd, such as ``e /= e.sum(...)``, fails). Typical slips (the batch left in place, a missing transpose, no scaler, √S or √Ev in place of
+    autograd, such as ``e /= e.sum(...)``, fails). Typical slips (the batch left in place, a missing transpose, no
+    scaler, √S or √Ev in place of
     √E, softmax over the wrong dimension, blending the keys, ...) get their own hint. The library's functions
     (its steps, its recipe, ``memory_efficient_attention``, ...) and PyTorch's ``scaled_dot_product_attention``
     fail the check.

@@ -61,7 +61,7 @@ SWAPPED_DIMS = ("dim1=-1, dim2=-2 swaps the rows and the columns, and with them 
 def _dims_swapped(run) -> bool:
     """Whether a run called ``diagonal`` with ``dim1`` after ``dim2`` (counted on 4-D weights)."""
     for args, kwargs in run.arguments.get("diagonal", []):
-        named = dict(zip(("offset", "dim1", "dim2"), args)) | kwargs  # the tensor itself is not recorded
+        named = dict(zip(("offset", "dim1", "dim2"), args, strict=False)) | kwargs  # the tensor itself is not recorded
         dim1, dim2 = named.get("dim1", 0), named.get("dim2", 1)
         if isinstance(dim1, int) and isinstance(dim2, int) and dim1 % 4 > dim2 % 4:
             return True

@@ -39,7 +39,8 @@ NO_MATMUL = ("this exercise builds the scores without a matrix product, and your
              "dimension; broadcasting (lesson 00) pairs every query with every key at once.")
 
 NO_LOOPS = ("no Python loops: your function ran {few} PyTorch operations on the smallest input and {many} on the "
-            "largest, so it loops in Python (over words, sentences or features). Broadcasting does every pair at once: give the queries a size-1 "
+            "largest, so it loops in Python (over words, sentences or features). Broadcasting does every pair at "
+            "once: give the queries a size-1 "
             "dimension for the keys, query.unsqueeze(-2) (..., L, 1, E), and the keys one for the queries, "
             "key.unsqueeze(-3) (..., 1, S, E).")
 

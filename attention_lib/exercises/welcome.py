@@ -11,8 +11,8 @@ from collections.abc import Callable
 import torch
 
 from ..validation import is_int
-from ._checker import CheckResult, check_function
 from ._allowed import Allowed
+from ._checker import CheckResult, check_function
 from ._hints import HINTS
 
 #: The (query shape, key shape) of each trial: 0, 1, 2 and 3 batch dimensions, with L, S and E all different.
@@ -77,7 +77,8 @@ def check_scores_shape(scores_shape: Callable[[tuple, tuple], tuple]) -> CheckRe
 
     The shape must come from the tuples alone: a function that computes the product (even on empty or
     ``meta`` tensors) fails with a hint: no PyTorch operation is allowed. It is tried on four fixed pairs of shapes,
-    with zero to three batch dimensions; a shape of the wrong length, or one that holds anything but ints (``"4"``, ``4.0``), fails with a
+    with zero to three batch dimensions; a shape of the wrong length, or one that holds anything but ints
+    (``"4"``, ``4.0``), fails with a
     message that says so.
 
     Args:
