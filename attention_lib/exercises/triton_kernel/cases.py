@@ -4,7 +4,7 @@ Each :class:`Case` is one launch, built to catch one slip: several tiles (the ma
 several heads (each with its own offset, and gaps between heads: the tensors are views into larger buffers),
 ``Ev != E``, ``BLOCK_L != BLOCK_S``, packed QKV (rows with gaps between them), and the causal mask with ``L < S``
 and ``L > S``. Past the end of every key and value (and, causal, past the last tile any program may visit) the
-buffers hold large keys and ``NaN`` values, and every buffer ends in a tail of ``NaN``, as memory past a tensor
+buffers hold large keys and ``NaN`` values (and ``NaN`` queries past the last query), as memory past a tensor
 holds anything: a kernel that reads there, or visits a tile it should skip, gets ``NaN``, the same on every run.
 In the interpreter the checker also watches every load (:mod:`~.reads`): the tiles of keys loaded, those loaded
 with a mask, and any read that lands outside the tensors it was given.
@@ -22,7 +22,6 @@ from ...memory_efficient.triton_launch import interpreted, launch, runs_interpre
 
 FILL = 123.0  # what the output and log-sum-exp buffers hold past the last query: the kernel must leave it alone
 PAD = 16  # rows past the end of each head's keys and values
-TAIL = 4096  # numbers of NaN after the end of every input buffer: a read past it stays inside memory we own
 
 
 @dataclass(frozen=True)
@@ -70,21 +69,11 @@ CAUSAL_CASES = (
 )
 
 
-def _padded(shape: tuple[int, ...], fill: float) -> torch.Tensor:
-    """A tensor of ``shape`` full of ``fill``, whose storage goes on with :data:`TAIL` NaN."""
-    numel = 1
-    for size in shape:
-        numel *= size
-    flat = torch.full((numel + TAIL,), float("nan"))
-    flat[:numel] = fill
-    return flat[:numel].view(shape)
-
-
 def case_inputs(case: Case, device="cpu") -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """``query (B, L, E)``, ``key (B, S, E)``, ``value (B, S, Ev)`` for ``case`` (``B = N * H``).
 
     Each is a view into a ``(B, rows + 16, .)`` buffer whose rows past the end hold large keys, ``NaN`` values and
-    ``NaN`` queries, and whose storage ends in :data:`TAIL` ``NaN``; causal with ``S > L``, the keys no query may see
+    ``NaN`` queries; causal with ``S > L``, the keys no query may see
     hold them too. Packed, the three are column slices of one buffer (the layout of a fused QKV projection). The
     keys of tile ``j`` (of 16) are scaled by ``j + 1``, so that the maximum grows from tile to tile. The whole
     buffers move to ``device``, then the views are cut: the padding is there on a GPU too.
@@ -98,12 +87,12 @@ def case_inputs(case: Case, device="cpu") -> tuple[torch.Tensor, torch.Tensor, t
     if never < S:  # causal: the tiles after the last query's tile are in every query's future
         k[:, never:], v[:, never:] = 4.0, float("nan")
     if case.packed:  # one (B, S + 16, E + E + Ev) buffer: [q | k | v] in every row
-        buffer = _padded((B, max(case.L, S) + PAD, 2 * E + Ev), float("nan"))
+        buffer = torch.full((B, max(case.L, S) + PAD, 2 * E + Ev), float("nan"))
         buffer[:, :, E:2 * E] = 4.0
         buffer[:, :case.L, :E], buffer[:, :S, E:2 * E], buffer[:, :S, 2 * E:] = q, k, v
         buffer = buffer.to(device)
         return buffer[:, :case.L, :E], buffer[:, :S, E:2 * E], buffer[:, :S, 2 * E:]
-    query, key, value = (_padded((B, n + PAD, d), fill) for n, d, fill in (
+    query, key, value = (torch.full((B, n + PAD, d), fill) for n, d, fill in (
         (case.L, E, float("nan")), (S, E, 4.0), (S, Ev, float("nan"))))
     query[:, :case.L], key[:, :S], value[:, :S] = q, k, v
     return query.to(device)[:, :case.L], key.to(device)[:, :S], value.to(device)[:, :S]

@@ -1,5 +1,5 @@
 """What a kernel reads, watched in Triton's interpreter: the tiles of keys it loads (with a mask or without), and any
-read that lands outside the tensors it was given (in the padding or the ``NaN`` tail of their buffers).
+read that lands outside the tensors it was given (in the padding of their buffers).
 
 Used by :func:`~attention_lib.exercises.triton_kernel.cases.run_case`; every load of the interpreter goes through
 ``create_masked_load``, which :func:`watching_reads` wraps for the length of one launch.
@@ -38,8 +38,8 @@ def watching_reads(tensors: dict[str, torch.Tensor]):
     """Watch the interpreter's loads while a kernel runs on ``tensors`` (name -> the view passed to the kernel).
 
     Yields a dict filled as the kernel runs: ``"all"`` and ``"masked"``, the loads from ``"key"`` (one per tile) and
-    those made with a mask; ``"outside"``, the name of the first tensor a load read past (its buffer's padding or
-    tail), or ``"memory outside every input"``.
+    those made with a mask; ``"outside"``, the name of the first tensor a load read past (its buffer's padding
+    rows), or ``"memory outside every input"``.
     """
     from triton.runtime.interpreter import InterpreterBuilder, interpreter_builder
 
