@@ -270,8 +270,6 @@ def _clue(got, run: Run, clues: Mapping[str, str]) -> str:
     for op, hint in clues.items():
         if op in run.ops:
             return f" Hint: {hint}"
-    if any("x.T" in w for w in run.warnings):
-        return f" Hint: {HINTS['dot_T']}"
     if isinstance(got, torch.Tensor) and got.is_floating_point() and not bool(got.isfinite().all()):
         return (" Hint: your result contains NaN or inf; look for exp of a large number, 0 / 0, or "
                 "-inf - (-inf).")

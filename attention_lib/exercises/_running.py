@@ -45,7 +45,7 @@ class Run:
     warnings: list[str] = field(default_factory=list)
     lines: int | None = None  # lines of the learner's own Python executed, when counted (``count_lines=True``)
     in_place: list[str] = field(default_factory=list)  # the in-place operations called, as written
-    batched_T: bool = False  # noqa: N815 - `.T` on a tensor of more than 2 dimensions
+    batched_T: bool = False  # noqa: N815 - a tensor of more than 2 dimensions reversed by `.T`, then used
     arguments: dict[str, list[tuple]] = field(default_factory=dict)  # op -> the plain (non-tensor) arguments
 
 
@@ -63,6 +63,7 @@ class _Watch(TorchFunctionMode):
     def __init__(self, run: Run, allowed: Allowed | None):
         super().__init__()
         self.run, self.allowed = run, allowed
+        self.flipped: list[torch.Tensor] = []  # the results of `.T` on batched tensors, not yet used
         self.functions = {f.__code__ for f in allowed.functions if hasattr(f, "__code__")} if allowed else set()
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
@@ -70,13 +71,26 @@ class _Watch(TorchFunctionMode):
         name = op_name(func)
         plain, in_place = plain_name(name)
         library, module = _library_caller(sys._getframe(1))
-        if library is None or self.allowed is None or library.f_code not in self.functions:
+        learners = library is None or self.allowed is None or library.f_code not in self.functions
+        if learners:
             self._note(func, name, plain, in_place, library, args, kwargs, module)
         try:
-            return func(*args, **kwargs)
+            result = func(*args, **kwargs)
         except Exception:
             self.run.failed_op = (name, [*args, *kwargs.values()])
             raise
+        if learners:
+            self._follow_flips(name, args, kwargs, result)
+        return result
+
+    def _follow_flips(self, name, args, kwargs, result) -> None:
+        """Note a batched tensor reversed by ``.T`` once it is used (a second ``.T`` restores it, and is no slip)."""
+        flipped = [a for a in (*args, *kwargs.values()) if any(a is f for f in self.flipped)]
+        if name == "T" and args and isinstance(args[0], torch.Tensor) and args[0].dim() > 2:
+            if not flipped:
+                self.flipped.append(result)
+        elif flipped:
+            self.run.batched_T = True
 
     def _note(self, func, name, plain, in_place, library, args, kwargs, module=None) -> None:
         run = self.run
@@ -86,8 +100,6 @@ class _Watch(TorchFunctionMode):
         if in_place:
             run.in_place.append(_IN_PLACE_SHOWN.get(plain, name) if name.startswith("__") else
                                 _IN_PLACE_METHODS.get(plain, f".{name}()"))
-        if name == "T" and args and isinstance(args[0], torch.Tensor) and args[0].dim() > 2:
-            run.batched_T = True
         if self.allowed is None or run.refused is not None:
             return
         if library is not None:
