@@ -332,12 +332,16 @@ CROSS_ATTENTION = Exercise(
     correct=[cross, lambda q, s, n: cross_by_hand(q, s, n, empty_rows_zero=True),
              lambda q, s, n: [torch.nn.functional.scaled_dot_product_attention(q, s, s, attn_mask=pad(n, s.shape[-2])),
                               cross_by_hand(q, s, n, empty_rows_zero=True)[1]],
-             lambda q, s, n: calculate_attention(q, s, s, attn_mask=torch.zeros(pad(n, s.shape[-2]).shape)
-                                                 .masked_fill(~pad(n, s.shape[-2]), float("-inf")))],
+             lambda q, s, n: calculate_attention(q, s, s, attn_mask=torch.zeros(
+                 pad(n, s.shape[-2]).shape, dtype=q.dtype).masked_fill(~pad(n, s.shape[-2]), float("-inf")))],
     wrong=[
         (cross_by_hand, "a sentence of length 0"),  # the -inf version by hand: NaN where a sentence is empty
         (cross_by_hand, "give it exact zeros"),
         (cross_in_place, "in place (x[...] = ...)"),
+        # an additive mask made in float32: right in float32, and a crash on float64 inputs
+        (lambda q, s, n: calculate_attention(q, s, s, attn_mask=torch.zeros(pad(n, s.shape[-2]).shape)
+                                             .masked_fill(~pad(n, s.shape[-2]), float("-inf"))),
+         "in float64 your function raised DtypeMismatchError"),
         (lambda q, s, n: calculate_attention(q, s, s), "the sentences' padding got weight"),
         (lambda q, s, n: calculate_attention(q, s, s, attn_mask=~pad(n, s.shape[-2])), "True and False are swapped"),
         (lambda q, s, n: calculate_attention(q, s, s, attn_mask=pad(n, s.shape[-2], extra=1)),

@@ -203,6 +203,8 @@ MATCHMAKER = Exercise(
         (lambda q, k: torch.tensor(__import__("numpy").asarray(q) @ __import__("numpy").asarray(k).swapaxes(-1, -2)),
          "your function called `__array__"),
         (by_loops, "no Python loops"),
+        (lambda q, k: sum(q[..., :, None, e] * k[..., None, :, e] for e in range(q.shape[-1])),
+         "so it loops in Python (over words, sentences or features)"),  # a loop over features, not words
         (by_loops, "query.unsqueeze(-2) (..., L, 1, E)"),
         (lambda q, k: (q.unsqueeze(-3) * k.unsqueeze(-2)).sum(-1), "Yours are flipped, (..., S, L)"),
         (lambda q, k: broadcast(q, k) / q.size(-1) ** 0.5, "the scaler's job"),
@@ -882,6 +884,9 @@ def test_float64_in_float64_out_and_float64_accurate():
     assert "somewhere it computes in float32" in lossy.message
     fixed = check_function(lambda x: x.float().exp(), reference, inputs, name="e", float64=True)
     assert "for float64 inputs your function returned float32" in fixed.message
+    crash = check_function(lambda x: x.exp() @ torch.eye(4), reference, lambda seed: (torch.eye(4),), name="e",
+                           float64=True)
+    assert "in float64 your function raised RuntimeError" in crash.message
     assert check_function(reference, reference, inputs, name="e", float64=True).message.endswith(
         "inputs, the first again in float64. Well done!")
 
@@ -1186,6 +1191,12 @@ def fresh_log_sub_in_place(s):
     return s - s.exp().sum(-1, keepdim=True).log()
 
 
+def fresh_log_without_gradients(s):
+    with torch.no_grad():
+        t = s - s.amax(-1, keepdim=True)
+        return t - t.exp().sum(-1, keepdim=True).log()
+
+
 def fresh_blend_values_left_in_place(q, k, v):
     qb, kb = q.transpose(0, 1), k.transpose(0, 1)
     w = sm(qb @ T(kb) / math.sqrt(q.size(-1)), -1)
@@ -1219,6 +1230,10 @@ def fresh_cross_with_multihead_attention(q, s, n):
 FRESH_WRONG = [
     (check_tune_in, fresh_tune_in_after, "multiply the scores by `focus` before the softmax"),
     (check_tune_in, lambda x, f: sm(f[:, None] * (x @ T(x)) / x.size(-1), -1) @ x, "the values differ"),
+    (check_tune_in, lambda x, f: sm(f[:, None] * (x @ T(x)), -1, dtype=torch.float32) @ x.float(),
+     "for float64 inputs your function returned float32"),
+    (check_tune_in, lambda x, f: sm(f[:, None] * (x @ T(x)), -1, dtype=torch.float32) @ x,
+     "in float64 your function raised RuntimeError"),
     (check_soft_lookup, fresh_lookup_softmax_over_readers, "the values differ"),
     (check_soft_lookup, fresh_lookup_scaled_by_N, "divide by √E, not √N"),
     (check_matchmaker, lambda q, k: (q.unsqueeze(-2) * k.unsqueeze(-3)).mean(-1), ".mean(dim=-1) also divides"),
@@ -1228,6 +1243,7 @@ FRESH_WRONG = [
     (check_scaled_scores, fresh_scaled_projected_on_the_wrong_side, "the words meet, not the features"),
     (check_log_softmax, fresh_log_without_the_log, "the values differ"),
     (check_log_softmax, fresh_log_sub_in_place, "changes a tensor in place (-= or .sub_())"),
+    (check_log_softmax, fresh_log_without_gradients, "your function turns gradients off (torch.no_grad()"),
     (check_calculate_attention, fresh_blend_values_left_in_place, "A @ B needs the last size of A"),
     (check_calculate_attention, fresh_blend_scaled_by_S, "divide by √E, not √S"),
     (check_weights_no_loops, lambda q, k: sm(q @ T(k) / (q.norm() * k.norm()) / 0.1, -1), "the values differ"),

@@ -69,6 +69,11 @@ LEAVING_TORCH: dict[str, str] = {"tolist": "Python lists", "numpy": "a NumPy arr
                                  "py_complex": "a Python number",
                                  "array_wrap": "a NumPy array", "dlpack": "another library's array"}
 
+#: Refused calls that no exercise's words describe, each with its own hint.
+NAMED = {"_set_grad_enabled": "your function turns gradients off (torch.no_grad() or torch.set_grad_enabled(False)), "
+                              "so no gradient could flow back through it and a model could not train through it: "
+                              "compute it with gradients on, as plain tensor operations."}
+
 #: The hint for a call that leaves PyTorch; ``{call}`` names the call and ``{what}`` what it makes.
 LEAVE_HINT = ("stay in PyTorch: your function called {call}, which turns the tensor into {what}; this exercise is "
               "done in tensor operations, every word at once (so that it runs on any device and a model can train "
@@ -106,6 +111,8 @@ class Allowed:
         shown = f"`{call}`"
         if name in self.instead:
             return self.instead[name].replace("{call}", shown)
+        if name in NAMED:
+            return NAMED[name]
         if name in LEAVING_TORCH and name not in self.ops:
             return LEAVE_HINT.format(call=shown, what=LEAVING_TORCH[name])
         if self.default is not None:

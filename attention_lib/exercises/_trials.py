@@ -30,6 +30,10 @@ DETACHED = ("your result is cut off from its inputs (.detach(), .data, or a new 
 FLOAT64_DTYPE = ("right in float32, but for float64 inputs your function returned {got}: it converts to, or builds "
                  "tensors in, another dtype. Keep the inputs' dtype: make new tensors with dtype=x.dtype (or "
                  "torch.zeros_like(x), x.new_zeros(...)), and leave out .float() and dtype=torch.float32.")
+FLOAT64_CRASH = ("right in float32, but on the same inputs in float64 your function raised {error} (PyTorch says: "
+                 "\"{said}\"): only the dtype changed, so a tensor it makes itself is float32 while the inputs are "
+                 "float64. Make new tensors with dtype=x.dtype (or torch.zeros_like(x), x.new_zeros(...)), and leave "
+                 "out .float() and dtype=torch.float32.")
 FLOAT64_PRECISION = ("right in float32, but on float64 inputs your result differs from the reference ({differs}): "
                      "somewhere it computes in float32. Keep the inputs' dtype all the way (no .float(), no "
                      "dtype=torch.float32).")
@@ -51,11 +55,14 @@ def to_float64(args: tuple) -> tuple:
 
 
 def float64_slip(fn: Callable, reference: Callable, args: tuple, allowed: Allowed | None) -> str | None:
-    """What goes wrong when ``fn`` runs on ``args`` in float64, or ``None`` (a crash here is left to the caller)."""
+    """What goes wrong when ``fn`` runs on ``args`` in float64 (a crash, another dtype, float32 precision), or
+    ``None``."""
     args = to_float64(args)
     expected = reference(*args)
     run = run_learner(fn, args, allowed)
-    if run.error is not None or run.result is None:
+    if run.error is not None:
+        return FLOAT64_CRASH.format(error=type(run.error).__name__, said=_first_clause(run.error))
+    if run.result is None:
         return None
     got_all, expected_all = _tensors(run.result), _tensors(expected)
     for got, want in zip(got_all, expected_all, strict=False):
