@@ -1244,6 +1244,8 @@ FRESH_WRONG = [
     (check_log_softmax, fresh_log_without_the_log, "the values differ"),
     (check_log_softmax, fresh_log_sub_in_place, "changes a tensor in place (-= or .sub_())"),
     (check_log_softmax, fresh_log_without_gradients, "your function turns gradients off (torch.no_grad()"),
+    (check_log_softmax, lambda s: log_by_hand()(s.data), "your function used x.data"),
+    (check_masked_softmax, lambda s, m: zero_empty_rows(masked(s, m).detach(), m), "cut off from its inputs"),
     (check_calculate_attention, fresh_blend_values_left_in_place, "A @ B needs the last size of A"),
     (check_calculate_attention, fresh_blend_scaled_by_S, "divide by √E, not √S"),
     (check_weights_no_loops, lambda q, k: sm(q @ T(k) / (q.norm() * k.norm()) / 0.1, -1), "the values differ"),

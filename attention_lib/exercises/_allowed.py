@@ -37,7 +37,7 @@ LAYOUT = frozenset({"getitem", "setitem", "unsqueeze", "squeeze", "reshape", "vi
 CREATION = frozenset({"zeros", "ones", "full", "empty", "zeros_like", "ones_like", "full_like", "empty_like",
                       "arange", "tensor", "as_tensor", "eye", "tril", "triu", "new_zeros", "new_ones", "new_full",
                       "new_empty", "new_tensor", "bool", "int", "long", "linspace", "rand", "randn", "rand_like",
-                      "randn_like", "scalar_tensor"})
+                      "randn_like", "scalar_tensor", "meshgrid", "tril_indices", "triu_indices"})
 #: Elementwise arithmetic, functions and comparisons.
 ELEMENTWISE = frozenset({"add", "sub", "mul", "div", "true_divide", "divide", "multiply", "subtract", "neg",
                          "negative", "pos", "pow", "float_power", "rsub", "reciprocal", "sqrt", "rsqrt", "square",
@@ -47,15 +47,16 @@ ELEMENTWISE = frozenset({"add", "sub", "mul", "div", "true_divide", "divide", "m
                          "logical_not", "logical_and", "logical_or", "logical_xor", "bitwise_not", "invert",
                          "and", "or", "xor", "bitwise_and", "bitwise_or", "isnan", "isinf", "isfinite",
                          "isneginf", "isposinf", "where", "masked_fill", "nan_to_num", "lerp", "addcmul",
-                         "addcdiv", "rdiv", "rtruediv", "truediv", "rpow", "radd", "rmul", "rfloordiv"})
+                         "addcdiv", "rdiv", "rtruediv", "truediv", "rpow", "radd", "rmul", "rfloordiv", "clamp",
+                         "clip", "clamp_min", "clamp_max"})
 #: Reductions over a dimension (the sum, the max, ...), and the argmax family.
 REDUCTIONS = frozenset({"sum", "mean", "amax", "amin", "max", "min", "aminmax", "prod", "any", "all", "count_nonzero",
                         "argmax", "argmin", "cumsum", "nansum", "sort", "topk", "var", "std", "nanmean"})
 #: Every matrix product PyTorch spells, for the exercises that use one (a crash in any of them gets its hint).
 PRODUCTS = frozenset({"matmul", "mm", "bmm", "mv", "einsum", "linear", "tensordot", "baddbmm", "addmm", "addbmm",
                       "dot", "vdot", "inner", "outer"})
-#: The softmax, for the exercises past lesson 05 that may call it.
-SOFTMAX = frozenset({"softmax"})
+#: The softmax (and its log), for the exercises past lesson 05 that may call it.
+SOFTMAX = frozenset({"softmax", "log_softmax"})
 #: What most exercises past lesson 03 are built from.
 PLAIN = METADATA | LAYOUT | CREATION | ELEMENTWISE | REDUCTIONS
 #: :data:`PLAIN` in words.
@@ -72,7 +73,9 @@ LEAVING_TORCH: dict[str, str] = {"tolist": "Python lists", "numpy": "a NumPy arr
 #: Refused calls that no exercise's words describe, each with its own hint.
 NAMED = {"_set_grad_enabled": "your function turns gradients off (torch.no_grad() or torch.set_grad_enabled(False)), "
                               "so no gradient could flow back through it and a model could not train through it: "
-                              "compute it with gradients on, as plain tensor operations."}
+                              "compute it with gradients on, as plain tensor operations.",
+         "data": "your function used x.data, which takes the numbers out of autograd (no gradient flows back "
+                 "through them, and a change to them is never seen): use x itself."}
 
 #: The hint for a call that leaves PyTorch; ``{call}`` names the call and ``{what}`` what it makes.
 LEAVE_HINT = ("stay in PyTorch: your function called {call}, which turns the tensor into {what}; this exercise is "
