@@ -54,13 +54,29 @@ class Exercise:
 
 
 # -- 00: scores_shape(query_shape, key_shape) -> shape ---------------------------------------------------------------
+def scores_shape_if_elif(q, k):
+    """Right for 0, 1 and 2 batch dimensions only."""
+    if len(q) == 2:
+        return (q[0], k[0])
+    elif len(q) == 3:  # noqa: RET505 - the learner's if/elif, as written
+        return (q[0], q[1], k[1])
+    elif len(q) == 4:
+        return (q[0], q[1], q[2], k[2])
+
+
 SCORES_SHAPE = Exercise(
     check_scores_shape,
     correct=[lambda q, k: (*q[:-1], k[-2]), lambda q, k: [*q[:-1], k[-2]],
              lambda q, k: torch.Size([*q[:-1], k[-2]]), lambda q, k: tuple(q[:-1]) + (k[-2],)],
     wrong=[*welcome.MISTAKES,
            (lambda q, k: tuple((torch.empty(q) @ torch.empty(k).transpose(-2, -1)).shape),
-            "without computing the product: your function called `matmul`"),
+            "without computing the product: your function called `torch.empty`"),
+           (lambda q, k: tuple(torch.linalg.matmul(torch.empty(q, device="meta"), torch.empty(k, device="meta").mT)
+                               .shape), "without any tensor (not even an empty one, or one on the meta device)"),
+           (lambda q, k: tuple((torch.empty(q, device="meta").unsqueeze(-2) * torch.empty(k, device="meta")
+                                .unsqueeze(-3)).sum(-1).shape), "your function called `torch.empty`"),
+           (scores_shape_if_elif, "returned None for the inputs (2, 2, 3, 4, 6), (2, 2, 3, 7, 6)"),
+           (scores_shape_if_elif, "a branch (if/elif) or a loop misses this case"),
            (lambda q, k: tuple(torch.matmul(torch.empty(q, device="meta"), torch.empty(k, device="meta").mT).shape),
             "work out the shape from the two tuples alone"),
            # a shape of the wrong length is never "the right shape"; strings and floats are not sizes
@@ -68,13 +84,13 @@ SCORES_SHAPE = Exercise(
            (lambda q, k: (*q[:-1], k[-2], 1), "3 sizes, but the scores have as many dimensions as the query, 2"),
            (lambda q, k: tuple(str(size) for size in (*q[:-1], k[-2])), "yours holds '4' (str)"),
            (lambda q, k: tuple(float(size) for size in (*q[:-1], k[-2])), "yours holds 4.0 (float)"),
-           (lambda q, k: torch.zeros(*q[:-1], k[-2]), "a tensor. Return the shape itself"),
+           (lambda q, k: torch.zeros(*q[:-1], k[-2]), "your function called `torch.zeros`"),
            (lambda q, k: f"{q[:-1]}", "of type str"),
            (lambda q, k: (*q[:-1], k[-2] + 1), "size 1 (counting from 0) is wrong"),
            (lambda q, k: (*q[:-1], k[-2] + 1), "for query_shape (4, 8) and key_shape (5, 8)")],
     crashes=[(lambda q, k: q[5], "IndexError")],
     mistakes=welcome.MISTAKES,
-    passed_says="3 fixed pairs of shapes",
+    passed_says="4 fixed pairs of shapes, with 0, 1, 2 and 3 batch dimensions",
 )
 
 
@@ -127,6 +143,29 @@ def slip(no_guard=False, no_correction=False, block_shift=False, old_max=False, 
     return update
 
 
+def online_update_guarded_by_the_old_max(running_max, running_sum, running_output, scores, value):
+    """Wrong on every query's first block: the old maximum is -inf there, and the shift becomes 0."""
+    new_max = torch.maximum(running_max, scores.amax(dim=-1, keepdim=True))
+    shift = new_max.masked_fill(running_max == float("-inf"), 0.0)
+    correction = torch.exp(running_max - shift)
+    weights = torch.exp(scores - shift)
+    new_sum = running_sum * correction + weights.sum(-1, keepdim=True)
+    return new_max, new_sum, running_output * correction + weights @ value
+
+
+def online_update_in_place(running_max, running_sum, running_output, scores, value):
+    """Right numbers, the running state updated in place: backward cannot run through it."""
+    new_max = torch.maximum(running_max, scores.amax(dim=-1, keepdim=True))
+    shift = new_max.masked_fill(new_max == float("-inf"), 0.0)
+    correction = torch.exp(running_max - shift)
+    weights = torch.exp(scores - shift)
+    running_sum *= correction
+    running_sum += weights.sum(-1, keepdim=True)
+    running_output *= correction
+    running_output += weights @ value
+    return new_max, running_sum, running_output
+
+
 def online_update_then(change):
     return lambda *args: change(*online_update(*args))
 
@@ -141,7 +180,7 @@ ONLINE_WRONG_RESULTS = [
     (online_update_then(lambda m, s, o: (m + 1, s, o)), "the new max (result 1 of 3) is wrong"),
     (online_update_then(lambda m, s, o: (m, s)),
      "expected a tuple of three tensors (new_max, new_sum, new_output), but got a tuple of 2"),
-    (online_update_then(lambda m, s, o: (m, s.tolist(), o)), "the new sum (result 2 of 3) should be a tensor"),
+    (online_update_then(lambda m, s, o: (m, s.tolist(), o)), "stay in PyTorch: your function called `.tolist()`"),
     # Every result right, in the wrong order: the message says so (not "keepdim", not a largest difference).
     (online_update_then(lambda m, s, o: (s, m, o)), "in the wrong order: you returned (new_sum, new_max, new_output)"),
     (online_update_then(lambda m, s, o: (m, o, s)), "in the wrong order: you returned (new_max, new_output, new_sum)"),
@@ -153,9 +192,12 @@ ONLINE_SOFTMAX_UPDATE = Exercise(
     correct=[online_update, lambda *state_and_block: memory_efficient._update(*state_and_block)],
     wrong=[
         (memory_efficient.online_softmax_update, "not allowed here"),
-        (lambda *args: memory_efficient.online_softmax_update(*args), "your function called `online_softmax_update`"),
+        (lambda *args: memory_efficient.online_softmax_update(*args),
+         "your function called `al.online_softmax_update`"),
         (lambda m, s, o, scores, v: (m, s, memory_efficient_attention(o, o, o)),
-         "your function called `memory_efficient_attention`"),
+         "your function called `al.memory_efficient_attention`"),
+        (online_update_guarded_by_the_old_max, "guard the shift by the new maximum, not the old one"),
+        (online_update_in_place, "in place (*= or .mul_()"),
         (slip(no_guard=True), "-inf - (-inf) is NaN"),
         (slip(no_correction=True), "multiply both by torch.exp(running_max - new_max)"),
         (slip(block_shift=True), "not this block's own maximum"),
@@ -173,7 +215,8 @@ ONLINE_SOFTMAX_UPDATE = Exercise(
              (slip(value_transposed=True), "Remove the .transpose(-2, -1) on value"),
              (slip(value_transposed=True, no_guard=True), "value is already (N, B, Ev)")],
     mistakes=memory_efficient._MISTAKES,
-    passed_says="three fixed states and blocks",
+    passed_says="and on a first block from the initial state (-inf, 0, 0), the first again in float64, and backward "
+                "through it",
 )
 
 
@@ -240,7 +283,7 @@ SINUSOIDAL_ENCODING = Exercise(
         (lambda L, E: encoding_by_hand(L, E).T, "If you got (dim, length)"),
         (lambda L, E: interleave(torch.sin(a := angles(L, E) * 10.0 ** (torch.arange(0, E, 2) / E)), torch.cos(a)),
          "the base is 10000 (ten thousand), not 1000"),
-        (sinusoidal_encoding, "your function called `sinusoidal_encoding`, which is the answer itself"),
+        (sinusoidal_encoding, "your function called `al.sinusoidal_encoding`, which is the answer itself"),
         (lambda L, E: sinusoidal_encoding(L, E, dtype=torch.float64), "not allowed here"),
         (lambda L, E: interleave(torch.sin(a := angles(L, E, lambda t, d: t // d)), torch.cos(a)),
          "2 * i // dim is integer (floor) division"),
@@ -261,13 +304,23 @@ def cross(q, s, n):
     return calculate_attention(q, s, s, attn_mask=padding_mask(n, s.shape[-2]))
 
 
-def cross_by_hand(question, sentences, lengths, *, divisor=None, dim=-1, after=False, values=None):
+def cross_by_hand(question, sentences, lengths, *, divisor=None, dim=-1, after=False, values=None,
+                  empty_rows_zero=False):
     scores = question @ sentences.transpose(-2, -1)  # (N, L, E) @ (N, E, S) -> (N, L, S)
     scores = scores / (divisor if divisor is not None else math.sqrt(question.shape[-1]))
     mask = pad(lengths, sentences.shape[-2])
     weights = torch.softmax(scores if after else scores.masked_fill(~mask, float("-inf")), dim=dim)
     weights = weights.masked_fill(~mask, 0.0) if after else weights
+    weights = weights.masked_fill(~mask.any(dim=-1, keepdim=True), 0.0) if empty_rows_zero else weights
     return weights @ (sentences if values is None else values), weights  # (N, L, S) @ (N, S, E) -> (N, L, E)
+
+
+def cross_in_place(question, sentences, lengths):
+    """Right numbers, the empty sentences' NaN zeroed in place: backward cannot run through it."""
+    output, weights = cross_by_hand(question, sentences, lengths)
+    weights[weights.isnan()] = 0.0
+    output[output.isnan()] = 0.0
+    return output, weights
 
 
 def values_from_the_question(q, s, n):
@@ -276,12 +329,19 @@ def values_from_the_question(q, s, n):
 
 CROSS_ATTENTION = Exercise(
     check_cross_attention,
-    correct=[cross, cross_by_hand,
+    correct=[cross, lambda q, s, n: cross_by_hand(q, s, n, empty_rows_zero=True),
              lambda q, s, n: [torch.nn.functional.scaled_dot_product_attention(q, s, s, attn_mask=pad(n, s.shape[-2])),
-                              cross_by_hand(q, s, n)[1]],
-             lambda q, s, n: calculate_attention(q, s, s, attn_mask=torch.zeros(pad(n, s.shape[-2]).shape)
-                                                 .masked_fill(~pad(n, s.shape[-2]), float("-inf")))],
+                              cross_by_hand(q, s, n, empty_rows_zero=True)[1]],
+             lambda q, s, n: calculate_attention(q, s, s, attn_mask=torch.zeros(
+                 pad(n, s.shape[-2]).shape, dtype=q.dtype).masked_fill(~pad(n, s.shape[-2]), float("-inf")))],
     wrong=[
+        (cross_by_hand, "a sentence of length 0"),  # the -inf version by hand: NaN where a sentence is empty
+        (cross_by_hand, "give it exact zeros"),
+        (cross_in_place, "in place (x[...] = ...)"),
+        # an additive mask made in float32: right in float32, and a crash on float64 inputs
+        (lambda q, s, n: calculate_attention(q, s, s, attn_mask=torch.zeros(pad(n, s.shape[-2]).shape)
+                                             .masked_fill(~pad(n, s.shape[-2]), float("-inf"))),
+         "in float64 your function raised DtypeMismatchError"),
         (lambda q, s, n: calculate_attention(q, s, s), "the sentences' padding got weight"),
         (lambda q, s, n: calculate_attention(q, s, s, attn_mask=~pad(n, s.shape[-2])), "True and False are swapped"),
         (lambda q, s, n: calculate_attention(q, s, s, attn_mask=pad(n, s.shape[-2], extra=1)),
@@ -301,7 +361,7 @@ CROSS_ATTENTION = Exercise(
         (lambda q, s, n: (cross(q, s, n)[0], cross(q, s, n)[1].transpose(-2, -1)), "the weights should be (N, L, S)"),
         (lambda q, s, n: (cross(q, s, n)[0].transpose(-2, -1), cross(q, s, n)[1]), "the output should be (N, L, E)"),
         (lambda q, s, n: (cross(q, s, n)[0], cross(q, s, n)[1] * 2),
-         "the output is off by up to 0, the weights by up to"),
+         "result 2 of 2 differs from the reference"),
     ],
     crashes=[(values_from_the_question, "every key needs exactly one value"),
              (lambda q, s, n: calculate_attention(q, s, s, attn_mask=padding_mask(n, s.shape[-2]).squeeze(1)),
@@ -311,7 +371,8 @@ CROSS_ATTENTION = Exercise(
              (lambda q, s, n: cross_by_hand(q, s, n, values=q), "blend the sentences' values"),
              (lambda q, s, n: cross_by_hand(q, s, n, values=q), "The shapes that met in `matmul (@)`")],
     mistakes=cross_attention.CROSS_MISTAKES,
-    passed_says="three fixed padded batches",
+    passed_says="four fixed padded batches (L != S, sentences of different lengths, one of length 0), the first "
+                "again in float64, and backward through it",
 )
 
 
@@ -367,7 +428,7 @@ REVERSAL_TARGET = Exercise(
 
 WHERE_IT_LOOKS = Exercise(
     check_where_it_looks,
-    correct=[[7, 6, 5, 4, 3, 2, 1, 0], torch.arange(7, -1, -1)],
+    correct=[[7, 6, 5, 4, 3, 2, 1, 0], torch.arange(7, -1, -1), [7.0, 6, 5, 4, 3, 2, 1, 0]],  # 7.0 is a whole number
     wrong=[
         (list(range(8)), "diagonal"),
         ([8, 7, 6, 5, 4, 3, 2, 1], "off by one"),
@@ -399,6 +460,8 @@ PREVIOUS_TOKEN_SCORE = Exercise(
         # the lesson's shortcut cell measures 15 positions back: copied unchanged, an empty diagonal on short maps
         (lambda w: w.diagonal(offset=-15, dim1=-2, dim2=-1).mean(dim=(0, -1)), "the diagonal you took is empty"),
         (lambda w: w.diagonal(offset=1, dim1=-2, dim2=-1).mean(dim=(0, -1)), "offset=+1 is above the diagonal"),
+        (lambda w: w.diagonal(offset=-1, dim1=-1, dim2=-2).mean(dim=(0, -1)), "dim1=-1, dim2=-2 swaps the rows"),
+        (lambda w: torch.diagonal(w, -1, 3, 2).mean(dim=(0, -1)), "with them the sign of the offset"),
         (lambda w: (w.argmax(-1) == torch.arange(w.shape[-1]) - 1)[..., 1:].float().mean(dim=(0, -1)),
          "how often the previous position is a query's strongest key"),
         (lambda w: (w.argmax(-1) == torch.arange(w.shape[-1]) - 1)[..., 2:].float().mean(dim=(0, -1)),
@@ -442,7 +505,7 @@ def where_induction_looks(guess):
 
 WHERE_INDUCTION_LOOKS = Exercise(
     where_induction_looks,
-    correct=[4, torch.tensor(4)],
+    correct=[4, torch.tensor(4), 4.0, torch.tensor(4.0)],  # one rule for a whole number: 4.0 is one
     wrong=[
         (3, "the earlier copy of the current token itself"),
         (3, "the model puts its largest weight, 0.9"),
@@ -450,7 +513,8 @@ WHERE_INDUCTION_LOOKS = Exercise(
         (12, "cannot see the future"),
         (0, "move one step to the right"),
         ("four", "a prediction is one position"),
-        (4.0, "a whole number"),
+        (4.5, "a whole number"),
+        (True, "a whole number"),
     ],
     stubs=(..., None),
     not_attempted="no prediction yet",
@@ -507,6 +571,13 @@ def kernel_rows() -> list[Exercise]:
     key_end = "key_end = tl.minimum(S, (block + 1) * BLOCK_L)"
     v_with_head_dim = ("v_ptrs = V + cols[:, None] * v_stride_s + value_dims[None, :]",
                        "v_ptrs = V + cols[:, None] * v_stride_s + dims[None, :]")
+    ev_is_e = [("tl.arange(0, VALUE_DIM)", "tl.arange(0, HEAD_DIM)"),  # every value-sized block made E wide
+               ("tl.zeros((BLOCK_L, VALUE_DIM), tl.float32)", "tl.zeros((BLOCK_L, HEAD_DIM), tl.float32)")]
+    q_rows_dense = ("rows[:, None] * q_stride_l", "rows[:, None] * HEAD_DIM")  # rows assumed E apart
+    k_rows_dense = ("cols[:, None] * k_stride_s", "cols[:, None] * HEAD_DIM")
+    full_end_unbounded = ("full_end = tl.minimum(full_end, block * BLOCK_L // BLOCK_S * BLOCK_S)",
+                          "full_end = block * BLOCK_L // BLOCK_S * BLOCK_S")
+    non_causal_all_masked = ("    key_end = S\n", "    key_end = S\n    if not IS_CAUSAL:\n        full_end = 0\n")
     attention = Exercise(
         check_attention_kernel,
         correct=[kernel_with(), kernel_with(("tl.exp2(", "tl.math.exp2(")), kernel_with(every_tile_masked)],
@@ -536,6 +607,15 @@ def kernel_rows() -> list[Exercise]:
             (kernel_with(("weights = tl.exp2(scores - new_max[:, None])", "weights = scores - new_max[:, None]")),
              "the update is lesson 10's"),
             (kernel_with(("mask=rows[:, None] < L)", ")")), "wrote past the last query"),
+            (kernel_with(*ev_is_e), "Ev = VALUE_DIM numbers per position"),  # was told "store with mask=rows < L"
+            (kernel_with(*ev_is_e), "on E = 32, Ev = 16"),
+            (kernel_with(q_rows_dense), "views into one packed QKV buffer"),
+            (kernel_with(k_rows_dense), "on packed QKV: rows 48 numbers apart"),
+            (kernel_with(k_rows_dense), "Step from row to row with the strides given"),
+            (kernel_with(("k = tl.load(k_ptrs, mask=cols[:, None] < S, other=0.0)", "k = tl.load(k_ptrs)")),
+             "read outside the key tensor"),
+            (kernel_with(("mask=rows[:, None] < L, other=0.0)", ")")), "read outside the query tensor"),
+            (kernel_with(("mask=rows[:, None] < L, other=0.0)", ")")), "into the padding after it"),
             (attention_forward_kernel, "put @triton.jit on the line above"),
         ],
         crashes=[(kernel_with(("tl.sum(weights, axis=1)", "tl.sum(weights, axis=2)")), "fixed shape"),
@@ -543,11 +623,15 @@ def kernel_rows() -> list[Exercise]:
         mistakes=kernel_exercise.MISTAKES,
         stubs=(kernel_with(("    cols = start + tl.arange",
                             "    raise NotImplementedError\n    cols = start + tl.arange")),),
-        passed_says="log-sum-exp on 6 cases",
+        passed_says="log-sum-exp on 7 cases",
     )
     causal = Exercise(
         check_causal_kernel,
-        correct=[kernel_with(), kernel_with(("tl.exp2(", "tl.math.exp2("))],
+        # the causal tl.where on every tile, full ones too, costs time but loads nothing masked and changes no
+        # number: the checker can see loads, not selects, and its pass message says only what it saw
+        correct=[kernel_with(), kernel_with(("tl.exp2(", "tl.math.exp2(")),
+                 kernel_with(("        if IS_CAUSAL:\n            scores = tl.where(cols[None, :] <= rows[:, None]",
+                              "    if IS_CAUSAL:\n        scores = tl.where(cols[None, :] <= rows[:, None]"))],
         wrong=[
             (kernel_with((causal_mask, "pass")), "in the tiles on the diagonal mask the others"),
             (kernel_with(("cols[None, :] <= rows[:, None]", "cols[None, :] < rows[:, None]")), "lost every key"),
@@ -557,12 +641,17 @@ def kernel_rows() -> list[Exercise]:
             (kernel_with((key_end, "key_end = tl.minimum(S, (block + 1) * BLOCK_S)")), "counted in BLOCK_L"),
             (kernel_with(("block * BLOCK_L // BLOCK_S * BLOCK_S", "(block + 1) * BLOCK_L // BLOCK_S * BLOCK_S")),
              "in the tiles on the diagonal mask the others"),
-            (kernel_with(every_tile_masked), "the tiles left of the diagonal"),
+            (kernel_with(every_tile_masked), "the full tiles (every key exists and, with IS_CAUSAL, comes before"),
+            (kernel_with(full_end_unbounded), "more queries than keys (L > S)"),
+            (kernel_with(full_end_unbounded), "on causal, 64 queries, 40 keys (L > S)"),
+            (kernel_with(non_causal_all_masked),
+             "on one tile of 16 keys, right, but your kernel loads 1 of its 1 tiles"),
+            (kernel_with(*ev_is_e), "Ev = VALUE_DIM numbers per position"),
         ],
         mistakes=kernel_exercise.CAUSAL_MISTAKES,
         stubs=(kernel_with(("    if IS_CAUSAL:  # and every key", "    if IS_CAUSAL:\n"
                             "        raise NotImplementedError\n    if IS_CAUSAL:  # and every key")),),
-        passed_says="right on 10 cases",
+        passed_says="in every case the future tiles skipped and only the edge tiles loaded with a mask",
     )
     return [attention, causal]
 

@@ -26,6 +26,7 @@ from exercise_rows import (
 )
 
 import attention_lib as al
+import attention_lib.exercises as al_exercises
 from attention_lib.exercises import (
     blend,
     check_calculate_attention,
@@ -51,6 +52,7 @@ from attention_lib.exercises import (
     percentages,
     scaler,
 )
+from attention_lib.exercises._allowed import ELEMENTWISE, LAYOUT, METADATA, PLAIN, PRODUCTS, Allowed
 from attention_lib.exercises.word_order.shuffles import measure_shuffles
 
 sm = torch.softmax
@@ -136,6 +138,7 @@ SOFT_LOOKUP = Exercise(
          "is even (scores / d_k) / 2"),
         (lookup_scaled(lambda q, k, v: math.sqrt(k.size(-2))), "divide by √E, not √S"),
         (lookup_scaled(lambda q, k, v: math.sqrt(v.size(-1))), "divide by √E, not √Ev"),
+        (lookup_scaled(lambda q, k, v: math.sqrt(q.size(0))), "divide by √E, not √N"),
         (lambda q, k, v: ((k * q[:, None]).sum(-1) / math.sqrt(q.size(-1)))[:, None] @ v,
          "drop the size-1 dimension with .squeeze(-2)"),
         (lambda q, k, v: (((k * q[:, None]).sum(-1) / math.sqrt(q.size(-1)))[:, None] @ v)[:, 0],
@@ -166,6 +169,15 @@ def by_loops(q, k):
                         for i in range(q.shape[-2])], dim=-2)
 
 
+def scores_over_lists(q, k):
+    """Python loops over .tolist(): only 6 PyTorch calls, whatever the size."""
+    def pairs(a, b):
+        if isinstance(a[0][0], float):
+            return [[sum(x * y for x, y in zip(row, col, strict=True)) for col in b] for row in a]
+        return [pairs(x, y) for x, y in zip(a, b, strict=True)]
+    return torch.tensor(pairs(q.tolist(), k.tolist()))
+
+
 def raises_value_error(*args):
     raise ValueError("oops")
 
@@ -175,17 +187,28 @@ MATCHMAKER = Exercise(
     correct=[broadcast, lambda q, k: (q[..., :, None, :] * k[..., None, :, :]).sum(-1),
              lambda q, k: torch.mul(q.unsqueeze(-2), k.unsqueeze(-3)).sum(dim=-1, keepdim=False)],
     wrong=[
-        (lambda q, k: q @ T(k), "without a matrix product, and your function called `matmul`"),
+        (lambda q, k: q @ T(k), "without a matrix product, and your function called `@ (torch.matmul)`"),
         (lambda q, k: torch.matmul(q, k.transpose(-1, -2)), "without a matrix product"),
-        (lambda q, k: torch.einsum("...le,...se->...ls", q, k), "your function called `einsum`"),
-        (lambda q, k: F.linear(q, k), "your function called `linear`"),
-        (lambda q, k: torch.bmm(q, T(k)), "your function called `bmm`"),
-        (lambda q, k: q @ k, "your function called `matmul`"),  # refused before it can crash
+        (lambda q, k: torch.einsum("...le,...se->...ls", q, k), "your function called `torch.einsum`"),
+        (lambda q, k: F.linear(q, k), "your function called `F.linear`"),
+        (lambda q, k: torch.bmm(q, T(k)), "your function called `torch.bmm`"),
+        (lambda q, k: q @ k, "your function called `@ (torch.matmul)`"),  # refused before it can crash
         (al.matchmaker, "your function called `al.matchmaker`"),
+        (lambda q, k: torch.linalg.matmul(q, k.mT), "without a matrix product, and your function called "
+                                                    "`torch.linalg.matmul`"),
+        (lambda q, k: torch.linalg.vecdot(q.unsqueeze(-2), k.unsqueeze(-3)), "your function called "
+                                                                              "`torch.linalg.vecdot`"),
+        (scores_over_lists, "stay in PyTorch: your function called `.tolist()`"),
+        (lambda q, k: torch.from_numpy(q.numpy() @ k.numpy().swapaxes(-1, -2)), "your function called `.numpy()`"),
+        (lambda q, k: torch.tensor(__import__("numpy").asarray(q) @ __import__("numpy").asarray(k).swapaxes(-1, -2)),
+         "your function called `__array__"),
         (by_loops, "no Python loops"),
+        (lambda q, k: sum(q[..., :, None, e] * k[..., None, :, e] for e in range(q.shape[-1])),
+         "so it loops in Python (over words, sentences or features)"),  # a loop over features, not words
         (by_loops, "query.unsqueeze(-2) (..., L, 1, E)"),
         (lambda q, k: (q.unsqueeze(-3) * k.unsqueeze(-2)).sum(-1), "Yours are flipped, (..., S, L)"),
         (lambda q, k: broadcast(q, k) / q.size(-1) ** 0.5, "the scaler's job"),
+        (lambda q, k: (q.unsqueeze(-2) * k.unsqueeze(-3)).mean(-1), ".mean(dim=-1) also divides them by E"),
         (lambda q, k: (q * k).sum(-1), "multiplies query i with key i only"),
         (lambda q, k: (q.unsqueeze(-2) * k.unsqueeze(-3)).sum(-2), "you added up over the words"),
         (lambda q, k: q.unsqueeze(-2) * k.unsqueeze(-3), "those are the products"),
@@ -273,7 +296,7 @@ def log_in_place(s):
 
 LOG_SOFTMAX = Exercise(
     check_log_softmax,
-    correct=[log_by_hand(), log_in_place, log_by_hand(lambda s: s.max(dim=-1, keepdim=True).values),
+    correct=[log_by_hand(), log_by_hand(lambda s: s.max(dim=-1, keepdim=True).values),
              lambda s: (lambda m: s - m - torch.log(torch.sum(torch.exp(s - m), dim=-1, keepdim=True)))(
                  s.amax(-1, keepdim=True))],
     wrong=[
@@ -293,17 +316,23 @@ LOG_SOFTMAX = Exercise(
         (log_by_hand(lambda s: s.amax(dim=-2, keepdim=True), dim=-2), "not each column (dim=-2)"),
         (stable_softmax, "those are the weights"),
         (log_by_hand(lambda s: s - s.clamp(max=80.0)), "clamping the scores changes them"),
-        (lambda s: torch.log_softmax(s, dim=-1), "your function called `log_softmax`"),
+        (log_in_place, "your function changes a tensor in place (-= or .sub_())"),
+        (log_in_place, "autograd then cannot run backward through it"),
+        (lambda s: torch.log_softmax(s, dim=-1), "your function called `torch.log_softmax`"),
         (lambda s: F.log_softmax(s, dim=-1), "builds the log of the weights by hand"),
         (lambda s: s.log_softmax(dim=-1), "builds the log of the weights by hand"),
-        (lambda s: torch.softmax(s, dim=-1).log(), "your function called `softmax`"),
+        (lambda s: torch.softmax(s, dim=-1).log(), "your function called `torch.softmax`"),
         (lambda s: torch.nn.LogSoftmax(dim=-1)(s), "builds the log of the weights by hand"),
-        (lambda s: s - torch.logsumexp(s, dim=-1, keepdim=True), "your function called `logsumexp`"),
-        (lambda s: s - s.logsumexp(-1, keepdim=True), "your function called `logsumexp`"),
+        (lambda s: s - torch.logsumexp(s, dim=-1, keepdim=True), "your function called `torch.logsumexp`"),
+        (lambda s: s - s.logsumexp(-1, keepdim=True), "your function called `.logsumexp()`"),
+        (lambda s: s - s.logcumsumexp(-1)[..., -1:], "your function called `.logcumsumexp()`"),
+        (lambda s: torch._safe_softmax(s, -1).log(), "your function called `torch._safe_softmax`"),
+        (lambda s: log_by_hand()(s.float()), "for float64 inputs your result is float32"),
+        (lambda s: log_by_hand()(s.float()).to(s.dtype), "somewhere it computes in float32"),
         (lambda s: al.percentages(s).log(), "your function called `al.percentages`"),
         (lambda s: F.scaled_dot_product_attention(s, torch.eye(s.size(-1), dtype=s.dtype),
                                                   torch.eye(s.size(-1), dtype=s.dtype), scale=1.0).log(),
-         "your function called `scaled_dot_product_attention`"),  # the identity trick of lessons 03 to 05
+         "your function called `F.scaled_dot_product_attention`"),  # the identity trick of lessons 03 to 05
         (lambda s: log_by_hand()(s).sum(dim=-1), "the same shape as the scores"),
     ],
     crashes=[(lambda s: s - (s - s.max(dim=-1, keepdim=True)).exp().sum(-1, keepdim=True).log(),
@@ -336,6 +365,20 @@ def attention(scores=lambda q, k: q @ T(k), divisor=lambda q, k, v: math.sqrt(q.
     return attend
 
 
+def softmax_in_place(s):
+    e = (s - s.amax(dim=-1, keepdim=True)).exp()
+    e /= e.sum(dim=-1, keepdim=True)
+    return e
+
+
+def moved_by_reshape(q, k, v, back="reshape"):
+    L, N, E = q.shape
+    qb, kb, vb = (t.reshape(t.size(1), t.size(0), t.size(2)) for t in (q, k, v))  # reshape, not transpose
+    weights = sm(qb @ T(kb) / math.sqrt(E), dim=-1)
+    output = weights @ vb
+    return (output.reshape(L, N, -1) if back == "reshape" else output.transpose(0, 1)), weights
+
+
 def permuted(q, k, v):
     weights = sm(torch.einsum("lne,sne->nls", q, k) / math.sqrt(q.size(-1)), dim=-1)  # (N, L, S)
     return torch.einsum("nls,snv->lnv", weights, v), weights
@@ -355,13 +398,18 @@ CALCULATE_ATTENTION = Exercise(
         (lambda q, k, v: (al.memory_efficient_attention(*(t.transpose(0, 1) for t in (q, k, v))).transpose(0, 1),
                           attention()(q, k, v)[1]), "your function called `al.memory_efficient_attention`"),
         (lambda q, k, v: (F.scaled_dot_product_attention(*(t.transpose(0, 1) for t in (q, k, v))).transpose(0, 1),
-                          attention()(q, k, v)[1]), "your function called `scaled_dot_product_attention`"),
+                          attention()(q, k, v)[1]), "your function called `F.scaled_dot_product_attention`"),
         (lambda q, k, v: (torch.nn.MultiheadAttention(q.size(-1), 1, bias=False)(q, k, v)[0], None),
          "not allowed here"),
         (attention(move=False), "in this layout the batch is dimension 1"),
         (attention(scores=lambda q, k: q @ k), "flip the key sideways"),
         (attention(scores=lambda q, k: k @ T(q)), "is (..., S, L), the scores flipped"),
         (attention(scores=lambda q, k: q @ k.T), "x.T reverses every dimension"),
+        (attention(scores=lambda q, k: q @ k.T, move=False), "x.T reverses every dimension"),  # runs when square
+        (attention(softmax=False, scores=lambda q, k: softmax_in_place(q @ T(k) / math.sqrt(q.size(-1))),
+                   divisor=lambda q, k, v: 1.0), "changes a tensor in place (/= or .div_())"),
+        (moved_by_reshape, "reshape keeps the numbers in memory order"),
+        (lambda q, k, v: moved_by_reshape(q, k, v, back="transpose"), "swap the dimensions: query.transpose(0, 1)"),
         (attention(divisor=lambda q, k, v: 1.0), "divide the scores by √d_k"),
         (attention(divisor=lambda q, k, v: q.size(-1)), "not by d_k itself"),
         (attention(divisor=lambda q, k, v: q.size(-1) ** 1 / 2), "** binds tighter than /"),
@@ -476,15 +524,17 @@ WEIGHTS_NO_LOOPS = Exercise(
         (loop_over_words, "so it loops in Python"),
         (loop_over_features, "so it loops in Python"),
         (loop_in_plain_python, "lines of Python on the smallest input"),
-        (loop_over_lists, "your function called `tolist`, which turns the tensor into Python lists"),
-        (loop_over_numpy, "your function called `__array__`, which turns the tensor into a NumPy array"),
+        (loop_over_lists, "your function called `.tolist()`, which turns the tensor into Python lists"),
+        (loop_over_numpy,
+         "your function called `__array__ (NumPy's np.asarray or np.array)`, which turns the tensor into a NumPy "
+         "array"),
         (lambda q, k: torch.from_numpy(cosine(q, k).numpy()), "stay in PyTorch"),
-        (weights_from_sdpa, "your function called `scaled_dot_product_attention`"),
+        (weights_from_sdpa, "your function called `F.scaled_dot_product_attention`"),
         (lambda q, k: al.calculate_attention(unit(q), unit(k), unit(k), scale=10.0)[1],
-         "your function called `calculate_attention`"),
-        (lambda q, k: al.percentages(unit(q) @ T(unit(k)) / 0.1), "your function called `percentages`"),
+         "your function called `al.calculate_attention`"),
+        (lambda q, k: al.percentages(unit(q) @ T(unit(k)) / 0.1), "your function called `al.percentages`"),
         (lambda q, k: al.loop_attention(unit(q), unit(k), unit(k), scale=10.0)[1],
-         "your function called `loop_attention`"),
+         "your function called `al.loop_attention`"),
         (lambda q, k: cosine(q[0], k[0]), "one row per query, one column per key, for every sentence"),
     ],
     crashes=[(lambda q, k: torch.mm(q, k.T), "torch.mm and torch.mv take plain matrices"),
@@ -549,6 +599,23 @@ def zero_empty_rows(weights, m):
     return weights.masked_fill(~m.any(dim=-1, keepdim=True), 0.0)
 
 
+def weights_from_identity_values(s, m):
+    eye = torch.eye(s.size(-1), dtype=s.dtype).expand(s.size(0), -1, -1)  # keys and values = identity
+    return al.memory_efficient_attention(s, eye, eye, attn_mask=m, scale=1.0)
+
+
+def nan_rows_zeroed_in_place(s, m):
+    w = masked(s, m)
+    w[w.isnan()] = 0
+    return w
+
+
+def empty_rows_zeroed_in_place(s, m):
+    w = masked(s, m)
+    w[~m.any(-1)] = 0
+    return w
+
+
 MASKED_SOFTMAX = Exercise(
     check_masked_softmax,
     correct=[lambda s, m: masked(s, m).nan_to_num(0.0), lambda s, m: zero_empty_rows(masked(s, m), m),
@@ -567,15 +634,22 @@ MASKED_SOFTMAX = Exercise(
         (lambda s, m: masked(s, m, dim=-2), "not each column (dim=-2)"),
         (lambda s, m: masked(s, m, dim=-2).nan_to_num(0.0), "not each column (dim=-2)"),
         (masked, "its softmax is 0 / 0 = NaN"),
-        (lambda s, m: masked(s, m, fill=-1e9), "a uniform average over keys it must not see"),
-        (lambda s, m: masked(s, m, fill=torch.finfo(s.dtype).min), "a uniform average over keys it must not see"),
-        (lambda s, m: al.percentages(s, attn_mask=m), "your function called `percentages`"),
+        (lambda s, m: masked(s, m, fill=-1e9), "got a uniform average, 1/S on every key it must not see"),
+        (lambda s, m: masked(s, m, fill=torch.finfo(s.dtype).min),
+         "got a uniform average, 1/S on every key it must not see"),
+        (lambda s, m: al.percentages(s, attn_mask=m), "your function called `al.percentages`"),
+        (lambda s, m: torch._safe_softmax(s.masked_fill(~m, INF), -1), "your function called `torch._safe_softmax`"),
+        (weights_from_identity_values, "your function called `al.memory_efficient_attention`"),
+        (nan_rows_zeroed_in_place, "changes a tensor in place (x[...] = ...)"),
+        (empty_rows_zeroed_in_place, "autograd then cannot run backward through it"),
+        (lambda s, m: torch.where(m.any(dim=-1, keepdim=True), masked(s, m), 1 / s.size(-1)),
+         "got a uniform average, 1/S on every key it must not see (that is what a large negative fill"),
         (lambda s, m: al.calculate_attention(s, s, s, attn_mask=m)[1] * 0 + al.percentages(s, attn_mask=m),
          "not allowed here"),
         (lambda s, m: F.scaled_dot_product_attention(torch.eye(s.shape[-1])[None, :s.shape[-2]].expand(2, -1, -1),
                                                      torch.eye(s.shape[-1])[None].expand(2, -1, -1),
                                                      torch.eye(s.shape[-1])[None].expand(2, -1, -1), attn_mask=m),
-         "your function called `scaled_dot_product_attention`"),
+         "your function called `F.scaled_dot_product_attention`"),
         (lambda s, m: sm(s, dim=-1), "the values differ from the reference"),
         (lambda s, m: s[m], "the weights have the scores' shape"),
     ],
@@ -606,8 +680,8 @@ SPLIT_HEADS = Exercise(
         (lambda x, h: x.reshape(x.shape[0], x.shape[1], h, -1).permute(2, 1, 0, 3), "you got (H, N, L, Dh)"),
         (lambda x, h: x.reshape(x.shape[0], x.shape[1], h, -1).permute(1, 0, 2, 3), "the heads must come before"),
         (lambda x, h: x.reshape(x.shape[0], x.shape[1], h, -1).permute(1, 2, 0, 3) * 2, "the values differ"),
-        (lambda x, h: x.tolist(), "expected a torch.Tensor"),
-        (lambda x, h: al.split_heads(x.transpose(0, 1), h), "your function called the library's `split_heads`"),
+        (lambda x, h: x.tolist(), "stay in PyTorch: your function called `.tolist()`"),
+        (lambda x, h: al.split_heads(x.transpose(0, 1), h), "your function called the library's `al.split_heads`"),
     ],
     crashes=[(lambda x, h: x.reshape(x.shape[0], x.shape[1], h, x.shape[2] / h), "use integer division"),
              (lambda x, h: x.reshape(x.shape[0], 7, h, -1), "exactly as many numbers as the old one")],
@@ -630,7 +704,7 @@ MERGE_HEADS = Exercise(
         (lambda x: torch.cat(x.unbind(dim=1)[::-1], dim=-1).transpose(0, 1), "the heads are in reversed order"),
         (lambda x: x.sum(dim=1).transpose(0, 1), "the heads were added up"),
         (lambda x: x.mean(dim=1), "the heads were added up (or averaged)"),
-        (lambda x: al.merge_heads(x).transpose(0, 1), "your function called the library's `merge_heads`"),
+        (lambda x: al.merge_heads(x).transpose(0, 1), "your function called the library's `al.merge_heads`"),
     ],
     crashes=[(lambda x: x.permute(2, 0, 1, 3).view(x.shape[2], x.shape[0], -1), "use .reshape(...)")],
     mistakes=detective_team.MERGE_MISTAKES,
@@ -739,18 +813,119 @@ def test_a_mistake_is_named_only_when_it_agrees_on_every_input():
     assert check_function(by_d_k[0], reference, sizes, name="s", mistakes=[by_d_k]).message.endswith(by_d_k[1])
 
 
-def test_a_forbidden_call_is_named_even_when_the_answer_then_crashes():
+def test_a_refused_call_is_named_even_when_the_answer_then_crashes():
     def crashes_after_a_shortcut(q, k):
         return al.matchmaker(q, k) @ k  # (2, 3, 5) @ (2, 5, 4) runs; then the shape is wrong
     crash = lambda q, k: al.matchmaker(q, k) @ q  # noqa: E731 - (2, 3, 5) @ (2, 3, 4) raises
-    forbidden = {al.matchmaker: "no shortcut: {call}"}
+    allowed = Allowed(PLAIN | PRODUCTS, said="products", library_hint="no shortcut: {call}")
     for answer in (crashes_after_a_shortcut, crash):
-        result = check_function(answer, al.matchmaker, qk, name="scores", forbidden=forbidden)
-        assert result.message == "❌ scores: not allowed here. Hint: no shortcut: `matchmaker`"
+        result = check_function(answer, al.matchmaker, qk, name="scores", allowed=allowed)
+        assert result.message == "❌ scores: not allowed here. Hint: no shortcut: `al.matchmaker`"
+
+
+@pytest.mark.parametrize(("answer", "call"), [
+    (lambda q, k: torch.linalg.matmul(q, k.mT), "`torch.linalg.matmul`"),
+    (lambda q, k: torch.linalg.vecdot(q.unsqueeze(-2), k.unsqueeze(-3)), "`torch.linalg.vecdot`"),
+    (lambda q, k: torch.cdist(q, k), "`torch.cdist`"),
+    (lambda q, k: q.logcumsumexp(-1)[..., :5] * 0 + k.sum(), "`.logcumsumexp()`"),
+    (lambda q, k: torch.tensor(q.tolist()) @ k.mT, "`.tolist()`"),
+    (lambda q, k: torch.from_numpy(q.numpy() @ k.numpy().swapaxes(-1, -2)), "`.numpy()`"),
+    (lambda q, k: q @ k.mT * float(q[0, 0, 0]), "`float(tensor)`"),
+    (lambda q, k: q @ k.mT * q[0, 0, 0].item(), "`.item()`"),
+])
+def test_anything_outside_the_allowed_operations_is_refused_by_name(answer, call):
+    """An allowlist, not a list of shortcuts: a call nobody listed (a new spelling) is refused, and named."""
+    allowed = Allowed(METADATA | LAYOUT | ELEMENTWISE | {"sum", "matmul"}, said="products and sums")
+    result = check_function(answer, al.matchmaker, qk, name="scores", allowed=allowed)
+    assert result.status == "failed"
+    assert f"your function called {call}" in result.message
+
+
+def test_the_package_is_refused_as_a_whole_and_allowed_function_by_function():
+    """Every public function of the package is refused by its name, even through a helper; a function the exercise
+    allows runs with whatever it calls inside."""
+    from attention_lib.exercises._running import _library_name
+
+    for name in al.__all__:
+        obj = getattr(al, name)
+        function = obj.forward if isinstance(obj, type) and hasattr(obj, "forward") else obj
+        if hasattr(function, "__code__"):
+            assert _library_name(function.__code__) in (f"al.{name}", f"al.{name.split('.')[0]}"), name
+    via_helper = lambda q, k: (lambda a, b: al.matchmaker(a, b))(q, k)  # noqa: E731
+    refused = check_function(via_helper, al.matchmaker, qk, name="s", allowed=Allowed(PLAIN, said="x"))
+    assert "`al.matchmaker`" in refused.message
+    allowed = Allowed(frozenset(), said="nothing", functions=frozenset({al.matchmaker}))
+    assert check_function(via_helper, al.matchmaker, qk, name="s", allowed=allowed).passed
+
+
+def test_backward_names_an_in_place_step_and_a_change_to_the_callers_tensor():
+    from attention_lib.exercises._trials import backward_slip
+
+    def normalised_in_place(s):
+        e = (s - s.amax(dim=-1, keepdim=True)).exp()
+        e /= e.sum(dim=-1, keepdim=True)
+        return e
+
+    def changes_its_input(s):
+        s.mul_(2.0)
+        return s
+
+    scores = (torch.randn(2, 3, 4),)
+    assert "changes a tensor in place (/= or .div_())" in backward_slip(normalised_in_place, scores, None, ["s"])
+    assert "changed its input `s` in place (*= or .mul_())" in backward_slip(changes_its_input, scores, None, ["s"])
+    assert "cut off from its inputs" in backward_slip(lambda s: s.detach() * 2, scores, None, ["s"])
+    assert backward_slip(lambda s: torch.softmax(s, dim=-1), scores, None, ["s"]) is None
+
+
+def test_float64_in_float64_out_and_float64_accurate():
+    inputs = lambda seed: (torch.randn(3, 4, generator=torch.Generator().manual_seed(seed)),)  # noqa: E731
+    reference = lambda x: x.exp()  # noqa: E731
+    lossy = check_function(lambda x: x.float().exp().to(x.dtype), reference, inputs, name="e", float64=True)
+    assert "somewhere it computes in float32" in lossy.message
+    fixed = check_function(lambda x: x.float().exp(), reference, inputs, name="e", float64=True)
+    assert "for float64 inputs your function returned float32" in fixed.message
+    crash = check_function(lambda x: x.exp() @ torch.eye(4), reference, lambda seed: (torch.eye(4),), name="e",
+                           float64=True)
+    assert "in float64 your function raised RuntimeError" in crash.message
+    assert check_function(reference, reference, inputs, name="e", float64=True).message.endswith(
+        "inputs, the first again in float64. Well done!")
+
+
+def test_a_tuple_with_a_wrong_shape_is_a_shape_error_not_values():
+    pair = lambda x: (x * 2, x.sum(-1))  # noqa: E731
+    inputs = lambda seed: (torch.ones(2, 3),)  # noqa: E731
+    message = check_function(lambda x: (x * 2, x.sum(-1, keepdim=True)), pair, inputs, name="p").message
+    assert "result 2 of 2 should have shape (2,), but it has shape (2, 1)" in message
+    assert "unknown" not in message
+    assert "result 1 of 2 differs" in check_function(lambda x: (x * 3, x.sum(-1)), pair, inputs, name="p").message
+
+
+def test_a_batched_dot_T_is_named_whatever_the_shape_says():
+    square = lambda seed: (torch.randn(4, 4, 4), torch.randn(4, 4, 4))  # noqa: E731 - .T runs, and is wrong
+    message = check_function(lambda q, k: q @ k.T, al.matchmaker, square, name="scores").message
+    assert "x.T reverses every dimension of a batched tensor" in message
+
+
+def test_a_dot_T_undone_by_another_is_no_slip_and_a_shared_shape_is_not_named():
+    square = lambda seed: (torch.randn(4, 4, 4), torch.randn(4, 4, 4))  # noqa: E731
+    message = check_function(lambda q, k: q @ k.T.T.mT + 1, al.matchmaker, square, name="scores").message
+    assert "x.T reverses" not in message
+    assert "values differ" in message
+    same = lambda seed: (torch.randn(2, 3, 4), torch.randn(2, 3, 4))  # noqa: E731
+    crash = check_function(lambda q, k: q @ (k * 2).T, al.matchmaker, same, name="scores").message
+    assert "`x` (2, 3, 4) with every dimension reversed" in crash
+    assert "`query`" not in crash
+
+
+def test_a_whole_number_is_one_rule():
+    from attention_lib.exercises._compare import whole_number
+
+    assert [whole_number(x) for x in (4, 4.0, torch.tensor(4), torch.tensor(4.0))] == [4, 4, 4, 4]
+    assert all(whole_number(x) is None for x in (4.5, True, "4", float("nan"), float("inf"), torch.ones(2)))
 
 
 def test_a_difference_is_told_with_assert_close_report_in_a_few_words():
-    from attention_lib.exercises._checker import difference
+    from attention_lib.exercises._compare import difference
 
     assert difference(torch.ones(2, 3), torch.ones(2, 3)) is None
     assert difference(torch.ones(2, 3, dtype=torch.float64), torch.ones(2, 3)) is None  # any float dtype
@@ -760,20 +935,6 @@ def test_a_difference_is_told_with_assert_close_report_in_a_few_words():
     assert difference((4, 5), (4, 5, 6)) == "2 items where 3 are expected"
     for not_sizes in (("4", "5"), (4.0, 5), (True, 5)):
         assert difference(not_sizes, (4, 5)) is not None
-
-
-def test_the_library_shortcuts_cover_every_function_of_the_package():
-    from attention_lib.exercises._checker import library_shortcuts
-
-    shortcuts = library_shortcuts("you called {call}")
-    for name in al.__all__:
-        obj = getattr(al, name)
-        if callable(obj) and name != "get_device" and not (isinstance(obj, type) and not hasattr(obj, "forward")):
-            assert (obj.forward if isinstance(obj, type) else obj) in shortcuts, name  # a cache computes nothing
-    assert shortcuts[al.memory_efficient_attention] == "you called `al.memory_efficient_attention`"
-    assert shortcuts[torch.nn.MultiheadAttention.forward] == "you called `nn.MultiheadAttention`"
-    assert al.get_device not in shortcuts
-    assert {"scaled_dot_product_attention", "multi_head_attention_forward"} <= set(shortcuts)
 
 
 def test_a_flipped_tensor_is_named_as_the_learners_line_names_it():
@@ -864,7 +1025,7 @@ EXERCISE_INPUTS = {cocktail_party: 3, library_search: 3, matchmaker: 3, scaler: 
 def test_the_inputs_tell_every_pair_of_listed_mistakes_apart(module):
     """A hint is given only when the answer equals a mistake on every input where both run: so no two mistakes of
     one exercise may agree on all of its inputs, or the second could never be named."""
-    from attention_lib.exercises._checker import difference
+    from attention_lib.exercises._compare import difference
 
     inputs = [module._inputs(trial) for trial in range(EXERCISE_INPUTS[module])]
 
@@ -880,8 +1041,9 @@ def test_the_inputs_tell_every_pair_of_listed_mistakes_apart(module):
     table = [(hint, answers(fn)) for fn, hint in module.MISTAKES]
     for i, (hint_a, a) in enumerate(table):
         for hint_b, b in table[i + 1:]:
-            both = [(x, y) for x, y in zip(a, b, strict=True) if x is not None and y is not None]
-            assert any(difference(x, y) is not None for x, y in both) or not both, (hint_a[:50], hint_b[:50])
+            apart = any((x is None) != (y is None) or (x is not None and difference(x, y) is not None)
+                        for x, y in zip(a, b, strict=True))  # one raises where the other runs, or they differ
+            assert apart, (hint_a[:50], hint_b[:50])
 
 
 # -- what the table cannot say --------------------------------------------------------------------------------------
@@ -985,12 +1147,137 @@ def test_counting_lines_leaves_the_trace_function_as_it_was():
     assert run.lines == 1
 
 
-@pytest.mark.parametrize(("fn", "call"), [(lambda x: torch.tensor(x.tolist()), "`tolist`"),
-                                          (lambda x: torch.from_numpy(x.numpy()), "`numpy`"),
-                                          (lambda x: torch.tensor(__import__("numpy").asarray(x)), "`__array__`")])
+@pytest.mark.parametrize(("fn", "call"), [(lambda x: torch.tensor(x.tolist()), "`.tolist()`"),
+                                          (lambda x: torch.from_numpy(x.numpy()), "`.numpy()`"),
+                                          (lambda x: torch.tensor(__import__("numpy").asarray(x)), "`__array__"),
+                                          (lambda x: x * x[0].item(), "`.item()`"),
+                                          (lambda x: x * float(x[0]), "`float(tensor)`")])
 def test_leaving_torch_is_named(fn, call):
-    from attention_lib.exercises._running import LEAVING_TORCH, run_learner
+    from attention_lib.exercises._running import run_learner
 
-    run = run_learner(fn, (torch.ones(2),), LEAVING_TORCH)
-    assert call in run.forbidden
-    assert "stay in PyTorch" in run.forbidden
+    run = run_learner(fn, (torch.ones(2),), Allowed(PLAIN | {"tensor", "from_numpy"}, said="tensor operations"))
+    assert call in run.refused
+    assert "stay in PyTorch" in run.refused
+
+
+# -- wrong answers written after the allowlist redesign, as a learner would; each gets its own hint or a generic one --
+def fresh_tune_in_after(x, f):  # the focus after the softmax, renormalised: it cancels out
+    w = sm(x @ T(x), -1) * f[:, None]
+    return (w / w.sum(-1, keepdim=True)) @ x
+
+
+def fresh_lookup_softmax_over_readers(q, k, v):
+    s = (k * q.unsqueeze(-2)).sum(-1) / math.sqrt(q.size(-1))
+    return (sm(s, 0).unsqueeze(-2) @ v).squeeze(-2)
+
+
+def fresh_lookup_scaled_by_N(q, k, v):
+    s = (k * q.unsqueeze(-2)).sum(-1) / math.sqrt(q.size(0))
+    return (sm(s, -1).unsqueeze(-2) @ v).squeeze(-2)
+
+
+def fresh_scaled_projected_on_the_wrong_side(x, wq, wk):
+    q, k = wq @ T(x), wk @ T(x)  # (N, d_k, L): features first
+    return q @ T(k) / math.sqrt(wq.size(0))
+
+
+def fresh_log_without_the_log(s):
+    t = s - s.amax(-1, keepdim=True)
+    return t - t.exp().sum(-1, keepdim=True)
+
+
+def fresh_log_sub_in_place(s):
+    s.sub_(s.amax(-1, keepdim=True))
+    return s - s.exp().sum(-1, keepdim=True).log()
+
+
+def fresh_log_without_gradients(s):
+    with torch.no_grad():
+        t = s - s.amax(-1, keepdim=True)
+        return t - t.exp().sum(-1, keepdim=True).log()
+
+
+def fresh_blend_values_left_in_place(q, k, v):
+    qb, kb = q.transpose(0, 1), k.transpose(0, 1)
+    w = sm(qb @ T(kb) / math.sqrt(q.size(-1)), -1)
+    return (w @ v).transpose(0, 1), w
+
+
+def fresh_blend_scaled_by_S(q, k, v):
+    qb, kb, vb = (t.transpose(0, 1) for t in (q, k, v))
+    w = sm(qb @ T(kb) / math.sqrt(k.size(0)), -1)
+    return (w @ vb).transpose(0, 1), w
+
+
+def fresh_online_shift_by_the_old_max(m, s, o, scores, v):
+    new = torch.maximum(m, scores.amax(-1, keepdim=True))
+    c, w = torch.exp(m - new), torch.exp(scores - m)
+    return new, s * c + w.sum(-1, keepdim=True), o * c + w @ v
+
+
+def fresh_online_correction_on_the_new_block(m, s, o, scores, v):
+    new = torch.maximum(m, scores.amax(-1, keepdim=True))
+    safe = new.masked_fill(new == INF, 0.0)
+    c, w = torch.exp(m - safe), torch.exp(scores - safe)
+    return new, s + w.sum(-1, keepdim=True) * c, o + (w @ v) * c
+
+
+def fresh_cross_with_multihead_attention(q, s, n):
+    mha = torch.nn.MultiheadAttention(q.size(-1), 1, batch_first=True)
+    return mha(q, s, s, key_padding_mask=torch.arange(s.size(-2))[None, :] >= n[:, None])
+
+
+FRESH_WRONG = [
+    (check_tune_in, fresh_tune_in_after, "multiply the scores by `focus` before the softmax"),
+    (check_tune_in, lambda x, f: sm(f[:, None] * (x @ T(x)) / x.size(-1), -1) @ x, "the values differ"),
+    (check_tune_in, lambda x, f: sm(f[:, None] * (x @ T(x)), -1, dtype=torch.float32) @ x.float(),
+     "for float64 inputs your function returned float32"),
+    (check_tune_in, lambda x, f: sm(f[:, None] * (x @ T(x)), -1, dtype=torch.float32) @ x,
+     "in float64 your function raised RuntimeError"),
+    (check_soft_lookup, fresh_lookup_softmax_over_readers, "the values differ"),
+    (check_soft_lookup, fresh_lookup_scaled_by_N, "divide by √E, not √N"),
+    (check_matchmaker, lambda q, k: (q.unsqueeze(-2) * k.unsqueeze(-3)).mean(-1), ".mean(dim=-1) also divides"),
+    (check_matchmaker, lambda q, k: torch.cosine_similarity(q.unsqueeze(-2), k.unsqueeze(-3), dim=-1),
+     "your function called `torch.cosine_similarity`"),
+    (check_scaled_scores, lambda x, wq, wk: (x @ wq.T) @ T(x @ wk.T) / math.sqrt(wq.size(1)), "not by √d_model"),
+    (check_scaled_scores, fresh_scaled_projected_on_the_wrong_side, "the words meet, not the features"),
+    (check_log_softmax, fresh_log_without_the_log, "the values differ"),
+    (check_log_softmax, fresh_log_sub_in_place, "changes a tensor in place (-= or .sub_())"),
+    (check_log_softmax, fresh_log_without_gradients, "your function turns gradients off (torch.no_grad()"),
+    (check_log_softmax, lambda s: log_by_hand()(s.data), "your function used x.data"),
+    (check_masked_softmax, lambda s, m: zero_empty_rows(masked(s, m).detach(), m), "cut off from its inputs"),
+    (check_calculate_attention, fresh_blend_values_left_in_place, "A @ B needs the last size of A"),
+    (check_calculate_attention, fresh_blend_scaled_by_S, "divide by √E, not √S"),
+    (check_weights_no_loops, lambda q, k: sm(q @ T(k) / (q.norm() * k.norm()) / 0.1, -1), "the values differ"),
+    (check_weights_no_loops, lambda q, k: sm(F.normalize(q, dim=-2) @ T(F.normalize(k, dim=-2)) / 0.1, -1),
+     "dim=-2 runs across the words"),
+    (check_weights_no_loops, lambda q, k: sm((1 - torch.cdist(F.normalize(q, dim=-1), F.normalize(k, dim=-1)) ** 2
+                                              / 2) / 0.1, -1), "your function called `torch.cdist`"),
+    (check_window_mask, lambda L, S, w: ones(L, S).tril() & ones(L, S).triu(-w), "one key too many"),
+    (check_window_mask, lambda L, S, w: al.sliding_window_mask(L, S, w), "called `al.sliding_window_mask`"),
+    (check_masked_softmax, lambda s, m: sm(s.masked_fill(m == False, INF), -1), "its softmax is 0 / 0 = NaN"),  # noqa: E712
+    (check_masked_softmax, lambda s, m: sm(torch.where(m, s, torch.tensor(-1e4)), -1), "got a uniform average"),
+    (check_split_heads, lambda x, h: x.reshape(*x.shape[:2], h, -1).permute(1, 2, 3, 0), "with Dh = E // num_heads"),
+    (check_merge_heads, lambda x: x.permute(2, 0, 1, 3).reshape(x.shape[0], x.shape[2], -1), "the batch-first layout"),
+    (al_exercises.check_online_softmax_update, fresh_online_shift_by_the_old_max,
+     "the new sum (result 2 of 3) is wrong"),
+    (al_exercises.check_online_softmax_update, fresh_online_correction_on_the_new_block, "the new sum (result 2 of 3)"),
+    (al_exercises.check_cross_attention, lambda q, s, n: al.calculate_attention(
+        q, s, s, attn_mask=torch.arange(s.size(-2))[None, :] < n[:, None]),
+     "the mask needs a dimension for the queries"),
+    (al_exercises.check_cross_attention, fresh_cross_with_multihead_attention, "`nn.MultiheadAttention (its"),
+    (al_exercises.check_reversal_target, lambda d: d.roll(1, -1), "the values differ"),
+    (al_exercises.check_previous_token_score, lambda w: w.diagonal(offset=-1, dim1=2, dim2=3).mean(dim=(0, 1)),
+     "one score per head: average over the sequences"),
+    (al_exercises.check_induction_score, lambda w, k: w.diagonal(offset=-(k + 1), dim1=-2, dim2=-1)[..., :k].mean(
+        dim=(0, -1)), "the values differ"),
+    (al_exercises.check_scores_shape, lambda q, k: (q[0], q[-2], k[-2]), "3 sizes, but the scores have as many"),
+]
+
+
+@pytest.mark.parametrize(("checker", "answer", "fragment"), FRESH_WRONG,
+                         ids=[f"{c.__name__}-{i}" for i, (c, _, _) in enumerate(FRESH_WRONG)])
+def test_fresh_wrong_answers_fail_with_their_own_hint(checker, answer, fragment):
+    result = checker(answer)
+    assert result.status in ("failed", "error"), result.message
+    assert fragment in result.message

@@ -3,8 +3,9 @@
 A checker never raises and never prints a traceback: it returns a :class:`CheckResult` whose text is shown
 by the notebook. Chapters define their checkers in the sibling modules with :func:`check_function`.
 
-The learner's function runs under a watch (:mod:`attention_lib.exercises._running`) that counts its PyTorch
-operations, notices calls an exercise forbids, and remembers the operation that raised; every error goes
+The learner's function runs under a watch (:mod:`attention_lib.exercises._running`) that records its PyTorch
+operations, refuses any call outside what the exercise allows (:mod:`~attention_lib.exercises._allowed`), and
+remembers the operation that raised; every error goes
 through :func:`~attention_lib.exercises._crashes.explain_crash`, the one place that turns an error inside the
 learner's code into a hint. The hint texts live in :mod:`attention_lib.exercises._hints`. Answers are compared
 with :func:`torch.testing.assert_close`, whose report (how many numbers differ, the largest difference and
@@ -14,15 +15,17 @@ where) the message passes on in a few words.
 from __future__ import annotations
 
 import inspect
-import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 import torch
 
+from ._allowed import Allowed
+from ._compare import _finite_parts_agree, _holds_tensors, difference
 from ._crashes import explain_crash
 from ._hints import HINTS
-from ._running import Forbidden, Run, run_learner
+from ._running import Run, run_learner
+from ._trials import backward_slip, float64_slip
 
 #: A typical mistake: a function that computes the wrong answer the way learners often do, and its hint.
 Mistake = tuple[Callable[..., object], str]
@@ -62,48 +65,6 @@ def _shape(x):
     return tuple(x.shape) if isinstance(x, torch.Tensor) else None
 
 
-def difference(got, expected, atol: float = 1e-5, rtol: float = 1e-4) -> str | None:
-    """How ``got`` differs from ``expected`` in a few words, or ``None`` when they match.
-
-    Tensors are compared with :func:`torch.testing.assert_close` (any float dtype, NaN equal to NaN); other
-    answers (a tuple of sizes) must match in type too, so ``(4.0, 5)`` or ``("4", "5")`` is not ``(4, 5)``.
-
-    Example:
-        >>> difference(torch.tensor([1.0, 2.0]), torch.tensor([1.0, 2.5]))
-        '1 of 2 numbers differ, largest difference 0.5 at index (1,)'
-        >>> difference((4, 5), (4, 5)) is None, difference((4.0, 5), (4, 5)) is None
-        (True, False)
-    """
-    tensor = _holds_tensors(expected)
-    try:
-        torch.testing.assert_close(got, expected, atol=atol, rtol=rtol, equal_nan=True, check_dtype=not tensor,
-                                   check_device=False, check_layout=False)
-    except AssertionError as mismatch:
-        return _in_a_few_words(str(mismatch), got, expected)
-    except Exception:  # noqa: BLE001 - an answer of another kind (a str, a tensor for a tuple) is no match
-        return f"a {type(got).__name__} where a {type(expected).__name__} is expected"
-    return None
-
-
-def _holds_tensors(x) -> bool:
-    return isinstance(x, torch.Tensor) or (isinstance(x, tuple | list) and any(map(_holds_tensors, x)))
-
-
-def _in_a_few_words(report: str, got, expected) -> str:
-    """assert_close's report, shortened: ``"3 of 12 numbers differ, largest difference 0.5 at index (0, 1)"``."""
-    counted = re.search(r"Mismatched elements: (\d+) / (\d+)", report)
-    largest = re.search(r"Greatest absolute difference: (\S+) at index (\([^)]*\))", report)
-    if counted and largest:
-        size = float(largest.group(1))
-        return (f"{counted.group(1)} of {counted.group(2)} numbers differ, largest difference {size:.3g} at index "
-                f"{largest.group(2)}")
-    length = re.search(r"length of the sequences mismatch: (\d+) != (\d+)", report)
-    if length:
-        return f"{length.group(1)} items where {length.group(2)} are expected"
-    first = report.strip().splitlines()[0] if report.strip() else "they differ"
-    return first.rstrip(".!").lower() if isinstance(expected, torch.Tensor) else first.rstrip(".!")
-
-
 def _params(fn: Callable, count: int) -> list[str]:
     try:
         names = list(inspect.signature(fn).parameters)
@@ -115,9 +76,9 @@ def _params(fn: Callable, count: int) -> list[str]:
 def check_function(learner_fn: Callable, reference_fn: Callable, make_inputs: Callable[[int], tuple], *,
                    name: str, mistakes: Sequence[Mistake] = (), shape_hint: str | ShapeHint = "",
                    trials: int = 3, atol: float = 1e-5, rtol: float = 1e-4,
-                   forbidden: Forbidden | None = None, no_loops: bool = False, loop_hint: str | None = None,
+                   allowed: Allowed | None = None, no_loops: bool = False, loop_hint: str | None = None,
                    clues: Mapping[str, str] | None = None, explain: Explain | None = None,
-                   inputs_said: str | None = None) -> CheckResult:
+                   inputs_said: str | None = None, float64: bool = False, backward: bool = False) -> CheckResult:
     """Check ``learner_fn`` against ``reference_fn`` on the inputs ``make_inputs(0)`` .. ``make_inputs(trials - 1)``.
 
     Args:
@@ -133,16 +94,18 @@ def check_function(learner_fn: Callable, reference_fn: Callable, make_inputs: Ca
             hint`` that names the mistake the learner's shape reveals (falling back to a general hint).
         trials: how many inputs to try.
         atol, rtol: the tolerance of the comparison.
-        forbidden: shortcuts the exercise forbids, ``PyTorch operation name or Python function -> hint``
-            (see :data:`~attention_lib.exercises._running.Forbidden`); a call to one fails the check even when
-            the answer is right, and even when the function then crashes.
+        allowed: what the exercise may use (see :class:`~attention_lib.exercises._allowed.Allowed`); a call
+            outside it fails the check even when the answer is right, and even when the function then crashes.
+            ``None`` allows anything.
         no_loops: fail a correct answer whose number of PyTorch calls grows with the input (a Python loop).
         loop_hint: the hint for such a loop (``{few}`` and ``{many}`` are the counts); lesson 07's by default.
         clues: ``PyTorch operation name -> hint`` for a wrong answer that matches no listed mistake but called
             that operation (e.g. ``clamp`` in a softmax).
         explain: says what is wrong with an answer that matches no listed mistake (see :data:`Explain`).
         inputs_said: what the inputs are, for the message of a correct answer (``"3 fixed test inputs"`` by
-            default).
+            default); the float64 and backward trials are added to it.
+        float64: also run the first input in float64: the result must be float64 and float64-accurate.
+        backward: also run backward through the answer (see :func:`~attention_lib.exercises._trials.backward_slip`).
 
     Returns:
         A :class:`CheckResult`.
@@ -155,16 +118,18 @@ def check_function(learner_fn: Callable, reference_fn: Callable, make_inputs: Ca
         >>> check_function(lambda x: x + x + 1, ref, inputs, name="doubling",
         ...                mistakes=[(lambda x: x + x + 1, "drop the + 1")]).message
         '❌ doubling: not quite. Hint: drop the + 1'
+        >>> check_function(ref, ref, inputs, name="doubling", float64=True, backward=True).message
+        '✅ doubling: correct on 3 fixed test inputs, the first again in float64, and backward through it. Well done!'
     """
-    calls, answers = [], {}
+    calls, answers, dtype = [], {}, None
     for trial in range(trials):
         args = make_inputs(trial)
         expected = reference_fn(*args)
-        run = run_learner(learner_fn, args, forbidden)
+        run = run_learner(learner_fn, args, allowed)
         answers[trial] = run
         got = run.result
-        if run.forbidden is not None:
-            return CheckResult("failed", f"❌ {name}: not allowed here. Hint: {run.forbidden}")
+        if run.refused is not None:
+            return CheckResult("failed", f"❌ {name}: not allowed here. Hint: {run.refused}")
         # The stub's own `raise NotImplementedError`; PyTorch raises NotImplementedError too (since torch 2.14,
         # for example, for `1 - mask` on a bool mask), and that is a crash to explain, not an empty exercise.
         if isinstance(run.error, NotImplementedError) and run.failed_op is None:
@@ -173,57 +138,125 @@ def check_function(learner_fn: Callable, reference_fn: Callable, make_inputs: Ca
         if run.error is not None:
             return CheckResult("error", explain_crash(name, run.error, args, failed_op=run.failed_op,
                                                       params=_params(reference_fn, len(args))))
+        if (got is None or got is Ellipsis) and trial > 0:
+            return CheckResult("failed", f"❌ {name}: your function returned {got!r} for {_inputs_said(args)}, "
+                               f"though it returned a result for other inputs: a branch (if/elif) or a loop misses "
+                               f"this case.")
         if got is None or got is Ellipsis:
             return CheckResult("not attempted", f"📝 {name}: not attempted yet (your function returned "
                                f"{got!r}). Fill in the body and return the result.")
         calls.append(run.calls)
         differs = difference(got, expected, atol, rtol)
-        if differs is None:
+        if differs is None:  # a dtype other than the input's is said once the numbers are right everywhere
+            dtype = dtype or (_dtype_differs(got, expected) if any(map(_is_float_tensor, args)) else None)
             continue
         if isinstance(expected, torch.Tensor) and not isinstance(got, torch.Tensor):
             return CheckResult("failed", f"❌ {name}: expected a torch.Tensor, but got {type(got).__name__}.")
         if _shape(expected) is not None and _shape(got) != _shape(expected):
-            said = shape_hint(args, _shape(got)) if callable(shape_hint) else shape_hint
+            said = HINTS["dot_T"] if run.batched_T else (
+                shape_hint(args, _shape(got)) if callable(shape_hint) else shape_hint)
             hint = f" Hint: {said}" if said else ""
             return CheckResult("failed", f"❌ {name}: expected shape {_shape(expected)}, but got "
                                f"{_shape(got)}.{hint}")
         for wrong_fn, hint in mistakes:
             if _agrees_everywhere(wrong_fn, trial, answers, learner_fn, make_inputs, trials, atol, rtol):
                 return CheckResult("failed", f"❌ {name}: not quite. Hint: {hint}")
+        if run.batched_T:
+            return CheckResult("failed", f"❌ {name}: not quite. Hint: {HINTS['dot_T']}")
         said = explain(got, expected, args) if explain is not None else None
         if said:
             return CheckResult("failed", f"❌ {name}: {said}")
         if not _holds_tensors(expected):
             return CheckResult("failed", f"❌ {name}: for the inputs {', '.join(map(repr, args))}, your function "
                                f"returned {got!r}, which is not the answer ({differs}).")
-        if not isinstance(expected, torch.Tensor):  # a tuple of tensors: its checker says which one is off
-            return CheckResult("failed", f"❌ {name}: the shape is right but the values differ from the reference "
-                               f"(largest difference unknown).")
+        if not isinstance(expected, torch.Tensor):  # a tuple of tensors: say which one is off, and how
+            return CheckResult("failed", f"❌ {name}: {_which_item(got, expected, atol, rtol)}")
         return CheckResult("failed", f"❌ {name}: the shape is right but the values differ from the "
                            f"reference: {differs}.{_clue(got, run, clues or {})}")
+    if dtype is not None:
+        return CheckResult("failed", f"❌ {name}: right numbers, but {dtype}")
     if no_loops and len(set(calls)) > 1:
         few, many = min(calls), max(calls)
         return CheckResult("failed", f"❌ {name}: right numbers, but " + (loop_hint or HINTS["python_loop"]).format(
             few=few, many=many))
-    return CheckResult("passed", f"✅ {name}: correct on {inputs_said or f'{trials} fixed test inputs'}. Well done!")
+    slip = float64_slip(learner_fn, reference_fn, make_inputs(0), allowed) if float64 else None
+    if slip is None and backward:
+        slip = backward_slip(learner_fn, make_inputs(0), allowed, _params(reference_fn, len(make_inputs(0))))
+    if slip is not None:
+        return CheckResult("failed", f"❌ {name}: not quite. Hint: {slip}")
+    return CheckResult("passed", f"✅ {name}: correct on {inputs_said or f'{trials} fixed test inputs'}"
+                       f"{also_checked(float64, backward)}. Well done!")
+
+
+def _inputs_said(args: tuple) -> str:
+    """The inputs in a few words: tensors by their shapes, the rest as they are."""
+    return "the inputs " + ", ".join(f"of shape {tuple(a.shape)}" if isinstance(a, torch.Tensor) else repr(a)
+                                     for a in args)
+
+
+def also_checked(float64: bool, backward: bool) -> str:
+    """What the extra trials checked, for a pass message: ``", the first again in float64, and backward through
+    it"``."""
+    return (", the first again in float64" if float64 else "") + (", and backward through it" if backward else "")
+
+
+def _dtype_differs(got, expected) -> str | None:
+    """How the dtype of a right answer differs from the reference's (float64 in, float64 out), or ``None``."""
+    for g, e in zip(_tensor_items(got), _tensor_items(expected), strict=False):
+        if e.is_floating_point() and g.is_floating_point() and g.dtype != e.dtype:
+            return (f"for {str(e.dtype).removeprefix('torch.')} inputs your result is "
+                    f"{str(g.dtype).removeprefix('torch.')}. Hint: keep the inputs' dtype: make new tensors with "
+                    f"dtype=x.dtype (or torch.zeros_like(x)), and leave out .float() and dtype=torch.float32.")
+    return None
+
+
+def _is_float_tensor(x) -> bool:
+    return isinstance(x, torch.Tensor) and x.is_floating_point()
+
+
+def _tensor_items(x) -> list[torch.Tensor]:
+    items = [x] if isinstance(x, torch.Tensor) else list(x) if isinstance(x, tuple | list) else []
+    return [t if isinstance(t, torch.Tensor) else torch.empty(0, dtype=torch.bool) for t in items]
+
+
+def _which_item(got, expected, atol: float, rtol: float) -> str:
+    """For a tuple of tensors: which item is off, its shape or its values."""
+    count = len(expected)
+    if not isinstance(got, tuple | list) or len(got) != count:
+        found = f"a {type(got).__name__}" + (f" of {len(got)}" if isinstance(got, tuple | list) else "")
+        return f"expected {count} results, a tuple of tensors, but got {found}."
+    for i, (g, e) in enumerate(zip(got, expected, strict=True)):
+        if isinstance(e, torch.Tensor) and not isinstance(g, torch.Tensor):
+            return f"result {i + 1} of {count} should be a tensor, but it is a {type(g).__name__}."
+        if _shape(e) is not None and _shape(g) != _shape(e):
+            return f"result {i + 1} of {count} should have shape {_shape(e)}, but it has shape {_shape(g)}."
+    for i, (g, e) in enumerate(zip(got, expected, strict=True)):
+        differs = difference(g, e, atol, rtol)
+        if differs is not None:
+            return (f"the shapes are right, but result {i + 1} of {count} differs from the reference: {differs}.")
+    return "the values differ from the reference."
 
 
 def _agrees_everywhere(wrong_fn: Callable, failing: int, answers: dict[int, Run], learner_fn: Callable,
                        make_inputs: Callable[[int], tuple], trials: int, atol: float, rtol: float) -> bool:
     """Does the learner's function give ``wrong_fn``'s answer on the failing input, and agree with it on every other
-    input where both run? (``answers`` holds the runs so far; the others are run here, once.)"""
+    input: where both run, the same finite numbers, and where one raises, the other raises too (a slip whose recipe
+    cannot run where the learner's code runs is not the learner's)? (``answers`` holds the runs so far; the others
+    are run here, once.)"""
     for trial in (failing, *(t for t in range(trials) if t != failing)):
         args = make_inputs(trial)
         if trial not in answers:
             answers[trial] = run_learner(learner_fn, args)
         run = answers[trial]
-        if run.error is not None or run.result is None:
-            continue
         try:
             wrong = wrong_fn(*args)
         except Exception:  # noqa: BLE001 - a mistake that cannot be made on these inputs
-            if trial == failing:
+            if trial == failing or run.error is None:
                 return False
+            continue
+        if run.error is not None:
+            return False
+        if run.result is None:
             continue
         agrees = difference(run.result, wrong, atol, rtol) is None if trial == failing else _finite_parts_agree(
             run.result, wrong, atol, rtol)
@@ -232,56 +265,12 @@ def _agrees_everywhere(wrong_fn: Callable, failing: int, answers: dict[int, Run]
     return True
 
 
-def _finite_parts_agree(got, wrong, atol: float, rtol: float) -> bool:
-    """Do ``got`` and ``wrong`` agree wherever both are finite? On the inputs other than the failing one, a mistake
-    is ruled out by numbers that differ, not by a NaN where its recipe happens to guard a 0 / 0."""
-    if isinstance(got, torch.Tensor) and isinstance(wrong, torch.Tensor):
-        if got.shape != wrong.shape or not (got.is_floating_point() and wrong.is_floating_point()):
-            return difference(got, wrong, atol, rtol) is None
-        both = got.detach().isfinite() & wrong.detach().isfinite()
-        return difference(got.detach()[both], wrong.detach()[both].to(got.dtype), atol, rtol) is None
-    if isinstance(got, tuple | list) and isinstance(wrong, tuple | list) and _holds_tensors(wrong):
-        return len(got) == len(wrong) and all(_finite_parts_agree(g, w, atol, rtol)
-                                              for g, w in zip(got, wrong, strict=True))
-    return difference(got, wrong, atol, rtol) is None
-
-
 def _clue(got, run: Run, clues: Mapping[str, str]) -> str:
     """A hint for a wrong answer that matches no listed mistake, from what the run left behind."""
     for op, hint in clues.items():
         if op in run.ops:
             return f" Hint: {hint}"
-    if any("x.T" in w for w in run.warnings):
-        return f" Hint: {HINTS['dot_T']}"
     if isinstance(got, torch.Tensor) and got.is_floating_point() and not bool(got.isfinite().all()):
         return (" Hint: your result contains NaN or inf; look for exp of a large number, 0 / 0, or "
                 "-inf - (-inf).")
     return ""
-
-
-def library_shortcuts(hint: str, *, also: Sequence[str] = ("scaled_dot_product_attention",
-                                                            "multi_head_attention_forward")) -> dict:
-    """Every function of ``attention_lib`` (its steps, its whole recipe, its experiments) and PyTorch's fused
-    attention, each with ``hint``: for an exercise that asks the learner to write the thing themselves.
-
-    ``{call}`` in ``hint`` names the call, as ``al.calculate_attention``. Only
-    :func:`~attention_lib.get_device` is left out: it computes nothing.
-
-    Example:
-        >>> import attention_lib as al
-        >>> shortcuts = library_shortcuts("write it yourself; you called {call}.")
-        >>> shortcuts[al.calculate_attention], shortcuts["scaled_dot_product_attention"]
-        ('write it yourself; you called `al.calculate_attention`.', 'write it yourself; you called {call}.')
-    """
-    import attention_lib as al
-    from attention_lib import experiments
-
-    found: dict = {}
-    for module, prefix in ((al, "al."), (experiments, "attention_lib.experiments.")):
-        for name in module.__all__:
-            obj = getattr(module, name)
-            function = obj.forward if isinstance(obj, type) and hasattr(obj, "forward") else obj
-            if obj is not al.get_device and hasattr(function, "__code__"):
-                found[function] = hint.replace("{call}", f"`{prefix}{name}`")
-    found[torch.nn.MultiheadAttention.forward] = hint.replace("{call}", "`nn.MultiheadAttention`")
-    return {**found, **dict.fromkeys(also, hint)}

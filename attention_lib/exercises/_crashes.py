@@ -203,6 +203,8 @@ def _cause(error: BaseException, op: str | None, shapes: list[tuple], inputs: di
         for name, original in inputs.items():
             if original is None:
                 continue
+            if list(inputs.values()).count(original) > 1:  # two inputs of that shape: the tensor is not named
+                name = "x"
             if len(shape) > 2 and shape == original[::-1] and shape != original:
                 return CRASH_HINTS["reversed"].format(arg=arg, shape=_fmt(shape), name=name,
                                                       original=_fmt(original))

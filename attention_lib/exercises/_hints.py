@@ -83,8 +83,6 @@ HINTS: dict[str, str] = {
     "sum_dim_-2": f"divide by each row's sum, e.sum(dim=-1, keepdim=True): {_ROW}. A sum over dim=-2 adds up "
                   f"each column instead.",
     "no_normalise": f"divide by each row's sum, e.sum(dim=-1, keepdim=True): {_ROW}.",
-    "softmax_call": "this exercise builds the softmax by hand from amax, exp and sum, but your function called "
-                    "{call} (directly or through a helper such as al.percentages).",
     # The blend: output = weights @ value.
     "blend_scores": "blend with the percentages (the softmax weights), not with the scaled scores: "
                     "output = weights @ value.",
@@ -101,8 +99,9 @@ HINTS: dict[str, str] = {
                     "the answer itself.",
     "recipe_call": "write the five steps with plain PyTorch operations (@, transpose, math.sqrt, torch.softmax); "
                    "your function called {call}, which does them for you.",
-    "shape_computed": "work out the shape from the two tuples alone, without computing the product: your "
-                      "function called {call}. The batch dimensions in front stay, and (L, E) @ (E, S) -> (L, S).",
+    "shape_computed": "work out the shape from the two tuples alone, without any tensor (not even an empty one, or "
+                      "one on the meta device) and without computing the product: your function called {call}. "
+                      "The batch dimensions in front stay, and (L, E) @ (E, S) -> (L, S).",
     # Multi-head attention: split and merge the heads.
     "split_reshape_only": "reshaping straight to (N, H, L, Dh) reads the numbers in memory order, so a head gets "
                           "pieces of several words. Reshape to (N, L, H, Dh) first (each word's features cut into "
@@ -146,10 +145,11 @@ HINTS: dict[str, str] = {
     "fully_masked_nan": "a query whose keys are all blocked has -inf everywhere, and its softmax is 0 / 0 = NaN. "
                         "Such a query has nothing to look at: give it exact zeros, e.g. "
                         "weights.masked_fill(~mask.any(dim=-1, keepdim=True), 0.0).",
-    "fully_masked_finite": "a large negative number (like -1e9) instead of -inf turns a fully blocked row into a "
-                           "uniform average over keys it must not see. Such a query has nothing to look at: "
-                           "fill with float('-inf'), then give the rows without any allowed key exact zeros, "
-                           "e.g. weights.masked_fill(~mask.any(dim=-1, keepdim=True), 0.0).",
+    "fully_masked_finite": "a query whose keys are all blocked got a uniform average, 1/S on every key it must not "
+                           "see (that is what a large negative fill such as -1e9 instead of -inf gives, or setting "
+                           "such rows to 1/S). Such a query has nothing to look at: fill with float('-inf'), then "
+                           "give the rows without any allowed key exact zeros, e.g. "
+                           "weights.masked_fill(~mask.any(dim=-1, keepdim=True), 0.0).",
 }
 
 

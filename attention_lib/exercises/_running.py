@@ -1,14 +1,16 @@
-"""Run the learner's function under a watch: count its PyTorch calls, spot forbidden ones, catch its errors.
+"""Run the learner's function under a watch: record its PyTorch calls, refuse what its exercise does not allow,
+catch its errors.
 
 The watch is a ``TorchFunctionMode``: PyTorch hands it every function, method and operator the learner's code
-calls (``torch.softmax``, ``x.view``, ``@``, ``.T``, ...), but not the calls made inside them. It remembers
-the one that raised, so that :func:`~attention_lib.exercises._checker.explain_crash` can name the shapes that
-met there.
+calls (``torch.softmax``, ``x.view``, ``@``, ``.T``, ``.tolist()``, ``float(x)``, NumPy's ``__array__``, ...),
+but not the calls made inside them. It checks each against the exercise's
+:class:`~attention_lib.exercises._allowed.Allowed` (an allowlist: anything else, a future spelling included, is
+refused by name), notes the package's functions on the call stack, the in-place operations and a ``.T`` on a
+batched tensor, and remembers the operation that raised, so that
+:func:`~attention_lib.exercises._checker.explain_crash` can name the shapes that met there.
 
 The no-loops rule (:func:`loop_growth`): a function without a Python loop runs as many PyTorch operations and
-as many lines of the learner's own Python on a small input as on a large one. A loop over words, sentences or
-features shows up as a count that grows with the input, whether it loops over tensors, over ``.tolist()`` or
-over a NumPy array; :data:`LEAVING_TORCH` names the calls that leave PyTorch for such a detour.
+as many lines of the learner's own Python on a small input as on a large one.
 """
 
 from __future__ import annotations
@@ -16,17 +18,18 @@ from __future__ import annotations
 import sys
 import sysconfig
 import warnings
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
 from torch.overrides import TorchFunctionMode
 
-#: Shortcuts an exercise forbids: a PyTorch operation's name (``"softmax"``) or a Python function
-#: (``al.split_heads``, caught also when called through a helper), each with the hint to give. A hint may
-#: name the call with ``{call}``.
-Forbidden = Mapping[str | Callable, str]
+from ._allowed import Allowed, plain_name, shown
+
+_TORCH_DIR = str(Path(torch.__file__).parent)
+_PACKAGE_DIR = str(Path(__file__).parents[1])
+_EXERCISES_DIR = str(Path(__file__).parent)
 
 
 @dataclass
@@ -36,50 +39,110 @@ class Run:
     result: object = None
     error: Exception | None = None
     calls: int = 0  # PyTorch operations called by the learner's own code
-    ops: set[str] = field(default_factory=set)  # their names
+    ops: set[str] = field(default_factory=set)  # their plain names
     failed_op: tuple[str, list] | None = None  # (name, arguments) of the operation that raised
-    forbidden: str | None = None  # the hint for the first forbidden call made
+    refused: str | None = None  # the hint for the first call outside what the exercise allows
     warnings: list[str] = field(default_factory=list)
     lines: int | None = None  # lines of the learner's own Python executed, when counted (``count_lines=True``)
+    in_place: list[str] = field(default_factory=list)  # the in-place operations called, as written
+    batched_T: bool = False  # noqa: N815 - a tensor of more than 2 dimensions reversed by `.T`, then used
+    arguments: dict[str, list[tuple]] = field(default_factory=dict)  # op -> the plain (non-tensor) arguments
 
 
-#: The calls that take a tensor out of PyTorch, into Python lists or NumPy arrays (where loops hide), with
-#: the hint to give when an exercise forbids them; ``{call}`` names the call.
-LEAVING_TORCH: dict[str, str] = {
-    name: "stay in PyTorch: your function called {call}, which turns the tensor into " + what + ", and the "
-          "rule of this exercise is every word at once, in tensor operations."
-    for name, what in (("tolist", "Python lists"), ("numpy", "a NumPy array"), ("__array__", "a NumPy array"))
-}
+_IN_PLACE_SHOWN = {"sub": "-=", "add": "+=", "mul": "*=", "div": "/=", "setitem": "x[...] = ..."}
+#: PyTorch hands `s -= x` to the watch as `sub_`, so both spellings are named.
+_IN_PLACE_METHODS = {"sub": "-= or .sub_()", "add": "+= or .add_()", "mul": "*= or .mul_()", "div": "/= or .div_()"}
+
+
+def _plain_args(args, kwargs) -> tuple:
+    keep = (int, float, bool, str, type(None))
+    return (tuple(a for a in args if isinstance(a, keep)), {k: v for k, v in kwargs.items() if isinstance(v, keep)})
 
 
 class _Watch(TorchFunctionMode):
-    def __init__(self, run: Run, forbidden: Forbidden):
+    def __init__(self, run: Run, allowed: Allowed | None):
         super().__init__()
-        self.run = run
-        self.ops = {k: v for k, v in forbidden.items() if isinstance(k, str)}
-        self.codes = {k.__code__: v for k, v in forbidden.items() if hasattr(k, "__code__")}
+        self.run, self.allowed = run, allowed
+        self.flipped: list[torch.Tensor] = []  # the results of `.T` on batched tensors, not yet used
+        self.functions = {f.__code__ for f in allowed.functions if hasattr(f, "__code__")} if allowed else set()
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
         name = op_name(func)
-        self.run.calls += 1
-        self.run.ops.add(name.rstrip("_"))
-        if self.run.forbidden is None:
-            self._note_forbidden(name)
+        plain, in_place = plain_name(name)
+        library, module = _library_caller(sys._getframe(1))
+        learners = library is None or self.allowed is None or library.f_code not in self.functions
+        if learners:
+            self._note(func, name, plain, in_place, library, args, kwargs, module)
         try:
-            return func(*args, **(kwargs or {}))
+            result = func(*args, **kwargs)
         except Exception:
-            self.run.failed_op = (name, [*args, *(kwargs or {}).values()])
+            self.run.failed_op = (name, [*args, *kwargs.values()])
             raise
+        if learners:
+            self._follow_flips(name, args, kwargs, result)
+        return result
 
-    def _note_forbidden(self, name: str) -> None:
-        hint = self.ops.get(name, self.ops.get(name.rstrip("_")))  # `exp_` is `exp`; `__array__` is itself
-        frame = sys._getframe(2) if self.codes and hint is None else None
-        while frame is not None and hint is None:  # is a forbidden Python function on the call stack?
-            hint = self.codes.get(frame.f_code)
-            name = frame.f_code.co_name if hint is not None else name
-            frame = frame.f_back
-        if hint is not None:
-            self.run.forbidden = hint.replace("{call}", f"`{name}`")
+    def _follow_flips(self, name, args, kwargs, result) -> None:
+        """Note a batched tensor reversed by ``.T`` once it is used (a second ``.T`` restores it, and is no slip)."""
+        flipped = [a for a in (*args, *kwargs.values()) if any(a is f for f in self.flipped)]
+        if name == "T" and args and isinstance(args[0], torch.Tensor) and args[0].dim() > 2:
+            if not flipped:
+                self.flipped.append(result)
+        elif flipped:
+            self.run.batched_T = True
+
+    def _note(self, func, name, plain, in_place, library, args, kwargs, module=None) -> None:
+        run = self.run
+        run.calls += 1
+        run.ops.add(plain)
+        run.arguments.setdefault(plain, []).append(_plain_args(args, kwargs))
+        if in_place:
+            run.in_place.append(_IN_PLACE_SHOWN.get(plain, name) if name.startswith("__") else
+                                _IN_PLACE_METHODS.get(plain, f".{name}()"))
+        if self.allowed is None or run.refused is not None:
+            return
+        if library is not None:
+            run.refused = self.allowed.library_hint.replace("{call}", f"`{_library_name(library.f_code)}`")
+        elif not self.allowed.permits(plain):
+            run.refused = self.allowed.refusal(plain, f"nn.{module} (its {shown(name, func)})" if module else
+                                               shown(name, func))
+
+
+def _library_caller(frame):
+    """``(frame, module)``: the outermost frame of the package's own code (outside the exercises) between an operation
+    and the learner's code (``None`` when the learner's code called the operation), and the ``torch.nn`` module
+    whose method made the call (``"MultiheadAttention"``), if any."""
+    found, module = None, None
+    while frame is not None:
+        filename = frame.f_code.co_filename
+        if filename.startswith(_PACKAGE_DIR) and not filename.startswith(_EXERCISES_DIR):
+            found = frame
+        elif filename.startswith(_TORCH_DIR):
+            owner = frame.f_locals.get("self") if "nn" + "/modules" in filename.replace("\\", "/") else None
+            module = type(owner).__name__ if isinstance(owner, torch.nn.Module) else module
+        elif not (filename.startswith(_STDLIB_DIRS) or filename.startswith("<frozen")):
+            return found, module  # the learner's code (or the exercise's, which runs it)
+        frame = frame.f_back
+    return found, module
+
+
+_NAMES: dict = {}
+
+
+def _library_name(code) -> str:
+    """How the learner called the package's function of ``code``: ``al.calculate_attention``, ..."""
+    if not _NAMES:
+        import attention_lib as al
+        from attention_lib import experiments
+
+        for module, prefix in ((al, "al."), (experiments, "attention_lib.experiments.")):
+            for public in module.__all__:
+                obj = getattr(module, public)
+                function = obj.forward if isinstance(obj, type) and hasattr(obj, "forward") else obj
+                if hasattr(function, "__code__"):
+                    _NAMES.setdefault(function.__code__, f"{prefix}{public}")
+    return _NAMES.get(code, f"{code.co_qualname if hasattr(code, 'co_qualname') else code.co_name}")
 
 
 def op_name(func) -> str:
@@ -95,25 +158,28 @@ def _clone(x):
     return type(x)(_clone(y) for y in x) if isinstance(x, tuple | list) else x
 
 
-def run_learner(fn: Callable, args: tuple, forbidden: Forbidden | None = None, *, count_lines: bool = False) -> Run:
+def run_learner(fn: Callable, args: tuple, allowed: Allowed | None = None, *, count_lines: bool = False,
+                copy: bool = True) -> Run:
     """Call ``fn`` on copies of ``args`` (an in-place slip cannot spoil the comparison) under the watch.
 
     Never raises: an error is returned in :attr:`Run.error`, and warnings are recorded, not shown. With
+    ``allowed``, the first call outside it is recorded in :attr:`Run.refused` (the function still runs). With
     ``count_lines``, :attr:`Run.lines` counts the lines of the learner's own Python that ran (see
-    :func:`loop_growth`).
+    :func:`loop_growth`). ``copy=False`` passes ``args`` themselves.
 
     Example:
+        >>> from attention_lib.exercises._allowed import Allowed, PRODUCTS
         >>> run = run_learner(lambda x: torch.softmax(x @ x.T, dim=-1), (torch.ones(2, 3),),
-        ...                   forbidden={"softmax": "build it by hand instead of {call}"})
-        >>> run.calls, run.forbidden
-        (3, 'build it by hand instead of `softmax`')
+        ...                   Allowed(PRODUCTS | {"T"}, said="a product"))
+        >>> run.calls, run.refused
+        (3, 'your function called `torch.softmax`, which this exercise does not use: it is built from a product.')
     """
-    run, copies = Run(), _clone(args)
+    run, copies = Run(), (_clone(args) if copy else args)
     counter = _LineCounter() if count_lines else None
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:
-            with _Watch(run, forbidden or {}), counter or _nothing():
+            with _Watch(run, allowed), counter or _nothing():
                 run.result = fn(*copies)
         except Exception as error:  # noqa: BLE001 - explained by explain_crash, never re-raised
             run.error = error
@@ -164,6 +230,7 @@ def _library_dirs() -> tuple[str, ...]:
 
 
 _LIBRARY_DIRS = _library_dirs()
+_STDLIB_DIRS = tuple(sorted({sysconfig.get_paths()[k] for k in ("stdlib", "platstdlib")}))
 
 
 class _LineCounter:

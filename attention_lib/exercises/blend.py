@@ -14,7 +14,8 @@ from collections.abc import Callable
 import torch
 
 from ..attention import calculate_attention
-from ._checker import CheckResult, check_function, library_shortcuts
+from ._allowed import PLAIN, PLAIN_SAID, PRODUCTS, SOFTMAX, Allowed
+from ._checker import CheckResult, also_checked, check_function
 from ._hints import HINTS, SAME_HINT, recipe
 from ._running import Run, run_learner
 
@@ -58,6 +59,19 @@ def _not_moved(query, key, value):
     return r.output, r.weights
 
 
+def _reshaped(back: str) -> Callable:
+    """The recipe on inputs reshaped (not transposed) to batch first, the output moved back by ``back``."""
+    def wrong(query, key, value):
+        r = recipe(*(t.reshape(t.size(1), t.size(0), t.size(2)) for t in (query, key, value)))
+        output = r.output.reshape(query.size(0), query.size(1), -1) if back == "reshape" else r.output.transpose(0, 1)
+        return output, r.weights
+    return wrong
+
+
+RESHAPED = ("reshape keeps the numbers in memory order and only cuts them differently, so query.reshape(N, L, E) "
+            "hands each 'sentence' words of several sentences. To move the batch to the front, swap the dimensions: "
+            "query.transpose(0, 1) is (N, L, E) (and the output goes back with .transpose(0, 1)).")
+
 MIXES_SENTENCES = ("in this layout the batch is dimension 1: query is (L, N, E). @ treats every dimension but the "
                    "last two as a batch, so query @ key.transpose(-2, -1) here lets the sentences meet each other, "
                    "word by word, and never the words of one sentence. Move the batch to the front first: "
@@ -76,10 +90,19 @@ MISTAKES = [
         "no_transpose", "dot_T", "reversed_scores", "no_scale", "scale_by_d_k", "scale_multiplied", "scale_half",
         "scale_half_inline", "scale_by_S", "scale_by_L", "scale_by_Ev", "scale_by_N", "softmax_dim_-2", "softmax_dim_0",
         "blend_scores", "blend_keys", "no_softmax", "scale_after_softmax", "naive_exp")),
+    (_reshaped("reshape"), RESHAPED),
+    (_reshaped("transpose"), RESHAPED),
     (lambda q, k, v: _reference(q, k, v)[::-1], HINTS["swap_pair"]),
     (lambda q, k, v: (_reference(q, k, v)[0].transpose(0, 1), _reference(q, k, v)[1]), OUTPUT_BATCH_FIRST),
     (lambda q, k, v: (_reference(q, k, v)[0], _reference(q, k, v)[1].transpose(0, 1)), WEIGHTS_BATCH_FIRST),
 ]
+
+
+#: Plain PyTorch operations; the package's steps and recipe, PyTorch's fused attention and nn.MultiheadAttention
+#: do the work for you.
+ALLOWED = Allowed(PLAIN | PRODUCTS | SOFTMAX, said=PLAIN_SAID, library_hint=HINTS["recipe_call"],
+                  instead=dict.fromkeys(("scaled_dot_product_attention", "multi_head_attention_forward"),
+                                        HINTS["recipe_call"]))
 
 
 def _pick(fn: Callable, index: int) -> Callable:
@@ -132,7 +155,9 @@ def check_calculate_attention(fn: Callable) -> CheckResult:
     default (``batch_first=False``): ``query (L, N, E)``, ``key (S, N, E)``, ``value (S, N, Ev)``; the answer is
     ``(output (L, N, Ev), weights (N, L, S))``. Three fixed inputs, the first square (``L = S = N = E = Ev``),
     the others with every size different; the weights are checked first (steps 1 to 4), then the output
-    (step 5). Typical slips (the batch left in place, a missing transpose, no scaler, √S or √Ev in place of
+    (step 5); the first input runs again in float64, and backward runs through both (an in-place step that breaks
+    autograd, such as ``e /= e.sum(...)``, fails). Typical slips (the batch left in place, a missing transpose, no
+    scaler, √S or √Ev in place of
     √E, softmax over the wrong dimension, blending the keys, ...) get their own hint. The library's functions
     (its steps, its recipe, ``memory_efficient_attention``, ...) and PyTorch's ``scaled_dot_product_attention``
     fail the check.
@@ -155,10 +180,9 @@ def check_calculate_attention(fn: Callable) -> CheckResult:
         >>> print(check_calculate_attention(lambda q, k, v: al.memory_efficient_attention(q, k, v)).message)
         ❌ calculate_attention: not allowed here. Hint: ... `al.memory_efficient_attention`, ...
     """
-    forbidden = library_shortcuts(HINTS["recipe_call"])
-    run = run_learner(fn, _inputs(1), forbidden)
-    if run.forbidden is not None:
-        return CheckResult("failed", f"❌ calculate_attention: not allowed here. Hint: {run.forbidden}")
+    run = run_learner(fn, _inputs(1), ALLOWED)
+    if run.refused is not None:
+        return CheckResult("failed", f"❌ calculate_attention: not allowed here. Hint: {run.refused}")
     found = _not_a_pair(run)
     if found is not None:
         return CheckResult("failed", f"❌ calculate_attention: expected the pair (output, weights), but your "
@@ -167,9 +191,9 @@ def check_calculate_attention(fn: Callable) -> CheckResult:
         result = check_function(
             _pick(fn, index), _pick(_reference, index), _inputs, name=f"calculate_attention ({part})",
             mistakes=[(_pick(wrong, index), hint) for wrong, hint in MISTAKES], shape_hint=shape_hint,
-            forbidden=forbidden,
+            allowed=ALLOWED, float64=True, backward=True,
         )
         if not result.passed:
             return result
     return CheckResult("passed", f"✅ calculate_attention: output and weights correct on {len(_SHAPES)} fixed test "
-                       f"inputs, one of them square. Well done!")
+                       f"inputs, one of them square{also_checked(True, True)}. Well done!")

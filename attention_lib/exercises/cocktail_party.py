@@ -14,7 +14,8 @@ from collections.abc import Callable
 import torch
 
 from ..attention import calculate_attention
-from ._checker import CheckResult, check_function, library_shortcuts
+from ._allowed import PLAIN, PLAIN_SAID, PRODUCTS, SOFTMAX, Allowed
+from ._checker import CheckResult, check_function
 from ._hints import HINTS
 
 #: The (L, E) sizes and the focus of each listener, per trial: L != E, so that returning the weights shows up as a
@@ -64,6 +65,11 @@ MISTAKES = [
 ]
 
 
+#: Plain PyTorch operations; the package's attention and PyTorch's fused attention are the answer itself.
+ALLOWED = Allowed(PLAIN | PRODUCTS | SOFTMAX, said=PLAIN_SAID, library_hint=HINTS["library_shortcut"],
+                  instead={"scaled_dot_product_attention": HINTS["library_shortcut"]})
+
+
 def _shape_hint(args: tuple, got: tuple | None) -> str:
     x, _ = args
     L = x.size(0)
@@ -81,8 +87,9 @@ def check_tune_in(tune_in: Callable[[torch.Tensor, torch.Tensor], torch.Tensor])
 
     Built step by step in ``notebooks/01_cocktail_party.ipynb``; the worked solution is in
     ``notebooks/solutions/01_cocktail_party_solution.ipynb``. Three fixed inputs, each with ``L != E`` and a
-    different focus for every word (one of them 0). The library's attention (``al.calculate_attention`` and the
-    rest) and PyTorch's ``scaled_dot_product_attention`` are refused: the exercise is to write it.
+    different focus for every word (one of them 0), and the first again in float64. Only plain PyTorch operations
+    are allowed: the library's attention (``al.calculate_attention`` and the rest), PyTorch's
+    ``scaled_dot_product_attention`` and a detour out of PyTorch are refused: the exercise is to write it.
 
     Args:
         tune_in: ``(x, focus) -> new meanings``, with ``x`` of shape ``(L, E)`` (one vector per word) and
@@ -100,6 +107,6 @@ def check_tune_in(tune_in: Callable[[torch.Tensor, torch.Tensor], torch.Tensor])
     """
     return check_function(
         tune_in, _reference, _inputs, name="tune_in", mistakes=MISTAKES, shape_hint=_shape_hint,
-        forbidden=library_shortcuts(HINTS["library_shortcut"]),
+        allowed=ALLOWED, float64=True,
         inputs_said="3 fixed test inputs, each with a different focus for every word",
     )

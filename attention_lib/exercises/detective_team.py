@@ -13,6 +13,7 @@ from __future__ import annotations
 import torch
 
 from ..multihead import merge_heads, split_heads
+from ._allowed import PLAIN, Allowed
 from ._checker import CheckResult, check_function
 from ._hints import HINTS
 
@@ -157,8 +158,10 @@ def _merge_shape_hint(args: tuple, got: tuple | None) -> str:
     return hint
 
 
-#: The exercise asks for reshape and permute: calling the library's answer (even through a helper) fails.
-FORBIDDEN = {split_heads: HINTS["library_call"], merge_heads: HINTS["library_call"]}
+#: The exercise asks for reshapes and transposes (and plain tensor operations, whose slips have their hints):
+#: calling the library's answer (even through a helper) fails, and so does a detour out of PyTorch.
+ALLOWED = Allowed(PLAIN, said="reshapes and transposes (reshape, view, transpose, permute, flatten, ...)",
+                  library_hint=HINTS["library_call"])
 
 _SAID = "three fixed inputs, with L, N and H all different"
 
@@ -177,7 +180,7 @@ def check_split_heads(fn) -> CheckResult:
         ❌ split_heads: expected shape (2, 4, 3, 2), but got (3, 4, 2, 2). Hint: you got (L, H, N, Dh): ...
     """
     result = check_function(fn, _split_reference, _split_inputs, name="split_heads", mistakes=SPLIT_MISTAKES,
-                            forbidden=FORBIDDEN, shape_hint=_split_shape_hint)
+                            allowed=ALLOWED, shape_hint=_split_shape_hint)
     return CheckResult("passed", f"✅ split_heads: correct on {_SAID}. Well done!") if result.passed else result
 
 
@@ -192,5 +195,5 @@ def check_merge_heads(fn) -> CheckResult:
         'passed'
     """
     result = check_function(fn, _merge_reference, _merge_inputs, name="merge_heads", mistakes=MERGE_MISTAKES,
-                            forbidden=FORBIDDEN, shape_hint=_merge_shape_hint)
+                            allowed=ALLOWED, shape_hint=_merge_shape_hint)
     return CheckResult("passed", f"✅ merge_heads: correct on {_SAID}. Well done!") if result.passed else result

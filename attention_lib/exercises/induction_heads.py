@@ -8,9 +8,10 @@ from collections.abc import Callable
 
 import torch
 
-from ..attention_only import all_head_scores, induction_score, previous_token_score
-from ..validation import is_int
+from ..attention_only import induction_score, previous_token_score
+from ._allowed import PLAIN, PRODUCTS, Allowed
 from ._checker import CheckResult, check_function
+from ._compare import whole_number
 from ._running import run_learner
 
 
@@ -30,10 +31,10 @@ def _weights(seed: int) -> tuple[torch.Tensor]:
 #: What the checkers' fixed inputs are, for their messages.
 PREVIOUS_INPUTS = "three fixed causal maps of 5, 6 and 7 positions, with 1 to 3 heads"
 INDUCTION_INPUTS = "three fixed causal maps, k = 3, 4 and 5 in sequences of 8, 11 and 14 positions"
-#: The package's own scores are the answer: a learner's function may not call them.
-FORBIDDEN = {fn: "write it with tensor operations (torch.diagonal, indexing, mean); your function called the "
-                 "package's {call}, which is the answer itself." for fn in (previous_token_score, induction_score,
-                                                                            all_head_scores)}
+#: Tensor operations (torch.diagonal, indexing, mean, ...); the package's own scores are the answer itself.
+ALLOWED = Allowed(PLAIN | PRODUCTS, said="tensor operations (torch.diagonal, indexing, mean, ...)",
+                  library_hint="write it with tensor operations (torch.diagonal, indexing, mean); your function called "
+                               "the package's {call}, which is the answer itself.")
 #: A score that counts strongest keys instead of averaging weights.
 ARGMAX_HINT = ("your function used argmax, which counts how often a key is a query's strongest; the score is the "
                "mean weight the queries put on that key.")
@@ -48,6 +49,25 @@ def _weights_and_k(seed: int) -> tuple[torch.Tensor, int]:
     return _causal_weights(seed, 2 * k + 2 + seed), k
 
 
+#: The hint for ``diagonal(offset=+1)``, which is also what ``diagonal(offset=-1)`` with the dims swapped gives.
+ABOVE_THE_DIAGONAL = ("offset=+1 is above the diagonal, key i + 1, the next token, which the causal mask hides (every "
+                      "weight there is 0); the previous token is below it: offset=-1.")
+SWAPPED_DIMS = ("dim1=-1, dim2=-2 swaps the rows and the columns, and with them the sign of the offset: offset=-1 "
+                "then takes the stripe above the diagonal, key i + 1, which the causal mask hides (every weight there "
+                "is 0). Keep dim1=-2 (the queries, rows) and dim2=-1 (the keys, columns): diagonal(offset=-1, "
+                "dim1=-2, dim2=-1).")
+
+
+def _dims_swapped(run) -> bool:
+    """Whether a run called ``diagonal`` with ``dim1`` after ``dim2`` (counted on 4-D weights)."""
+    for args, kwargs in run.arguments.get("diagonal", []):
+        named = dict(zip(("offset", "dim1", "dim2"), args, strict=False)) | kwargs  # the tensor itself is not recorded
+        dim1, dim2 = named.get("dim1", 0), named.get("dim2", 1)
+        if isinstance(dim1, int) and isinstance(dim2, int) and dim1 % 4 > dim2 % 4:
+            return True
+    return False
+
+
 #: Typical wrong previous-token scores and their hints (also used by the tests).
 PREVIOUS_MISTAKES = [
     (lambda w: w.diagonal(dim1=-2, dim2=-1).mean(dim=(0, -1)), "that is the diagonal, each position on itself; "
@@ -57,9 +77,7 @@ PREVIOUS_MISTAKES = [
     (lambda w: w.diagonal(offset=-1, dim1=-2, dim2=-1).sum(dim=(0, -1)), "that is a sum; the score is a mean, "
      "between 0 and 1."),
     (lambda w: w[:, :, 1:, 0].mean(dim=(0, -1)), "that is the weight on the first position, not on the previous one."),
-    (lambda w: w.diagonal(offset=1, dim1=-2, dim2=-1).mean(dim=(0, -1)), "offset=+1 is above the diagonal, key i + 1, "
-     "the next token, which the causal mask hides (every weight there is 0); the previous token is below it: "
-     "offset=-1."),
+    (lambda w: w.diagonal(offset=1, dim1=-2, dim2=-1).mean(dim=(0, -1)), ABOVE_THE_DIAGONAL),
     (lambda w: (w.argmax(-1) == torch.arange(w.shape[-1]) - 1)[..., 1:].float().mean(dim=(0, -1)),
      "that is how often the previous position is a query's strongest key; the score is the mean weight the "
      "queries put on it."),
@@ -103,16 +121,18 @@ def check_previous_token_score(fn: Callable[[torch.Tensor], torch.Tensor]) -> Ch
         '❌ the previous-token score: not quite. Hint:'
     """
     name = "the previous-token score"
-    first = run_learner(fn, _weights(0), FORBIDDEN)
+    first = run_learner(fn, _weights(0), ALLOWED)
     got = first.result
-    if (first.error is None and first.forbidden is None and "diagonal" in first.ops and isinstance(got, torch.Tensor)
+    if (first.error is None and first.refused is None and "diagonal" in first.ops and isinstance(got, torch.Tensor)
             and got.is_floating_point() and bool(got.isnan().any())):
         hint = EMPTY_DIAGONAL_HINT.format(inputs=PREVIOUS_INPUTS)
         return CheckResult("failed", f"❌ {name}: not quite. Hint: {hint}")
-    return _with_inputs(check_function(fn, previous_token_score, _weights, name=name, mistakes=PREVIOUS_MISTAKES,
-                                       forbidden=FORBIDDEN, clues={"argmax": ARGMAX_HINT},
-                                       shape_hint="one score per head: average over the sequences (dim 0) and the "
-                                       "queries."), PREVIOUS_INPUTS)
+    result = check_function(fn, previous_token_score, _weights, name=name, mistakes=PREVIOUS_MISTAKES,
+                            allowed=ALLOWED, clues={"argmax": ARGMAX_HINT},
+                            shape_hint="one score per head: average over the sequences (dim 0) and the queries.")
+    if ABOVE_THE_DIAGONAL in result.message and _dims_swapped(first):
+        return CheckResult("failed", result.message.replace(ABOVE_THE_DIAGONAL, SWAPPED_DIMS))
+    return _with_inputs(result, PREVIOUS_INPUTS)
 
 
 def check_induction_score(fn: Callable[[torch.Tensor, int], torch.Tensor]) -> CheckResult:
@@ -131,7 +151,7 @@ def check_induction_score(fn: Callable[[torch.Tensor, int], torch.Tensor]) -> Ch
         'failed'
     """
     return _with_inputs(check_function(fn, induction_score, _weights_and_k, name="the induction score",
-                                       mistakes=INDUCTION_MISTAKES, forbidden=FORBIDDEN, clues={"argmax": ARGMAX_HINT},
+                                       mistakes=INDUCTION_MISTAKES, allowed=ALLOWED, clues={"argmax": ARGMAX_HINT},
                                        shape_hint="one score per head: average over the sequences and the k "
                                        "queries of the copy."), INDUCTION_INPUTS)
 
@@ -167,11 +187,10 @@ def check_where_induction_looks(prediction, *, text: str, position: int, layer: 
     if prediction is None or prediction is Ellipsis:
         return CheckResult("not attempted", f"📝 {name}: no prediction yet. Write a position (a whole number) in "
                            f"`my_prediction`, then run this cell.")
-    if isinstance(prediction, torch.Tensor) and prediction.numel() == 1:
-        prediction = prediction.item()
-    if not is_int(prediction):
+    if whole_number(prediction) is None:
         return CheckResult("failed", f"❌ {name}: a prediction is one position, a whole number from 0 to {position} "
                            f"(a query sees only itself and the positions before it), but got {prediction!r}.")
+    prediction = whole_number(prediction)
     key, weight = _strongest_key(text, position, layer, head, model)
     chars = [c for c in text if not c.isspace()]
     shown = (f"you predicted {prediction} ({chars[prediction] if 0 <= prediction < len(chars) else 'no such token'}), "

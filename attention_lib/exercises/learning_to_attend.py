@@ -8,9 +8,15 @@ from collections.abc import Callable
 
 import torch
 
+from ._allowed import CREATION, ELEMENTWISE, LAYOUT, METADATA, REDUCTIONS, Allowed
 from ._checker import CheckResult, check_function
+from ._compare import whole_number
 from ._crashes import explain_crash
 from ._running import run_learner
+
+#: Tensor operations that move, compare and pick digits; a detour through Python lists or NumPy is refused.
+ALLOWED = Allowed(METADATA | LAYOUT | CREATION | ELEMENTWISE | REDUCTIONS, said="tensor operations (flip, indexing, "
+                  "arange, gather, ...)")
 
 #: Why ``digits[:, ::-1]`` fails, and what to write instead.
 NEGATIVE_STEP_HINT = ("negative steps such as ::-1 are not supported by torch tensors (unlike Python lists and "
@@ -45,7 +51,7 @@ def check_reversal_target(fn: Callable[[torch.Tensor], torch.Tensor]) -> CheckRe
     name = "the reversal target"
     g = torch.Generator().manual_seed(1299)
     eight, five = torch.randint(0, 10, (2, 8), generator=g), torch.randint(0, 10, (2, 5), generator=g)
-    run = run_learner(fn, (eight,))
+    run = run_learner(fn, (eight,), ALLOWED)
     if isinstance(run.error, ValueError) and "step must be greater than zero" in str(run.error):
         message = explain_crash(name, run.error, (eight,), params=("digits",), failed_op=run.failed_op)
         head, _, rest = message.partition("\nHint: ")
@@ -65,7 +71,7 @@ def check_reversal_target(fn: Callable[[torch.Tensor], torch.Tensor]) -> CheckRe
             (lambda d: d.sort(dim=-1, descending=True).values, "that sorts the digits; reversing keeps them as "
                                                                "they are, read from the end."),
         ],
-        shape_hint="keep the shape (N, L): one reversed row per example.",
+        shape_hint="keep the shape (N, L): one reversed row per example.", allowed=ALLOWED,
     )
     if result.passed:  # the inputs are fixed, not random: say which
         return CheckResult("passed", f"✅ {name}: correct on fixed batches of 8, 5, 4 and 3 digits. Well done!")
@@ -105,15 +111,14 @@ def check_where_it_looks(prediction, trained=None) -> CheckResult:
         return CheckResult("not attempted", f"📝 {name}: not attempted yet. Replace `...` with 8 positions.")
     try:
         items = list(prediction.tolist() if isinstance(prediction, torch.Tensor) else prediction)
-        guess = [float(p) for p in items]
-    except (TypeError, ValueError):
+    except TypeError:
         return CheckResult("failed", f"❌ {name}: give 8 whole numbers, one position per query, e.g. a list.")
-    fractional = [p for p in guess if not p.is_integer()]
-    if fractional:
-        return CheckResult("failed", f"❌ {name}: positions are whole numbers, but got {fractional[0]:g}. Hint: "
-                           f"each query looks hardest at one key, and keys sit at positions 0, 1, ..., 7: there is "
-                           f"no position {fractional[0]:g}. Give one whole position per query.")
-    guess = [int(p) for p in guess]
+    odd = next((p for p in items if whole_number(p) is None), None)
+    if odd is not None:
+        return CheckResult("failed", f"❌ {name}: positions are whole numbers, but got {odd!r}. Hint: each query "
+                           f"looks hardest at one key, and keys sit at positions 0, 1, ..., 7: there is no position "
+                           f"{odd!r}. Give one whole position per query.")
+    guess = [whole_number(p) for p in items]
     learned = _learned_rows(trained)
     L = len(learned)
     if len(guess) != L:

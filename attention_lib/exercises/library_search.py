@@ -14,7 +14,8 @@ from collections.abc import Callable
 import torch
 
 from ..attention import calculate_attention
-from ._checker import CheckResult, check_function, library_shortcuts
+from ._allowed import PLAIN, PLAIN_SAID, PRODUCTS, SOFTMAX, Allowed
+from ._checker import CheckResult, check_function
 from ._hints import HINTS, recipe_mistakes
 
 #: (N, S, E, Ev) of each trial. The first has E == Ev, so that mixing the keys instead of the values is caught
@@ -50,7 +51,7 @@ def _hard(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor) -> torch.
 MISTAKES = [
     *recipe_mistakes(("blend_keys", "no_scale", "scale_by_d_k", "scale_multiplied", "scale_half",
                       "scale_half_inline", "scale_by_S",
-                      "scale_by_Ev", "no_softmax"),
+                      "scale_by_Ev", "scale_by_N", "no_softmax"),
                      result=lambda r: r.output.squeeze(-2), inputs=_one_row),
     (_hard, HINTS["hard_lookup"]),
 ]
@@ -60,6 +61,11 @@ EVERY_LIBRARY = ("your answer is (N, N, Ev): each reader's question met every li
                  "(N, E) as one matrix of N questions, so query @ key.transpose(-2, -1) is (N, N, S). Give each "
                  "question its own dimension of size 1, query.unsqueeze(-2) (N, 1, E), so that it meets only its "
                  "own keys, and drop that dimension again at the end.")
+
+
+#: Plain PyTorch operations; the package's attention and PyTorch's fused attention are the answer itself.
+ALLOWED = Allowed(PLAIN | PRODUCTS | SOFTMAX, said=PLAIN_SAID, library_hint=HINTS["library_shortcut"],
+                  instead={"scaled_dot_product_attention": HINTS["library_shortcut"]})
 
 
 def _shape_hint(args: tuple, got: tuple | None) -> str:
@@ -79,8 +85,9 @@ def check_soft_lookup(soft_lookup: Callable[[torch.Tensor, torch.Tensor, torch.T
     """Check the learner's ``soft_lookup(query, key, value)`` of ``notebooks/02_library_search.ipynb``.
 
     Built step by step in ``notebooks/02_library_search.ipynb``; the worked solution is in
-    ``notebooks/solutions/02_library_search_solution.ipynb``. Three fixed queues of readers; the library's
-    attention (``al.calculate_attention`` and the rest) and PyTorch's ``scaled_dot_product_attention`` are refused.
+    ``notebooks/solutions/02_library_search_solution.ipynb``. Three fixed queues of readers (the first again in
+    float64); only plain PyTorch operations are allowed: the library's attention (``al.calculate_attention`` and the
+    rest), PyTorch's ``scaled_dot_product_attention`` and a detour out of PyTorch are refused.
 
     Args:
         soft_lookup: ``(query, key, value) -> answer`` with ``query: (N, E)``, one question per reader, and
@@ -102,6 +109,6 @@ def check_soft_lookup(soft_lookup: Callable[[torch.Tensor, torch.Tensor, torch.T
     """
     return check_function(
         soft_lookup, _reference, _inputs, name="soft_lookup", mistakes=MISTAKES, shape_hint=_shape_hint,
-        forbidden=library_shortcuts(HINTS["library_shortcut"]),
+        allowed=ALLOWED, float64=True,
         inputs_said="3 fixed queues of readers, with different numbers of readers, keys and features",
     )

@@ -11,7 +11,8 @@ import torch
 
 from .. import attention
 from ..masks import causal_mask, sliding_window_mask
-from ._checker import CheckResult, check_function
+from ._allowed import PLAIN, PLAIN_SAID, SOFTMAX, Allowed
+from ._checker import CheckResult, also_checked, check_function
 from ._hints import HINTS
 from ._running import run_learner
 
@@ -119,7 +120,7 @@ def check_window_mask(fn: Callable[[int, int, int], torch.Tensor]) -> CheckResul
     """
     name = "window mask"
     result = check_function(fn, window_mask, _window_sizes, name=name, mistakes=WINDOW_MISTAKES,
-                            trials=len(_WINDOW_SIZES), shape_hint=_window_shape_hint)
+                            trials=len(_WINDOW_SIZES), shape_hint=_window_shape_hint, allowed=WINDOW_ALLOWED)
     if not result.passed:
         return result
     got = run_learner(fn, _window_sizes(1)).result  # it ran without error in every trial
@@ -189,9 +190,16 @@ MASKED_SOFTMAX_MISTAKES = [
 _BY_HAND = ("apply the mask yourself, with masked_fill and torch.softmax: your function called {call}, which does "
             "it for you.")
 
-#: The package's masked softmax, and the attention functions around it, do the exercise for you.
-FORBIDDEN = {attention.percentages: _BY_HAND, attention.calculate_attention: _BY_HAND,
-             "scaled_dot_product_attention": _BY_HAND}
+#: What the exercise may use: masked_fill, torch.softmax and plain PyTorch operations. The package's masked softmax
+#: and every attention function around it (``al.memory_efficient_attention`` with identity keys and values
+#: included), PyTorch's fused attention and its private ``torch._safe_softmax`` do the exercise for you.
+ALLOWED = Allowed(PLAIN | SOFTMAX | {"matmul"}, said="masked_fill, torch.softmax and " + PLAIN_SAID.split(": ")[1],
+                  library_hint=_BY_HAND, instead=dict.fromkeys(("scaled_dot_product_attention", "_safe_softmax",
+                                                                "_masked_softmax"), _BY_HAND))
+#: The sliding-window mask: plain PyTorch operations, and the package's causal mask (lesson 08 builds on it).
+WINDOW_ALLOWED = Allowed(PLAIN, said=PLAIN_SAID, functions=frozenset({causal_mask}),
+                         library_hint="build the window yourself (from comparisons of positions, or tril and triu); "
+                                      "your function called {call}, which makes it for you.")
 
 
 def check_masked_softmax(fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]) -> CheckResult:
@@ -221,10 +229,10 @@ def check_masked_softmax(fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor
     """
     name = "masked softmax"
     result = check_function(fn, _reference, _scores_and_mask, name=name, mistakes=MASKED_SOFTMAX_MISTAKES,
-                            forbidden=FORBIDDEN,
+                            allowed=ALLOWED, float64=True, backward=True,
                             shape_hint="the weights have the scores' shape (N, L, S): mask the scores, do not "
                                        "index them.")
     if not result.passed:
         return result
     return CheckResult("passed", f"✅ {name}: correct on three fixed inputs (random scores and masks; in two, a query "
-                                 f"has every key blocked). Well done!")
+                                 f"has every key blocked){also_checked(True, True)}. Well done!")

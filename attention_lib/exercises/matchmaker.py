@@ -13,7 +13,8 @@ from collections.abc import Callable
 import torch
 
 from ..attention import matchmaker
-from ._checker import CheckResult, check_function, library_shortcuts
+from ._allowed import CREATION, ELEMENTWISE, LAYOUT, METADATA, PRODUCTS, Allowed
+from ._checker import CheckResult, check_function
 from ._hints import recipe_mistakes
 
 #: (N, L, S, E) for each trial: the first is square on purpose, so that a product of query i with key i only
@@ -28,17 +29,18 @@ def _inputs(seed: int) -> tuple[torch.Tensor, torch.Tensor]:
     return torch.randn(*batch, L, E, generator=g), torch.randn(*batch, S, E, generator=g)
 
 
-#: Every spelling of a matrix product PyTorch has, and its linear layer (F.linear(q, k) is q @ kᵀ).
-MATRIX_PRODUCTS = ("matmul", "__matmul__", "__rmatmul__", "mm", "bmm", "mv", "dot", "vdot", "inner", "einsum",
-                   "tensordot", "linear", "bilinear", "baddbmm", "addbmm", "addmm", "addmv", "chain_matmul",
-                   "multi_dot", "linalg_multi_dot", "matrix_power")
+#: The spellings of a product routine that get the hint of :data:`NO_MATMUL` (any other call outside
+#: :data:`ALLOWED` is refused too, with the general hint).
+MATRIX_PRODUCTS = (*PRODUCTS, "addmv", "chain_matmul", "bilinear", "linalg_matmul", "linalg_vecdot",
+                   "linalg_multi_dot", "matrix_power", "linalg_matrix_power", "kron", "cosine_similarity", "cdist")
 
 NO_MATMUL = ("this exercise builds the scores without a matrix product, and your function called {call}. Each "
              "score is a sum of products: multiply a query and a key feature by feature and add up over the last "
              "dimension; broadcasting (lesson 00) pairs every query with every key at once.")
 
 NO_LOOPS = ("no Python loops: your function ran {few} PyTorch operations on the smallest input and {many} on the "
-            "largest, so it loops over words. Broadcasting does every pair at once: give the queries a size-1 "
+            "largest, so it loops in Python (over words, sentences or features). Broadcasting does every pair at "
+            "once: give the queries a size-1 "
             "dimension for the keys, query.unsqueeze(-2) (..., L, 1, E), and the keys one for the queries, "
             "key.unsqueeze(-3) (..., 1, S, E).")
 
@@ -49,10 +51,18 @@ FLIPPED = ("rows are queries and columns are keys: the scores are (..., L, S). Y
            "the queries' size-1 dimension goes after their words, query.unsqueeze(-2) (..., L, 1, E), and the "
            "keys' before theirs, key.unsqueeze(-3) (..., 1, S, E).")
 
+#: What the exercise may use: elementwise products and sums, with broadcasting, reshapes and indexing; no product
+#: routine in any spelling, and no detour out of PyTorch.
+ALLOWED = Allowed(METADATA | LAYOUT | CREATION | ELEMENTWISE | {"sum", "mean", "amax", "max"},
+                  said="elementwise products and sums, with broadcasting (unsqueeze, indexing with None), reshapes and "
+                       "indexing", instead=dict.fromkeys(MATRIX_PRODUCTS, NO_MATMUL), library_hint=NO_MATMUL)
+
 #: Typical wrong answers: the scores flipped, scaling too early.
 MISTAKES = [(wrong, FLIPPED) for wrong, _ in recipe_mistakes(("reversed_scores",), result=lambda r: r.scores)]
 MISTAKES += recipe_mistakes(("scaled_in_matchmaker",), result=lambda r: r.scores)
 MISTAKES.append((lambda q, k: (q.unsqueeze(-2) * k.unsqueeze(-3)).sum(dim=-2), SUMMED_OVER_WORDS))
+MISTAKES.append((lambda q, k: (q.unsqueeze(-2) * k.unsqueeze(-3)).mean(dim=-1),
+                 "a dot product adds the products up, .sum(dim=-1); .mean(dim=-1) also divides them by E."))
 
 
 def _shape_hint(args: tuple, got: tuple | None) -> str:
@@ -80,8 +90,10 @@ def check_matchmaker(fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]) -
 
     Built step by step in ``notebooks/03_matchmaker.ipynb``. Three fixed inputs ``query (N, ..., L, E)`` and
     ``key (N, ..., S, E)``, one square, one with two batch dimensions; the expected scores are ``(N, ..., L, S)``.
-    A matrix product in any spelling (``@``, ``torch.matmul``, ``einsum``, ``F.linear``, ...), the library's
-    matchmaker and a Python loop over the words all fail the check, with a hint.
+    Only elementwise products and sums, broadcasting, reshapes and indexing are allowed: a product routine in any
+    spelling (``@``, ``torch.matmul``, ``torch.linalg.vecdot``, ``einsum``, ``F.linear``, ...), the library's
+    matchmaker, a detour out of PyTorch (``.tolist()``, ``.numpy()``) and a Python loop all fail the check, with a
+    hint. The first input runs again in float64.
 
     Args:
         fn: the learner's matchmaker.
@@ -95,7 +107,7 @@ def check_matchmaker(fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]) -
         >>> print(check_matchmaker(lambda q, k: q @ k.transpose(-2, -1)).message)
         ❌ matchmaker: not allowed here. Hint: this exercise builds the scores without a matrix product, ...
     """
-    forbidden = {**library_shortcuts(NO_MATMUL), **dict.fromkeys(MATRIX_PRODUCTS, NO_MATMUL)}
     return check_function(fn, matchmaker, _inputs, name="matchmaker", mistakes=MISTAKES, shape_hint=_shape_hint,
-                          forbidden=forbidden, no_loops=True, loop_hint=NO_LOOPS,
-                          inputs_said="3 fixed test inputs, one square and one with two batch dimensions")
+                          allowed=ALLOWED, no_loops=True, loop_hint=NO_LOOPS, float64=True,
+                          inputs_said="3 fixed test inputs, one square and one with two batch dimensions, with "
+                                      "elementwise products and sums only and no Python loop")

@@ -14,19 +14,31 @@ from collections.abc import Callable
 
 import torch
 
-from ..attention import calculate_attention
-from ..memory_efficient.forward import memory_efficient_attention, online_softmax_update
-from ._checker import CheckResult, check_function
+from ..memory_efficient.forward import online_softmax_update
+from ._allowed import PLAIN, PLAIN_SAID, PRODUCTS, SOFTMAX, Allowed
+from ._checker import CheckResult, also_checked, check_function
 
 _INF = float("inf")
+
+
+#: How many trials: three states after a first block, then the initial state itself.
+TRIALS = 4
 
 
 def _inputs(seed: int):
     """A state after a first block of keys, and a second block whose larger scores move most rows' max.
 
-    In trial 1 the first query's keys are all masked, in both blocks: its state stays ``-inf, 0, 0``.
+    In trial 1 the first query's keys are all masked, in both blocks: its state stays ``-inf, 0, 0``. Trial 3 is
+    the very first block: every query starts from the initial state ``(-inf, 0, 0)`` (one of them with its keys
+    masked).
     """
     g = torch.Generator().manual_seed(3000 + seed)
+    if seed == 3:
+        n, L, B, Ev = 2, 4, 3, 3
+        scores = torch.randn(n, L, B, generator=g)
+        scores[:, 1] = -_INF
+        state = (torch.full((n, L, 1), -_INF), torch.zeros(n, L, 1), torch.zeros(n, L, Ev))
+        return (*state, scores, torch.randn(n, B, Ev, generator=g))
     n, L, B, Ev = 2, 3 + seed, 2 + seed, 3
     first = torch.randn(n, L, 4, generator=g)
     if seed == 1:
@@ -45,7 +57,7 @@ def _update(running_max, running_sum, running_output, scores, value, *, correct=
             value_transposed=False):
     """The online update with one of the typical slips switched on (used to recognise them)."""
     new_max = torch.maximum(running_max, scores.amax(dim=-1, keepdim=True))
-    safe = new_max.masked_fill(new_max == -_INF, 0.0) if guard else new_max
+    safe = new_max.masked_fill((running_max if guard == "old" else new_max) == -_INF, 0.0) if guard else new_max
     block_max = scores.amax(dim=-1, keepdim=True)
     weights = torch.exp(scores - (safe if shift_by == "new" else block_max))
     if normalise_block:
@@ -59,6 +71,10 @@ def _update(running_max, running_sum, running_output, scores, value, *, correct=
 
 
 _MISTAKES = [
+    (lambda *a: _update(*a, guard="old"),
+     "guard the shift by the new maximum, not the old one: on a query's first block the old maximum is -inf "
+     "although this block's keys give a real maximum, so the weights would be exp(scores) unshifted. Shift by "
+     "new_max.masked_fill(new_max == float('-inf'), 0.0): only a query that has seen no key at all has new_max -inf."),
     (lambda *a: _update(*a, guard=False),
      "a query that has seen only masked keys has running max -inf, and -inf - (-inf) is NaN: shift such rows by 0 "
      "instead (new_max.masked_fill(new_max == float('-inf'), 0.0))."),
@@ -96,9 +112,9 @@ VALUE_TRANSPOSED = ("value is already (N, B, Ev): one row per key, just as the w
 _BY_HAND = ("write the step yourself, from torch.maximum, torch.exp and a matrix product: your function called {call}, "
             "which does it for you.")
 
-#: The package's step, and the attention functions built on it, do the exercise for you.
-FORBIDDEN = {online_softmax_update: _BY_HAND, memory_efficient_attention: _BY_HAND, calculate_attention: _BY_HAND,
-             "scaled_dot_product_attention": _BY_HAND}
+#: Plain PyTorch operations; the package's step, and the attention functions built on it, do the exercise for you.
+ALLOWED = Allowed(PLAIN | PRODUCTS | SOFTMAX, said=PLAIN_SAID, library_hint=_BY_HAND,
+                  instead={"scaled_dot_product_attention": _BY_HAND})
 
 
 def check_online_softmax_update(fn: Callable) -> CheckResult:
@@ -106,7 +122,8 @@ def check_online_softmax_update(fn: Callable) -> CheckResult:
 
     The exercise of ``notebooks/10_memory_efficient.ipynb``. The learner's function gets a state made from a
     first block of keys and a new block ``scores (N, L, B)``, ``value (N, B, Ev)``, on three fixed inputs
-    (random numbers from fixed seeds; in one, a query whose keys are all masked), and must return
+    (random numbers from fixed seeds; in one, a query whose keys are all masked), then on a first block from the
+    initial state ``(-inf, 0, 0)``, then in float64 and backward, and must return
     ``(new_max, new_sum, new_output)`` as :func:`attention_lib.memory_efficient.forward.online_softmax_update`
     does, without calling it; typical slips get their own hint.
 
@@ -126,10 +143,11 @@ def check_online_softmax_update(fn: Callable) -> CheckResult:
         ❌ online_softmax_update: not quite. Hint: when the maximum grows, the old sum and the old blend were ...
     """
     result = check_function(fn, online_softmax_update, _inputs, name="online_softmax_update", mistakes=_MISTAKES,
-                            forbidden=FORBIDDEN)
+                            allowed=ALLOWED, trials=TRIALS, float64=True, backward=True)
     if result.passed:
-        return CheckResult("passed", "✅ online_softmax_update: correct on three fixed states and blocks (in one, a "
-                                     "query whose keys have all been masked). Well done!")
+        return CheckResult("passed", f"✅ online_softmax_update: correct on three fixed states and blocks (in one, a "
+                                     f"query whose keys have all been masked) and on a first block from the initial "
+                                     f"state (-inf, 0, 0){also_checked(True, True)}. Well done!")
     if result.status == "error" and _transposes_value(fn):
         lines = [f"Hint: {VALUE_TRANSPOSED}" if line.startswith("Hint:") else line
                  for line in result.message.split("\n")]
@@ -173,7 +191,7 @@ def _order(got, expected) -> tuple[int, ...] | None:
 
 def _which_result_is_wrong(fn: Callable) -> CheckResult | None:
     """Name the returned tensor that is wrong (its shape or its values), trial by trial."""
-    for trial in range(3):
+    for trial in range(TRIALS):
         args = _inputs(trial)
         expected = online_softmax_update(*args)
         got = fn(*args)

@@ -14,10 +14,10 @@ from collections.abc import Callable
 
 import torch
 
-from .. import attention, loops
-from ._checker import CheckResult, check_function
+from ._allowed import PLAIN, PLAIN_SAID, PRODUCTS, SOFTMAX, Allowed
+from ._checker import CheckResult, also_checked, check_function
 from ._hints import HINTS
-from ._running import LEAVING_TORCH, loop_growth
+from ._running import loop_growth
 
 #: The temperature of the exercise: the cosine, between -1 and 1, is divided by it.
 TEMPERATURE = 0.1
@@ -92,10 +92,12 @@ MISTAKES = [
 _WRITE_IT = ("write it with PyTorch's own operations: your function called {call}, which computes the weights (or "
              "a step of them) for you.")
 
-#: What the exercise forbids: the package's functions, SDPA, and a detour out of PyTorch.
-FORBIDDEN = {attention.calculate_attention: _WRITE_IT, attention.percentages: _WRITE_IT,
-             attention.matchmaker: _WRITE_IT, attention.scaler: _WRITE_IT, loops.loop_attention: _WRITE_IT,
-             "scaled_dot_product_attention": _WRITE_IT, **LEAVING_TORCH}
+#: What the exercise may use: plain PyTorch operations and the norms; not the package's functions, SDPA, or a
+#: detour out of PyTorch (Python lists, NumPy).
+ALLOWED = Allowed(PLAIN | PRODUCTS | SOFTMAX | {"norm", "linalg_norm", "linalg_vector_norm", "normalize",
+                                                 "cosine_similarity"},
+                  said=PLAIN_SAID + ", and the norms", library_hint=_WRITE_IT,
+                  instead={"scaled_dot_product_attention": _WRITE_IT})
 
 LOOP_HINT = ("right numbers, but your function ran {smallest} {what} on the smallest input and {largest} on the "
              "largest, so it loops in Python over sentences, words or features. Replace each loop by one tensor "
@@ -130,7 +132,7 @@ def check_weights_no_loops(fn: Callable) -> CheckResult:
     """
     name = "weights_no_loops"
     result = check_function(
-        fn, _reference, _inputs, name=name, mistakes=MISTAKES, forbidden=FORBIDDEN,
+        fn, _reference, _inputs, name=name, mistakes=MISTAKES, allowed=ALLOWED, float64=True,
         shape_hint="the weights are (N, L, S): one row per query, one column per key, for every sentence. A matrix "
                    "product of (N, L, E) and (N, E, S) gives that shape for every sentence at once.",
     )
@@ -142,4 +144,5 @@ def check_weights_no_loops(fn: Callable) -> CheckResult:
         return CheckResult("failed", f"❌ {name}: " + LOOP_HINT.format(what=what, smallest=smallest,
                                                                        largest=largest))
     return CheckResult("passed", f"✅ {name}: correct on three fixed batches (one square; in the others N, L, S "
-                                 f"and E all differ), with no Python loop. Well done!")
+                                 f"and E all differ){also_checked(True, False)}, in tensor operations with no Python "
+                                 f"loop. Well done!")

@@ -13,7 +13,8 @@ from collections.abc import Callable
 
 import torch
 
-from ._checker import CheckResult, check_function, library_shortcuts
+from ._allowed import PLAIN, Allowed
+from ._checker import CheckResult, check_function
 from ._hints import HINTS
 
 #: (N, L, S, dtype, how far the far rows lie) per trial. The first has N = 1 and L = S, so that a max without
@@ -96,10 +97,17 @@ MISTAKES = [
     (_stable_softmax, WEIGHTS),
 ]
 
-#: PyTorch's softmax and log-softmax in every spelling, its logsumexp and its losses, the library's percentages and
-#: PyTorch's fused attention (whose weights are a softmax): all forbidden.
+#: The shortcuts that get :data:`LOG_CALL` as their hint: PyTorch's softmax and log-softmax, its log-sum-exp in
+#: several spellings, its losses and its fused attention (whose weights are a softmax). Anything else outside
+#: :data:`ALLOWED` is refused too, with the general hint.
 SHORTCUTS = ("softmax", "log_softmax", "special_softmax", "special_log_softmax", "_softmax", "_log_softmax",
-             "logsumexp", "special_logsumexp", "cross_entropy", "nll_loss", "scaled_dot_product_attention")
+             "_safe_softmax", "logsumexp", "special_logsumexp", "logcumsumexp", "logaddexp", "logaddexp2",
+             "cross_entropy", "nll_loss", "scaled_dot_product_attention")
+
+#: What the exercise may use: amax, exp, sum and log, with plain arithmetic, indexing and comparisons (and clamp,
+#: whose slip has its own hint).
+ALLOWED = Allowed(PLAIN | {"clamp", "clip"}, said="amax, exp, sum and log, with plain arithmetic, indexing and "
+                  "comparisons", instead=dict.fromkeys(SHORTCUTS, LOG_CALL), library_hint=LOG_CALL)
 
 
 def check_log_softmax(fn: Callable[[torch.Tensor], torch.Tensor]) -> CheckResult:
@@ -107,9 +115,11 @@ def check_log_softmax(fn: Callable[[torch.Tensor], torch.Tensor]) -> CheckResult
 
     Built step by step in ``notebooks/05_percentages.ipynb``. Three fixed inputs ``(N, L, S)``: in float32 with
     rows around ``+200`` and ``-200`` and one that spreads over 300, and in float64 with rows around ``+1000``
-    and ``-1000``, beyond float64's ``exp``. It must be built by hand: ``torch.softmax``, ``log_softmax``,
-    ``logsumexp``, the losses that take a log-softmax, ``al.percentages`` and
-    ``scaled_dot_product_attention`` all fail the check.
+    and ``-1000``, beyond float64's ``exp``; the result must keep the input's dtype, the first input runs again
+    in float64 (float64-accurate), and backward runs through the answer (an in-place step that breaks autograd,
+    such as ``s -= s.amax(...)``, fails). It must be built by hand from the operations of :data:`ALLOWED`:
+    ``torch.softmax``, ``log_softmax``, ``logsumexp`` in any spelling, the losses that take a log-softmax,
+    ``al.percentages`` and ``scaled_dot_product_attention`` all fail the check.
 
     Args:
         fn: the learner's log-softmax over the last dimension.
@@ -128,9 +138,9 @@ def check_log_softmax(fn: Callable[[torch.Tensor], torch.Tensor]) -> CheckResult
         >>> check_log_softmax(lambda s: torch.log_softmax(s, dim=-1)).status
         'failed'
     """
-    forbidden = {**library_shortcuts(LOG_CALL), **dict.fromkeys(SHORTCUTS, LOG_CALL)}
     return check_function(fn, _reference, _inputs, name="log softmax", mistakes=MISTAKES, atol=1e-3, rtol=1e-6,
-                          forbidden=forbidden, clues={"clamp": HINTS["clamp"], "clip": HINTS["clamp"]},
+                          allowed=ALLOWED, clues={"clamp": HINTS["clamp"], "clip": HINTS["clamp"]},
+                          float64=True, backward=True,
                           shape_hint="one log-weight per score: the same shape as the scores, (N, L, S).",
                           inputs_said="3 fixed test inputs, in float32 and float64, with scores far beyond "
                                       "where exp overflows")

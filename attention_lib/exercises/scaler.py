@@ -15,7 +15,8 @@ from collections.abc import Callable
 import torch
 
 from ..attention import matchmaker, scaler
-from ._checker import CheckResult, check_function, library_shortcuts
+from ._allowed import PLAIN, PLAIN_SAID, PRODUCTS, SOFTMAX, Allowed
+from ._checker import CheckResult, check_function
 from ._hints import HINTS, recipe_mistakes
 
 #: (N, L, d_model, d_k) per trial. The first has L == d_k, so that a missing transpose still runs and earns its
@@ -69,6 +70,11 @@ MISTAKES = [
 ]
 
 
+#: Plain PyTorch operations (``F.linear`` included); the package's steps and PyTorch's fused attention are refused.
+ALLOWED = Allowed(PLAIN | PRODUCTS | SOFTMAX, said=PLAIN_SAID, library_hint=HINTS["library_shortcut"],
+                  instead={"scaled_dot_product_attention": HINTS["library_shortcut"]})
+
+
 def _shape_hint(args: tuple, got: tuple | None) -> str:
     x, w_query, _ = args
     N, L, d_model = x.shape
@@ -106,5 +112,5 @@ def check_scaled_scores(fn: Callable[[torch.Tensor, torch.Tensor, torch.Tensor],
         ❌ scaled scores: not quite. Hint: divide by √d_k, the size of the projected queries and keys, ...
     """
     return check_function(fn, _scaled_scores, _inputs, name="scaled scores", mistakes=MISTAKES,
-                          shape_hint=_shape_hint, forbidden=library_shortcuts(HINTS["library_shortcut"]),
+                          shape_hint=_shape_hint, allowed=ALLOWED, float64=True,
                           inputs_said="3 fixed sentences, each with d_model different from d_k")

@@ -11,11 +11,12 @@ from collections.abc import Callable
 import torch
 
 from ..validation import is_int
+from ._allowed import Allowed
 from ._checker import CheckResult, check_function
 from ._hints import HINTS
 
-#: The (query shape, key shape) of each trial: 0, 1 and 2 batch dimensions, with L, S and E all different.
-_TRIALS = (((4, 8), (5, 8)), ((2, 3, 7), (2, 6, 7)), ((2, 3, 4, 8), (2, 3, 5, 8)))
+#: The (query shape, key shape) of each trial: 0, 1, 2 and 3 batch dimensions, with L, S and E all different.
+_TRIALS = (((4, 8), (5, 8)), ((2, 3, 7), (2, 6, 7)), ((2, 3, 4, 8), (2, 3, 5, 8)), ((2, 2, 3, 4, 6), (2, 2, 3, 7, 6)))
 
 
 def _inputs(trial: int) -> tuple[tuple[int, ...], tuple[int, ...]]:
@@ -41,10 +42,9 @@ MISTAKES = [
 ]
 
 
-#: The exercise asks for the shape without computing the product: a matrix product (on any tensors, even
-#: empty ones) fails the check.
-FORBIDDEN = {op: HINTS["shape_computed"] for op in ("matmul", "__matmul__", "__rmatmul__", "mm", "bmm", "einsum",
-                                                      "tensordot")}
+#: The exercise asks for the shape from the two tuples alone: no PyTorch operation at all (a product, a broadcast
+#: or an empty tensor, on any device, even ``meta``) is allowed.
+ALLOWED = Allowed(frozenset(), said="the two tuples alone", default=HINTS["shape_computed"])
 
 
 def _explain(got, expected: tuple[int, ...], args: tuple) -> str:
@@ -58,8 +58,8 @@ def _explain(got, expected: tuple[int, ...], args: tuple) -> str:
         return f"{on}, of type {type(got).__name__}. Return a tuple of ints such as (2, 4, 5)."
     odd = next((size for size in got if not is_int(size)), None)
     if odd is not None:
-        return (f"{on}. A shape holds whole numbers, ints, but yours holds {odd!r} ({type(odd).__name__}). The "
-                f"sizes in query_shape and key_shape are ints already: take them as they are.")
+        return (f"{on}. A shape holds ints, as torch.Size does, but yours holds {odd!r} ({type(odd).__name__}). "
+                f"The sizes in query_shape and key_shape are ints already: take them as they are.")
     if len(got) != len(expected):
         sizes = f"{len(got)} size" + ("" if len(got) == 1 else "s")
         return (f"{on}: {sizes}, but the scores have as many dimensions as the query, {len(expected)} "
@@ -76,8 +76,9 @@ def check_scores_shape(scores_shape: Callable[[tuple, tuple], tuple]) -> CheckRe
     ``notebooks/solutions/00_welcome_solution.ipynb``.
 
     The shape must come from the tuples alone: a function that computes the product (even on empty or
-    ``meta`` tensors) fails with a hint. It is tried on three fixed pairs of shapes, with zero, one and two batch
-    dimensions; a shape of the wrong length, or one that holds anything but ints (``"4"``, ``4.0``), fails with a
+    ``meta`` tensors) fails with a hint: no PyTorch operation is allowed. It is tried on four fixed pairs of shapes,
+    with zero to three batch dimensions; a shape of the wrong length, or one that holds anything but ints
+    (``"4"``, ``4.0``), fails with a
     message that says so.
 
     Args:
@@ -92,5 +93,6 @@ def check_scores_shape(scores_shape: Callable[[tuple, tuple], tuple]) -> CheckRe
         'passed'
     """
     return check_function(scores_shape, _reference, _inputs, name="scores_shape", mistakes=MISTAKES,
-                          atol=0.0, rtol=0.0, forbidden=FORBIDDEN, explain=_explain,
-                          inputs_said="3 fixed pairs of shapes, with 0, 1 and 2 batch dimensions")
+                          atol=0.0, rtol=0.0, allowed=ALLOWED, explain=_explain, trials=len(_TRIALS),
+                          inputs_said="4 fixed pairs of shapes, with 0, 1, 2 and 3 batch dimensions, without any "
+                                      "PyTorch operation")

@@ -2,17 +2,18 @@
 
 Each :class:`Case` is one launch, built to catch one slip: several tiles (the maximum grows), ragged lengths,
 several heads (each with its own offset, and gaps between heads: the tensors are views into larger buffers),
-``Ev != E``, ``BLOCK_L != BLOCK_S``, and the causal mask with ``L != S``. Past the end of every key and value
-(and, causal, past the last tile any program may visit) the buffers hold large keys and ``NaN`` values, as memory
-past a tensor holds anything: a kernel that reads there, or visits a tile it should skip, gets ``NaN``. In the
-interpreter the checker also counts the tiles of keys a kernel loads, and those it loads with a mask.
+``Ev != E``, ``BLOCK_L != BLOCK_S``, packed QKV (rows with gaps between them), and the causal mask with ``L < S``
+and ``L > S``. Past the end of every key and value (and, causal, past the last tile any program may visit) the
+buffers hold large keys and ``NaN`` values (and ``NaN`` queries past the last query), as memory past a tensor
+holds anything: a kernel that reads there, or visits a tile it should skip, gets ``NaN``, the same on every run.
+In the interpreter the checker also watches every load (:mod:`~.reads`): the tiles of keys loaded, those loaded
+with a mask, and any read that lands outside the tensors it was given.
 """
 
 from __future__ import annotations
 
 import contextlib
 import warnings
-from contextlib import contextmanager
 from dataclasses import dataclass
 
 import torch
@@ -37,6 +38,7 @@ class Case:
     is_causal: bool
     blocks: tuple[int, int]
     slip: str
+    packed: bool = False  # query, key and value are views of one (B, S, E + E + Ev) buffer: rows 2E + Ev apart
 
     @property
     def B(self) -> int:  # noqa: N802 - the kernel's B = N * H
@@ -51,6 +53,7 @@ CASES = (
     Case("2 sentences x 3 heads", (2, 3), 20, 37, 16, 16, False, (16, 16), "heads"),
     Case("E = 32, Ev = 16", (1, 2), 20, 37, 32, 16, False, (16, 16), "value dim"),
     Case("BLOCK_L = 32, BLOCK_S = 16", (2, 2), 40, 37, 16, 16, False, (32, 16), "blocks"),
+    Case("packed QKV: rows 48 numbers apart", (1, 2), 40, 40, 16, 16, False, (16, 16), "row strides", packed=True),
 )
 
 #: The causal cases :func:`~.checkers.check_causal_kernel` adds after :data:`CASES`.
@@ -62,28 +65,37 @@ CAUSAL_CASES = (
          "key_end in BLOCK_S"),
     Case("causal, BLOCK_L = 16, BLOCK_S = 32, 40 queries, 50 keys", (2, 1), 40, 50, 32, 16, True, (16, 32),
          "future tiles visited"),
+    Case("causal, 64 queries, 40 keys (L > S)", (1, 2), 64, 40, 16, 16, True, (16, 16), "full_end past S"),
 )
 
 
 def case_inputs(case: Case, device="cpu") -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """``query (B, L, E)``, ``key (B, S, E)``, ``value (B, S, Ev)`` for ``case`` (``B = N * H``).
 
-    Key and value are views into ``(B, S + 16, .)`` buffers whose rows past ``S`` hold large keys and ``NaN``
-    values; causal with ``S > L``, the keys no query may see hold them too. The keys of tile ``j`` (of 16) are
-    scaled by ``j + 1``, so that the maximum grows from tile to tile. The whole buffers move to ``device``, then
-    the views are cut: the padding is there on a GPU too.
+    Each is a view into a ``(B, rows + 16, .)`` buffer whose rows past the end hold large keys, ``NaN`` values and
+    ``NaN`` queries; causal with ``S > L``, the keys no query may see
+    hold them too. Packed, the three are column slices of one buffer (the layout of a fused QKV projection). The
+    keys of tile ``j`` (of 16) are scaled by ``j + 1``, so that the maximum grows from tile to tile. The whole
+    buffers move to ``device``, then the views are cut: the padding is there on a GPU too.
     """
     g = torch.Generator().manual_seed(1400 + 7 * case.L + case.S + case.E)
-    B, S = case.B, case.S
-    query = torch.randn(B, case.L, case.E, generator=g)
-    key = torch.full((B, S + PAD, case.E), 4.0)
-    value = torch.full((B, S + PAD, case.Ev), float("nan"))
-    key[:, :S] = torch.randn(B, S, case.E, generator=g) * (1 + torch.arange(S) // 16)[:, None]
-    value[:, :S] = torch.randn(B, S, case.Ev, generator=g)
+    B, S, E, Ev = case.B, case.S, case.E, case.Ev
+    q = torch.randn(B, case.L, E, generator=g)
+    k = torch.randn(B, S, E, generator=g) * (1 + torch.arange(S) // 16)[:, None]
+    v = torch.randn(B, S, Ev, generator=g)
     never = never_visited(case)
     if never < S:  # causal: the tiles after the last query's tile are in every query's future
-        key[:, never:S], value[:, never:S] = 4.0, float("nan")
-    return query.to(device), key.to(device)[:, :S], value.to(device)[:, :S]
+        k[:, never:], v[:, never:] = 4.0, float("nan")
+    if case.packed:  # one (B, S + 16, E + E + Ev) buffer: [q | k | v] in every row
+        buffer = torch.full((B, max(case.L, S) + PAD, 2 * E + Ev), float("nan"))
+        buffer[:, :, E:2 * E] = 4.0
+        buffer[:, :case.L, :E], buffer[:, :S, E:2 * E], buffer[:, :S, 2 * E:] = q, k, v
+        buffer = buffer.to(device)
+        return buffer[:, :case.L, :E], buffer[:, :S, E:2 * E], buffer[:, :S, 2 * E:]
+    query, key, value = (torch.full((B, n + PAD, d), fill) for n, d, fill in (
+        (case.L, E, float("nan")), (S, E, 4.0), (S, Ev, float("nan"))))
+    query[:, :case.L], key[:, :S], value[:, :S] = q, k, v
+    return query.to(device)[:, :case.L], key.to(device)[:, :S], value.to(device)[:, :S]
 
 
 def _key_ends(case: Case) -> list[tuple[int, int]]:
@@ -132,46 +144,21 @@ def expected_output(case: Case, query, key, value) -> tuple[torch.Tensor, torch.
 @dataclass(frozen=True)
 class Ran:
     """What a kernel made of a case: its output and log-sum-exp (on the CPU), whether it left the memory after
-    them alone, and (in the interpreter) how many tiles of keys it loaded with a mask and without."""
+    them alone, and (in the interpreter) how many tiles of keys it loaded with a mask and without, and which input
+    it read outside of (``None`` if none)."""
 
     output: torch.Tensor
     lse: torch.Tensor
     untouched: bool
     masked_key_loads: int | None
     key_loads: int | None
-
-
-@contextmanager
-def _counting_key_loads(key: torch.Tensor, counts: dict):
-    """Count, in Triton's interpreter, the loads from ``key``'s memory, and those among them with a mask."""
-    from triton.runtime.interpreter import InterpreterBuilder, interpreter_builder
-
-    start = key.untyped_storage().data_ptr()
-    stop = start + key.untyped_storage().nbytes()
-    unmasked = []
-
-    def masked_load(ptrs, mask, *args):
-        if start <= int(ptrs.data.flat[0]) < stop:
-            counts["all"] += 1
-            counts["masked"] += not unmasked
-        return InterpreterBuilder.create_masked_load(interpreter_builder, ptrs, mask, *args)
-
-    def load(ptr, *args):
-        unmasked.append(True)
-        try:
-            return InterpreterBuilder.create_load(interpreter_builder, ptr, *args)
-        finally:
-            unmasked.pop()
-
-    interpreter_builder.create_masked_load, interpreter_builder.create_load = masked_load, load
-    try:
-        yield
-    finally:
-        del interpreter_builder.create_masked_load, interpreter_builder.create_load
+    read_outside: str | None = None
 
 
 def run_case(kernel, case: Case) -> Ran:
     """Run ``kernel`` on ``case``: compiled on a GPU for a compiled kernel, else in Triton's interpreter."""
+    from .reads import watching_reads
+
     compiled = (torch.cuda.is_available() and not runs_interpreted(torch.device("cuda"))
                 and type(kernel).__name__ == "JITFunction")  # a kernel made with TRITON_INTERPRET=1 is interpreted
     device = torch.device("cuda" if compiled else "cpu")
@@ -179,13 +166,11 @@ def run_case(kernel, case: Case) -> Ran:
     B, L = case.B, case.L
     buffer = torch.full((B, L + PAD, case.Ev), FILL, device=device)
     lse = torch.full((B * L + PAD,), FILL, device=device)
-    counts = {"all": 0, "masked": 0}
-    counting = contextlib.nullcontext() if compiled else _counting_key_loads(key, counts)
-    with warnings.catch_warnings(), counting:  # a wrong kernel makes NumPy warn about 0 / 0: the check says it
+    watch = contextlib.nullcontext({}) if compiled else watching_reads({"query": query, "key": key, "value": value})
+    with warnings.catch_warnings(), watch as seen:  # a wrong kernel makes NumPy warn about 0 / 0: the check says it
         warnings.simplefilter("ignore", RuntimeWarning)
         launch(query, key, value, buffer[:, :L], lse[:B * L].view(B, L), is_causal=case.is_causal, scale=None,
                block_sizes=case.blocks, kernel=kernel if compiled else interpreted(kernel))
     untouched = bool((buffer[:, L:] == FILL).all() and (lse[B * L:] == FILL).all())
-    return Ran(buffer[:, :L].cpu(), lse[:B * L].view(B, L).cpu(), untouched,
-               None if compiled else counts["masked"], None if compiled else counts["all"])
-
+    return Ran(buffer[:, :L].cpu(), lse[:B * L].view(B, L).cpu(), untouched, seen.get("masked"), seen.get("all"),
+               seen.get("outside"))

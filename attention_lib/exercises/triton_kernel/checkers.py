@@ -68,8 +68,19 @@ HINTS = {
     "key_end in BLOCK_S": "the loop must reach the block's last query, (block + 1) * BLOCK_L - 1: stop at key_end = "
                           "tl.minimum(S, (block + 1) * BLOCK_L), counted in BLOCK_L (queries per block), not "
                           "BLOCK_S (keys per tile); with BLOCK_L = 32 and BLOCK_S = 16 yours stops half way.",
+    "row strides": "the rows of q, k, v and the output are not HEAD_DIM (or VALUE_DIM) apart here: they are views "
+                   "into one packed QKV buffer, whose rows are 2 * E + Ev numbers apart. Step from row to row with the "
+                   "strides given: rows[:, None] * q_stride_l, cols[:, None] * k_stride_s and v_stride_s, "
+                   "rows[:, None] * out_stride_l.",
+    "read outside": "your kernel read past {which} (into the padding after it, which holds NaN here): every load "
+                    "must stay inside the tensor, at its own offset and strides, with mask=cols[:, None] < S (keys "
+                    "and values) or rows[:, None] < L (queries) on the tiles that run past the end.",
+    "full_end past S": "with IS_CAUSAL and more queries than keys (L > S), a block's first query can lie past the last "
+                       "key, and full_end = block * BLOCK_L // BLOCK_S * BLOCK_S then runs past S: take the smaller "
+                       "of the two, full_end = tl.minimum(S // BLOCK_S * BLOCK_S, block * BLOCK_L // BLOCK_S * "
+                       "BLOCK_S), so that the unmasked loop never passes S's last full tile.",
     "full tiles masked": "right, but your kernel loads {masked} of its {loads} tiles of keys with a mask where "
-                         "{needed} need one: the tiles left of the diagonal (every key exists and comes before every "
+                         "{needed} need one: the full tiles (every key exists and, with IS_CAUSAL, comes before every "
                          "query of the block) need none. Loop over them first without masks, start in range(0, "
                          "full_end, BLOCK_S), then over the edge tiles from full_end to key_end with masks; full_end "
                          "is where the tile holding the block's first query starts (and never past S's last full "
@@ -80,15 +91,16 @@ HINTS = {
 def _mistakes(*slips: str) -> list[tuple[str, str]]:
     """``(slip, the fixed part of its hint)`` for each slip."""
     return [(slip, HINTS[slip].format(which="keys and values") if slip == "heads share keys" else
-             HINTS[slip].split("{needed} need one: ")[-1]) for slip in slips]
+             HINTS[slip].split("{needed} need one: ")[-1].split("{which} ")[-1]) for slip in slips]
 
 
 #: The hints :func:`check_attention_kernel` gives for wrong answers (a crash on ``Ev != E`` names VALUE_DIM too).
 MISTAKES = _mistakes("update", "no rescale", "ragged tile unmasked", "read past the end", "inverted mask", "edge",
-                     "no division", "heads", "heads share keys", "blocks", "wrote past", "lse", "lse in base 2")
+                     "no division", "heads", "heads share keys", "blocks", "row strides", "read outside", "wrote past",
+                     "lse", "lse in base 2")
 #: The hints :func:`check_causal_kernel` adds.
 CAUSAL_MISTAKES = _mistakes("no causal mask", "own key lost", "future tiles visited", "key_end in BLOCK_S",
-                            "full tiles masked")
+                            "full_end past S", "full tiles masked")
 
 
 def _close(a: torch.Tensor, b: torch.Tensor) -> bool:
@@ -132,6 +144,19 @@ def _diagnose(case: Case, ran, expected: torch.Tensor) -> str:
     return HINTS[slip or case.slip]
 
 
+def _outside_hint(case: Case, which: str) -> str:
+    """The hint for a read outside ``which`` (query, key or value) on ``case``."""
+    if case.packed:
+        return HINTS["row strides"]
+    if which == "value" and case.E != case.Ev:
+        return HINTS["value dim"]
+    if case.is_causal and case.L > case.S:
+        return HINTS["full_end past S"]
+    if which in ("key", "value") and case.S % case.blocks[1]:
+        return HINTS["read past the end"]
+    return HINTS["read outside"].format(which=f"the end of {which}")
+
+
 def _check(kernel, cases: tuple[Case, ...], passed: str, count_masks: bool) -> CheckResult:
     triton = import_triton()
     if not isinstance(kernel, triton.runtime.KernelInterface):
@@ -145,8 +170,13 @@ def _check(kernel, cases: tuple[Case, ...], passed: str, count_masks: bool) -> C
             return _crashed(error, case)
         expected, expected_lse = expected_output(case, *case_inputs(case))
         if not ran.untouched:
+            hint = HINTS["value dim"] if case.E != case.Ev else HINTS["wrote past"]  # Ev = E: the stores run over
             return CheckResult("failed", f"❌ {_NAME}: on {case.name}, your kernel wrote past the last query. Hint: "
-                               f"{HINTS['wrote past']}")
+                               f"{hint}")
+        if ran.read_outside is not None:
+            right = "right output, but" if _close(ran.output, expected) else "wrong output:"
+            return CheckResult("failed", f"❌ {_NAME}: on {case.name}, {right} your kernel read outside the "
+                               f"{ran.read_outside} tensor. Hint: {_outside_hint(case, ran.read_outside)}")
         if not _close(ran.output, expected):
             nans = int(ran.output.isnan().sum())
             what = f"{nans} NaN in the output" if nans else \
@@ -159,7 +189,7 @@ def _check(kernel, cases: tuple[Case, ...], passed: str, count_masks: bool) -> C
                                f"{HINTS['lse in base 2' if base_2 else 'lse']}")
         runs.append((case, ran))
     for case, ran in runs:  # in the interpreter: which tiles it loaded
-        if not (count_masks and case.is_causal and ran.key_loads is not None):
+        if not (count_masks and ran.key_loads is not None):
             continue
         if ran.key_loads > _cases.visited_tiles(case):
             return CheckResult("failed", f"❌ {_NAME}: right on {case.name}, but your kernel loaded {ran.key_loads} "
@@ -188,7 +218,7 @@ def check_attention_kernel(kernel) -> CheckResult:
         'passed'
     """
     return _check(kernel, CASES, f"right output and log-sum-exp on {len(CASES)} cases (one tile, several tiles, "
-                  f"ragged, 2 x 3 heads, E != Ev, BLOCK_L != BLOCK_S).", count_masks=False)
+                  f"ragged, 2 x 3 heads, E != Ev, BLOCK_L != BLOCK_S, packed QKV rows with gaps).", count_masks=False)
 
 
 def check_causal_kernel(kernel) -> CheckResult:
@@ -207,8 +237,8 @@ def check_causal_kernel(kernel) -> CheckResult:
         'passed'
     """
     return _check(kernel, CASES + CAUSAL_CASES, f"right on {len(CASES) + len(CAUSAL_CASES)} cases, causal with "
-                  f"L != S and BLOCK_L != BLOCK_S included, the future tiles skipped and only the edge tiles "
-                  f"masked.", count_masks=True)
+                  f"L < S, L > S and BLOCK_L != BLOCK_S included; in every case the future tiles skipped and only "
+                  f"the edge tiles loaded with a mask.", count_masks=True)
 
 
 def _crashed(error: BaseException, case: Case) -> CheckResult:

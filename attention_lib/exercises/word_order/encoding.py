@@ -11,6 +11,7 @@ from __future__ import annotations
 import torch
 
 from ...positions import sinusoidal_encoding
+from .._allowed import PLAIN, PLAIN_SAID, PRODUCTS, Allowed
 from .._checker import CheckResult, check_function
 
 
@@ -99,8 +100,8 @@ SINUSOIDAL_MISTAKES = [
 
 
 #: The package's encoding is the answer itself.
-FORBIDDEN = {sinusoidal_encoding: "write the table yourself from the formula, with torch.arange, torch.sin and "
-                                  "torch.cos: your function called {call}, which is the answer itself."}
+ALLOWED = Allowed(PLAIN | PRODUCTS, said=PLAIN_SAID, library_hint="write the table yourself from the formula, with "
+                  "torch.arange, torch.sin and torch.cos: your function called {call}, which is the answer itself.")
 
 
 def check_sinusoidal_encoding(fn) -> CheckResult:
@@ -126,7 +127,7 @@ def check_sinusoidal_encoding(fn) -> CheckResult:
         ❌ sinusoidal encoding: not quite. Hint: sine and cosine are swapped: ...
     """
     result = check_function(fn, sinusoidal_encoding, _sizes, name="sinusoidal encoding",
-                            mistakes=SINUSOIDAL_MISTAKES, forbidden=FORBIDDEN,
+                            mistakes=SINUSOIDAL_MISTAKES, allowed=ALLOWED,
                             shape_hint="one row per position and one column per feature: (length, dim). If you "
                                        "got (dim, length), build the angles as positions[:, None] / frequencies"
                                        "[None, :].")
