@@ -3,6 +3,8 @@
 - A lesson ``notebooks/NN_slug.ipynb`` keeps its machinery in modules named after its slug: ``exercises/<slug>``,
   ``plotting/<slug>``, ``widgets/<slug>``, ``experiments/<slug>`` (a module, or a package when it outgrows 300 lines).
 - What several lessons share is named for what it is (a short, fixed list below); private modules start with ``_``.
+- ``training/`` holds one folder per lesson that trains, named after its slug, and the few things they share;
+  every shipped weights file is read by one loader (``training/shipped.py``'s ``load_shipped``).
 - Notebooks import from ``attention_lib``, one of its top-level modules or sub-packages, or their own lesson's module.
 - Every module stays under 300 lines; every argument check is written once, in ``validation/``.
 - Each "Built step by step in ``notebooks/NN_x.ipynb``" names a lesson that mentions the function it documents.
@@ -30,6 +32,8 @@ MACHINERY = {
     "experiments": set(),
 }
 MODULES = sorted(p for p in PACKAGE.rglob("*.py") if "__pycache__" not in p.parts)
+#: What the lessons that train share in ``training/``, named for what it is (the rest is one folder per lesson).
+TRAINING_SHARED = {"task", "grammar", "bands", "bands_measured", "shipped", "trained"}
 
 
 def _slug(notebook: Path) -> str:
@@ -59,6 +63,50 @@ def test_a_lesson_package_holds_only_its_lessons_parts():
         for package in (PACKAGE / folder).iterdir():
             if package.is_dir() and package.name != "__pycache__":
                 assert package.name in SLUGS, f"attention_lib/{folder}/{package.name}/ is named after no lesson"
+
+
+def _training_strays(folder: Path) -> list[str]:
+    """What ``folder`` (a ``training/``) holds besides lesson folders named after a slug and the shared modules."""
+    strays = []
+    for path in sorted(folder.iterdir()):
+        if path.name in ("__init__.py", "__pycache__") or path.name.startswith("_"):
+            continue
+        if path.is_dir() and path.name != "trained":
+            if path.name not in SLUGS:
+                strays.append(f"{path.name}/ (a folder named after no lesson)")
+        elif path.stem not in TRAINING_SHARED:
+            strays.append(f"{path.name} (not among the shared {sorted(TRAINING_SHARED)})")
+    return strays
+
+
+def test_training_is_one_folder_per_lesson():
+    strays = _training_strays(PACKAGE / "training")
+    assert not strays, (f"attention_lib/training/ holds {strays}: a lesson's training code lives in "
+                        f"training/<slug>/ (slugs: {sorted(SLUGS)}); what lessons share is named for what it is")
+
+
+def test_the_training_rule_finds_a_stray(tmp_path):
+    for name in ("learning_to_attend", "trained", "recipes"):
+        (tmp_path / name).mkdir()
+    for name in ("__init__.py", "bands.py", "probes.py"):
+        (tmp_path / name).write_text("")
+    assert _training_strays(tmp_path) == ["probes.py (not among the shared ['bands', 'bands_measured', 'grammar', "
+                                          "'shipped', 'task', 'trained'])", "recipes/ (a folder named after no lesson)"]
+
+
+def test_every_shipped_model_is_read_by_the_one_loader():
+    """``torch.load`` is called in ``training/shipped.py`` alone, and every shipped file has a name it loads."""
+    from attention_lib.training.shipped import kind_of, shipped_models
+
+    loader = PACKAGE / "training" / "shipped.py"
+    calls = [f"{p.relative_to(ROOT)}:{node.lineno}" for p in MODULES if p != loader
+             for node in ast.walk(ast.parse(p.read_text())) if isinstance(node, ast.Call)
+             and isinstance(node.func, ast.Attribute) and node.func.attr == "load"
+             and isinstance(node.func.value, ast.Name) and node.func.value.id == "torch"]
+    assert not calls, f"torch.load outside the one loader (use attention_lib.training.load_shipped): {calls}"
+    names = shipped_models()
+    assert len(names) == len(list((PACKAGE / "training" / "trained").glob("*.pt"))) > 0
+    assert all(kind_of(name) for name in names)
 
 
 def _imports(tree: ast.AST):

@@ -8,8 +8,8 @@ import torch
 
 import attention_lib
 from attention_lib.encoder import TinyTransformer
-from attention_lib.training import make_batch
-from attention_lib.training.shipped import TRAINED_DIR, TrainedModel, load_trained, save_trained
+from attention_lib.training.learning_to_attend import TrainedModel, load_trained, make_batch, save_trained
+from attention_lib.training.shipped import TRAINED_DIR
 
 
 @pytest.fixture

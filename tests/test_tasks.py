@@ -8,7 +8,7 @@ import torch
 
 import attention_lib
 from attention_lib.training.grammar import HELDOUT_STRUCTURES, PREPOSITIONS, STRUCTURES
-from attention_lib.training.tasks import (
+from attention_lib.training.learning_to_attend.tasks import (
     AGREEMENT,
     IGNORE,
     REVERSAL,

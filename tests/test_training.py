@@ -8,14 +8,25 @@ from pathlib import Path
 import pytest
 import torch
 
-from attention_lib.training import evaluate, load_trained, make_batch, train
-from attention_lib.training.attraction import SEEDS, STUDY_STEPS, STUDY_TASKS, by_attractors, load_study, measure
-from attention_lib.training.band_figures import KINDS
-from attention_lib.training.bands import Band, band_text, within_band
+from attention_lib.training.bands import Band, all_kinds, band_text, within_band
 from attention_lib.training.bands_measured import BANDS
 from attention_lib.training.grammar import HELDOUT_STRUCTURES
-from attention_lib.training.probes import probe_agreement, probe_attraction, subject_head, subject_shares
-from attention_lib.training.tasks import get_task
+from attention_lib.training.learning_to_attend import evaluate, load_trained, make_batch, train
+from attention_lib.training.learning_to_attend.attraction import (
+    SEEDS,
+    STUDY_STEPS,
+    STUDY_TASKS,
+    by_attractors,
+    load_study,
+    measure,
+)
+from attention_lib.training.learning_to_attend.probes import (
+    probe_agreement,
+    probe_attraction,
+    subject_head,
+    subject_shares,
+)
+from attention_lib.training.learning_to_attend.tasks import get_task
 
 ROOT = Path(__file__).resolve().parents[1]
 FRESH_SEED = 20_261_130  # neither the training seed nor the seed of the stored held-out measurements
@@ -262,8 +273,54 @@ def test_every_band_a_lesson_quotes_was_measured(lesson):
 
 
 def test_every_figure_the_measurement_computes_has_its_band():
-    assert sorted(BANDS) == sorted(KINDS)
-    for name, (_lesson, kind, digits, seeds) in KINDS.items():
+    assert sorted(BANDS) == sorted(all_kinds())
+    for name, (_lesson, kind, digits, seeds) in all_kinds().items():
         low, high, *rest = BANDS[name]
         assert low <= high
         assert tuple(rest) == (kind, digits, seeds), name
+
+
+# -- the one loader of shipped models ------------------------------------------------------------------------------
+def test_the_one_loader_loads_every_shipped_model_by_its_name():
+    from attention_lib.training import load_shipped, shipped_models
+    from attention_lib.training.induction_heads import load_induction
+
+    names = shipped_models()
+    assert {"reversal", "agreement-1block", "induction-2layer", "generation-gqa-seed1"} <= set(names)
+    for name in names:
+        model, measured = load_shipped(name)
+        assert not model.training
+        assert measured
+    lesson_13, measured = load_induction(2)
+    again, measured_again = load_shipped("induction-2layer")
+    assert measured == measured_again
+    assert all(torch.equal(a, b) for a, b in zip(lesson_13.state_dict().values(), again.state_dict().values(),
+                                                  strict=True))
+    assert load_shipped("agreement").measured == {"heldout_accuracy": load_trained("agreement").heldout_accuracy}
+
+
+@pytest.mark.parametrize(("name", "error", "match"), [
+    (3, TypeError, "a shipped model is named by a string such as 'reversal', but got int"),
+    ("sorting", ValueError, r"no kind of shipped model is called 'sorting'; the shipped models are \['agreement'"),
+    ("induction-3layer", ValueError, r"no model called 'induction-3layer' ships with attention_lib"),
+])
+def test_the_one_loader_refuses_names_it_does_not_ship(name, error, match):
+    from attention_lib.training import load_shipped
+
+    with pytest.raises(error, match=match):
+        load_shipped(name)
+
+
+def test_the_one_loader_checks_the_kind_a_name_says(tmp_path):
+    from attention_lib.training import load_shipped
+    from attention_lib.training.shipped import TRAINED_DIR
+
+    path = tmp_path / "x.pt"
+    path.write_bytes((TRAINED_DIR / "induction-2layer.pt").read_bytes())
+    assert load_shipped("induction-7layer", path=path).measured == load_shipped("induction-2layer").measured
+    with pytest.raises(ValueError, match="is not a trained model of attention_lib"):
+        load_shipped("reversal", path=path)
+    with pytest.raises(ValueError, match="is not a lesson 15 language model of attention_lib"):
+        load_shipped("generation-mha-seed0", path=path)
+    with pytest.raises(FileNotFoundError, match="python -m attention_lib.training.induction_heads"):
+        load_shipped("induction-2layer", path=tmp_path / "none.pt")

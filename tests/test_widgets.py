@@ -28,7 +28,7 @@ from attention_lib.experiments import batch_mask, detective_team, scaler_weights
 from attention_lib.plotting import online_softmax_steps
 from attention_lib.plotting.masking import ALLOWED_STYLE
 from attention_lib.toy_data import TOKENS, sentence_batch, toy_sentence
-from attention_lib.training import load_trained
+from attention_lib.training.learning_to_attend import load_trained
 from attention_lib.widgets.memory_efficient import EXAMPLE_SCORES, EXAMPLE_VALUES
 
 SENTENCE = "the cat near the dogs purr(s)"  # an input of the shipped agreement model
@@ -342,7 +342,7 @@ def test_trained_explorer_opens_on_the_chosen_layer_and_head():
 
 def test_block_diagram_draws_every_part_of_every_block():
     from attention_lib.plotting.learning_to_attend.blocks import plot_block_diagram
-    from attention_lib.training.recipe import build_model
+    from attention_lib.training.learning_to_attend import build_model
 
     texts = [t.get_text() for t in plot_block_diagram(build_model("agreement")).axes[0].texts]
     for part, count in (("token embedding", 1), ("+ position", 1), ("multi-head attention", 2), ("MLP", 2),
@@ -354,7 +354,7 @@ def test_block_diagram_draws_every_part_of_every_block():
 
 def test_shipped_overview_shows_the_verb_head_on_a_moved_subject():
     from attention_lib.plotting.learning_to_attend.trained import plot_shipped_overview
-    from attention_lib.training.probes import subject_head
+    from attention_lib.training.learning_to_attend import subject_head
 
     fig = plot_shipped_overview()
     agreement = load_trained("agreement")

@@ -30,8 +30,8 @@ def _digits(seed: int) -> tuple[torch.Tensor]:
 def check_reversal_target(fn: Callable[[torch.Tensor], torch.Tensor]) -> CheckResult:
     """Check ``fn(digits)``, which should turn ``digits (N, L)`` into their reversal ``(N, L)``: each row backwards.
 
-    Built step by step in ``notebooks/12_learning_to_attend.ipynb`` (it is what :func:`attention_lib.training.tasks.
-    make_batch` writes as the reversal target).
+    Built step by step in ``notebooks/12_learning_to_attend.ipynb`` (it is what
+    :func:`~attention_lib.training.learning_to_attend.make_batch` writes as the reversal target).
 
     Example:
         >>> check_reversal_target(lambda d: d.flip(-1)).status
@@ -74,8 +74,7 @@ def check_reversal_target(fn: Callable[[torch.Tensor], torch.Tensor]) -> CheckRe
 
 def _learned_rows(trained=None) -> list[int]:
     """Where each query of the trained reversal model looks most, averaged over heads and held-out inputs."""
-    from ..training.shipped import load_trained
-    from ..training.tasks import make_batch
+    from ..training.learning_to_attend import load_trained, make_batch
 
     trained = load_trained("reversal") if trained is None else trained
     inputs, _ = make_batch("reversal", 200, seed=12, split="heldout")

@@ -1,29 +1,26 @@
-"""Training the tiny models of lessons 12 and 13, and the models shipped with the package.
+"""Training the tiny models of the lessons that train, one folder per lesson, and what they share.
 
-- :mod:`~attention_lib.training.task`: what a task is, an object that carries its own behaviour;
-- :mod:`~attention_lib.training.tasks`: the toy tasks, generated and seeded here (no downloads), and
-  :mod:`~attention_lib.training.grammar`, the agreement sentences and their structures;
-- :mod:`~attention_lib.training.probes`: what an agreement model does, measured per sentence structure;
-- :mod:`~attention_lib.training.attraction`: agreement attraction, by the number of attractors, and a training change
-  against it, measured over seeds;
-- :mod:`~attention_lib.training.recipe`: the training recipe and the held-out evaluation;
+One folder per lesson, named after its notebook:
+
+- :mod:`~attention_lib.training.learning_to_attend` (lesson 12): toy tasks, the training recipe, probes, the
+  attraction study and the shipped models;
+- :mod:`~attention_lib.training.induction_heads` (lesson 13): repeated sequences, the recipe that grows induction
+  heads and its shipped models;
+- :mod:`~attention_lib.training.generation` (lesson 15): texts, a tiny Llama's recipe and its shipped models.
+
+Shared, named for what it is:
+
+- :mod:`~attention_lib.training.task`: what a toy task is, an object that carries its own behaviour;
+- :mod:`~attention_lib.training.grammar`: the agreement sentences and their structures (lesson 12's task, lesson
+  15's texts);
 - :mod:`~attention_lib.training.bands`: what training gives, as a band over seeds and CPU paths, and the statement
-  a lesson prints about its own run;
-- :mod:`~attention_lib.training.shipped`: the shipped weights (``trained/*.pt``) and the one safe way to load them;
-- :mod:`~attention_lib.training.induction_heads`: lesson 13's repeated sequences, the recipe that grows induction heads
-  and its shipped models (``notebooks/13_induction_heads.ipynb``).
+  a lesson prints about its own run (the measured bands: ``bands_measured``);
+- :mod:`~attention_lib.training.shipped`: the shipped weights (``trained/*.pt``) and the one loader,
+  :func:`load_shipped`.
 """
 
-from .attraction import BEYOND, HELDOUT_THREE, TRAINING_THREE, by_attractors, format_attraction, load_study, spread
 from .bands import band_text, within_band
-from .grammar import AGREEMENT, HELDOUT_STRUCTURES, SUBJECT_FIRST
-from .induction_heads import load_induction, make_repeats, train_induction
-from .probes import format_probes, probe_agreement, probe_attraction, subject_head, subject_shares
-from .recipe import evaluate, train
-from .shipped import TrainedModel, load_trained
-from .tasks import REVERSAL, get_task, make_batch
+from .shipped import Shipped, load_shipped, shipped_models
+from .task import IGNORE, Task
 
-__all__ = ["AGREEMENT", "BEYOND", "HELDOUT_STRUCTURES", "HELDOUT_THREE", "REVERSAL", "SUBJECT_FIRST", "TRAINING_THREE",
-           "TrainedModel", "band_text", "by_attractors", "evaluate", "format_attraction", "format_probes", "get_task",
-           "load_induction", "load_study", "load_trained", "make_batch", "make_repeats", "probe_agreement",
-           "probe_attraction", "spread", "subject_head", "subject_shares", "train", "train_induction", "within_band"]
+__all__ = ["IGNORE", "Shipped", "Task", "band_text", "load_shipped", "shipped_models", "within_band"]

@@ -1,6 +1,7 @@
-"""What training gives, as a band: each trained figure of lessons 12 and 13, measured over seeds and CPU paths.
+"""What training gives, as a band: each trained figure of a lesson, measured over seeds and CPU paths.
 
-Built step by step in ``notebooks/12_learning_to_attend.ipynb`` and ``notebooks/13_induction_heads.ipynb``. A model
+Shared by the lessons that train (12, 13, and 15 when it joins): built step by step in
+``notebooks/12_learning_to_attend.ipynb`` and ``notebooks/13_induction_heads.ipynb``. A model
 trained for a few hundred steps is not bit-identical from one CPU to another: vectorised kernels differ in their
 last bits, and training amplifies the difference (a held-out accuracy of 94.2 % on one machine is 94.1 % on
 another). So a lesson prints each trained figure in a cell whose output is not compared, then checks it against
@@ -10,14 +11,23 @@ machine whose run lies in the band, and fails the lesson's regression test when 
 Each band is the range of one figure over the recipe's seeds :data:`SEEDS`, each on every CPU path of
 :data:`CPU_PATHS` (``ATEN_CPU_CAPABILITY`` set before Python starts), on one thread as the lessons run.
 ``python -m attention_lib.training.bands`` measures them again and rewrites
-:mod:`attention_lib.training.bands_measured`; the figures themselves are computed by
-:mod:`attention_lib.training.band_figures`, as the lessons compute them.
+:mod:`attention_lib.training.bands_measured`; the figures themselves are computed, as each lesson computes them,
+by the lesson's ``band_figures`` module, listed in :data:`LESSONS`: a ``KINDS`` table of its figures (filled by
+:func:`declare`) and a function ``figures(seed) -> {name: value}``.
 """
 
 from __future__ import annotations
 
+import importlib
 import math
 from typing import NamedTuple
+
+import torch
+
+#: Each lesson's figures: lesson number -> the module with its ``KINDS`` and ``figures(seed)``. A lesson that trains
+#: joins here (lesson 15: ``attention_lib.training.generation.band_figures``).
+LESSONS = {12: "attention_lib.training.learning_to_attend.band_figures",
+           13: "attention_lib.training.induction_heads.band_figures"}
 
 #: The CPU paths every band is measured on: ``ATEN_CPU_CAPABILITY``'s value (``None``: the machine's own).
 CPU_PATHS = (None, "avx2", "default")
@@ -59,6 +69,39 @@ class Band(NamedTuple):
         return float(low) <= value * scale <= float(high)
 
 
+def declare(kinds: dict, name: str, kind: str = "share", digits: int = 2, seeds: str = "all") -> str:
+    """Add the figure ``name`` to a lesson's ``kinds`` table, as ``(kind, digits, seeds)`` (see :class:`Band`).
+
+    Returns:
+        ``name``, so that a lesson keeps it as a constant.
+
+    Example:
+        >>> kinds = {}
+        >>> declare(kinds, "reversal: held-out sequence accuracy"), kinds
+        ('reversal: held-out sequence accuracy', {'reversal: held-out sequence accuracy': ('share', 2, 'all')})
+    """
+    kinds[name] = (kind, digits, seeds)
+    return name
+
+
+def all_kinds() -> dict[str, tuple[int, str, int, str]]:
+    """Every figure of every lesson of :data:`LESSONS`: ``name: (lesson, kind, digits, seeds)``.
+
+    Example:
+        >>> all_kinds()["reversal: held-out sequence accuracy"]
+        (12, 'share', 2, 'all')
+    """
+    return {name: (lesson, *kind) for lesson, module in LESSONS.items()
+            for name, kind in importlib.import_module(module).KINDS.items()}
+
+
+def largest_map_difference(mine, shipped, inputs: torch.Tensor, **kwargs) -> float:
+    """The largest difference between two models' attention weights on ``inputs``, over every layer."""
+    with torch.no_grad():
+        return max(float((a - b).abs().max()) for a, b in zip(mine(inputs, **kwargs).attention,
+                                                               shipped(inputs, **kwargs).attention, strict=True))
+
+
 def _runs(band: Band) -> str:
     paths = f"{len(CPU_PATHS)} CPU paths"
     return f"seed 0 on {paths}" if band.seeds == "0" else f"seeds {SEEDS[0]}-{SEEDS[-1]} on {paths}"
@@ -89,7 +132,7 @@ def within_band(name: str, value: float) -> str:
 
     if name not in BANDS:
         raise ValueError(f"no band was measured for {name!r}; the figures with a band are {sorted(BANDS)}. Add it "
-                         f"to attention_lib/training/band_figures.py and run `python -m attention_lib.training.bands`.")
+                         f"to its lesson's band_figures.py and run `python -m attention_lib.training.bands`.")
     band = Band(*BANDS[name])
     low, high, unit = band.shown()
     said = (f"at {low}{unit}, as every run of this recipe gives" if low == high
@@ -120,13 +163,9 @@ def band_text(name: str) -> str:
 
 def _measure_one(lesson: int, seed: int) -> dict[str, float]:
     """Run ``lesson``'s trainings with ``seed`` in this process (its CPU path is set by its environment)."""
-    import torch
-
-    from .band_figures import FIGURES
-
     torch.use_deterministic_algorithms(True)
     torch.set_num_threads(1)  # as the lessons run
-    return FIGURES[lesson](seed)
+    return importlib.import_module(LESSONS[lesson]).figures(seed)
 
 
 def main(argv=None) -> None:  # pragma: no cover - run by hand, minutes: every lesson, seed and CPU path
@@ -137,10 +176,8 @@ def main(argv=None) -> None:  # pragma: no cover - run by hand, minutes: every l
     import subprocess
     import sys
 
-    from .band_figures import FIGURES
-
-    parser = argparse.ArgumentParser(description="Measure the bands of the trained figures of lessons 12 and 13.")
-    parser.add_argument("--lesson", type=int, nargs="+", default=sorted(FIGURES), help="the lessons to measure")
+    parser = argparse.ArgumentParser(description="Measure the bands of the trained figures of the lessons that train.")
+    parser.add_argument("--lesson", type=int, nargs="+", default=sorted(LESSONS), help="the lessons to measure")
     parser.add_argument("--one", nargs=2, type=int, metavar=("LESSON", "SEED"), help="measure one run, print JSON")
     args = parser.parse_args(argv)
     if args.one:
@@ -163,20 +200,16 @@ def main(argv=None) -> None:  # pragma: no cover - run by hand, minutes: every l
 def write_bands(runs: dict[str, list[tuple[int, float]]], lessons) -> None:  # pragma: no cover - by main
     """Rewrite :mod:`attention_lib.training.bands_measured` with the bands of ``runs`` (``name: [(seed, value)]``)
     for ``lessons``, keeping the bands of the other lessons as they are in the file now."""
-    import importlib
     from pathlib import Path
 
-    import torch
-
-    from .band_figures import KINDS
-
+    kinds = all_kinds()
     try:
         kept = importlib.reload(importlib.import_module(f"{__package__}.bands_measured")).BANDS
     except ImportError:
         kept = {}
-    bands = {name: band for name, band in kept.items() if name in KINDS and KINDS[name][0] not in lessons}
+    bands = {name: band for name, band in kept.items() if name in kinds and kinds[name][0] not in lessons}
     for name, values in runs.items():
-        _, kind, digits, seeds = KINDS[name]
+        _, kind, digits, seeds = kinds[name]
         chosen = [v for s, v in values if seeds == "all" or s == 0]
         bands[name] = (min(chosen), max(chosen), kind, digits, seeds)
     Path(__file__).with_name("bands_measured.py").write_text(format_bands(bands, torch.__version__,

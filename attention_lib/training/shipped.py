@@ -1,106 +1,101 @@
-"""The trained tiny transformers shipped with the package, and the one safe way to load them.
+"""The trained weights shipped with the package, and the one safe way to load them.
 
-Built step by step in ``notebooks/12_learning_to_attend.ipynb``. The weights live in
-``attention_lib/training/trained/<task>.pt`` (under 100 KB each): a plain dict of tensors, numbers and strings, read
-with ``torch.load(..., weights_only=True)``, which refuses to unpickle arbitrary objects. They were made by
-:func:`attention_lib.training.train` with each task's recipe; to remake them, run
-``python -m attention_lib.training.shipped``.
+Every shipped model is a file ``attention_lib/training/trained/<name>.pt`` and is named by ``<name>``, its file's
+stem: ``"reversal"``, ``"agreement-1block"`` (lesson 12), ``"induction-2layer"`` (lesson 13),
+``"generation-gqa-seed1"`` (lesson 15); :func:`shipped_models` lists them. :func:`load_shipped` is the one loader:
+it reads a file with ``torch.load(..., weights_only=True)``, which refuses to unpickle arbitrary objects, checks
+the kind of model the name says it holds, and builds that model. Each lesson names its models in its own terms
+(``load_trained("agreement", num_layers=1)``, ``load_induction(2)``, ``load_lm("gqa", 1)``) and calls it.
 """
 
 from __future__ import annotations
 
 import pickle
-from dataclasses import dataclass
+import re
 from pathlib import Path
+from typing import NamedTuple
 
 import torch
 
+from ..attention_only import AttentionOnlyTransformer
 from ..encoder import TinyTransformer
-from .tasks import Task, get_task
+from ..llama import TinyLlama
 
 #: Where the shipped weights live.
 TRAINED_DIR = Path(__file__).resolve().parent / "trained"
-#: The trained models that ship with the package: ``(task, num_layers)``, ``None`` for the task's recipe.
-SHIPPED = (("reversal", None), ("agreement", None), ("agreement", 1), ("agreement_subject_first", None))
-_FORMAT = "attention_lib.trained/1"
 
 
-@dataclass
-class TrainedModel:
-    """A trained model with its task: encode an input, run it, read the answer and the attention maps.
+class Kind(NamedTuple):
+    """One kind of shipped model: the names it goes by, its file's format tag, and how to rebuild it.
 
     Attributes:
-        task: the :class:`~attention_lib.training.tasks.Task` it was trained on.
-        model: the :class:`~attention_lib.encoder.TinyTransformer`, in eval mode.
-        heldout_accuracy: the sequence accuracy measured on held-out data when it was saved.
+        names: a regular expression that the names of this kind match in full.
+        format: the tag its files carry in ``data["format"]``.
+        what: what such a file holds, for the error messages.
+        remake: the command that remakes the shipped files of this kind.
+        model: the class built from the file's ``config``.
+        has_task: whether its files name the task the model was trained on (``data["task"]``, the name's first
+            part) and store its held-out accuracy (``data["heldout_accuracy"]``) instead of a ``measured`` dict.
     """
 
-    task: Task
-    model: TinyTransformer
-    heldout_accuracy: float
-
-    @torch.no_grad()
-    def run(self, tokens) -> tuple[list[str], list[str], tuple[torch.Tensor, ...]]:
-        """Run the model on one input: ``(tokens, answers, attention)``.
-
-        Args:
-            tokens: a string of space-separated tokens, a list of tokens from ``task.vocab``, or a list (or
-                1-D tensor) of their ids.
-
-        Returns:
-            ``tokens`` as a list; ``answers``, one per token, as the task shows them (for agreement, the
-            verb's filled-in form at the verb and ``""`` elsewhere); ``attention``, one ``(H, L, L)`` map per
-            layer.
-
-        Raises:
-            TypeError: if ``tokens`` is neither text, tokens nor ids.
-            ValueError: if the input is too long, has the wrong length, or holds unknown tokens or ids (the
-                message lists the allowed tokens).
-
-        Example:
-            >>> trained = load_trained("agreement")
-            >>> trained.run("the cat near the dogs purr(s)")[1][-1]
-            'purrs'
-        """
-        ids = self.task.encode(tokens)  # (L,)
-        out = self.model(ids.unsqueeze(0))  # (1, L) -> logits (1, L, C)
-        tokens = self.task.decode(ids)
-        best = out.logits[0].argmax(-1).tolist()  # (L,)
-        return tokens, self.task.answer_words(tokens, best), tuple(w[0] for w in out.attention)
+    names: str
+    format: str
+    what: str
+    remake: str
+    model: type
+    has_task: bool = False
 
 
-def save_trained(model: TinyTransformer, task: str | Task, path, heldout_accuracy: float) -> None:
-    """Save ``model`` as a plain dict (tensors, numbers, strings) that :func:`load_trained` reads safely.
+#: Every kind of shipped model, by lesson.
+KINDS = (
+    Kind(r"(reversal|agreement\w*)(-\d+block)?", "attention_lib.trained/1", "a trained model",
+         "python -m attention_lib.training.learning_to_attend", TinyTransformer, has_task=True),
+    Kind(r"induction-\d+layer", "attention_lib.induction/1", "an induction model",
+         "python -m attention_lib.training.induction_heads", AttentionOnlyTransformer),
+    Kind(r"generation-\w+-seed\d+", "attention_lib.generation/1", "a lesson 15 language model",
+         "python -m attention_lib.training.generation", TinyLlama),
+)
 
-    Makes the weights that ``notebooks/12_learning_to_attend.ipynb`` loads.
 
-    Args:
-        model: a :class:`~attention_lib.encoder.TinyTransformer`.
-        task: the task it was trained on.
-        path: where to write the file.
-        heldout_accuracy: its measured held-out sequence accuracy, stored with it.
+class Shipped(NamedTuple):
+    """What :func:`load_shipped` returns: the model, in eval mode and float32, and what was measured when saved."""
 
-    Raises:
-        ValueError: for an unknown task.
+    model: torch.nn.Module
+    measured: dict
+
+
+def shipped_models() -> list[str]:
+    """The names of the shipped models, sorted.
 
     Example:
-        >>> import tempfile, pathlib
-        >>> path = pathlib.Path(tempfile.mkdtemp()) / "mine.pt"
-        >>> save_trained(load_trained("reversal").model, "reversal", path, 1.0)
-        >>> load_trained("reversal", path=path).heldout_accuracy
-        1.0
+        >>> [name for name in shipped_models() if name.startswith("induction")]
+        ['induction-1layer', 'induction-2layer']
     """
-    state = {k: v.detach().cpu().clone() for k, v in model.state_dict().items()}
-    torch.save({"format": _FORMAT, "task": get_task(task).name, "config": dict(model.config),
-                "heldout_accuracy": float(heldout_accuracy), "state_dict": state}, path)
+    return sorted(p.stem for p in TRAINED_DIR.glob("*.pt"))
 
+
+def kind_of(name: str) -> Kind:
+    """The kind of model called ``name`` (see :data:`KINDS`).
+
+    Raises:
+        TypeError: if ``name`` is not a string. ValueError: if no kind of model goes by that name.
+
+    Example:
+        >>> kind_of("induction-2layer").what
+        'an induction model'
+    """
+    if not isinstance(name, str):
+        raise TypeError(f"a shipped model is named by a string such as 'reversal', but got {type(name).__name__}.")
+    for kind in KINDS:
+        if re.fullmatch(kind.names, name):
+            return kind
+    raise ValueError(f"no kind of shipped model is called {name!r}; the shipped models are {shipped_models()}.")
 
 
 def read_weights(path, format: str, *, remake: str, what: str) -> dict:
-    """Read a shipped weights file safely: ``torch.load(..., weights_only=True)``, then check its ``format`` tag.
+    """Read a weights file safely: ``torch.load(..., weights_only=True)``, then check its ``format`` tag.
 
     Only tensors, numbers, strings and containers of them are accepted, never arbitrary pickled objects.
-    Shared by every loader of shipped models (:func:`load_trained`, lesson 13's ``load_induction``).
 
     Args:
         path: the ``.pt`` file.
@@ -130,80 +125,41 @@ def read_weights(path, format: str, *, remake: str, what: str) -> dict:
         raise ValueError(f"{path} is not {what} of attention_lib (expected a dict with format={format!r}).")
     return data
 
-def shipped_path(task: str | Task, num_layers: int | None = None) -> Path:
-    """Where the shipped model of ``task`` with ``num_layers`` blocks (``None``: the recipe's) lives.
 
-    Example:
-        >>> shipped_path("agreement", 1).name, shipped_path("agreement").name
-        ('agreement-1block.pt', 'agreement.pt')
-    """
-    spec = get_task(task)
-    if num_layers is None or num_layers == spec.recipe.get("num_layers", 1):
-        return TRAINED_DIR / f"{spec.name}.pt"
-    return TRAINED_DIR / f"{spec.name}-{num_layers}block.pt"
+def load_shipped(name: str, *, path=None) -> Shipped:
+    """Load the shipped model ``name``, ready to run: ``(model in eval mode, float32, what was measured)``.
 
-
-def load_trained(task: str | Task, path=None, *, num_layers: int | None = None) -> TrainedModel:
-    """Load the shipped trained model for ``task``, ready to run (no training needed).
-
-    Built step by step in ``notebooks/12_learning_to_attend.ipynb``. The file is read with
-    ``torch.load(..., weights_only=True)``: only tensors, numbers, strings and containers of them are
-    accepted, never arbitrary pickled objects.
+    The one loader of the package's trained weights. A lesson-12 model's ``measured`` is
+    ``{"heldout_accuracy": ...}``; the others store theirs by name (``"repeated accuracy"``, ``"well-formed"``, ...).
 
     Args:
-        task: ``"reversal"`` (reverse 8 digits), ``"agreement"`` (the verb's form from its subject) or
-            ``"agreement_subject_first"`` (the same, trained only on sentences whose subject comes first).
-        path: another weights file to read instead of the shipped one (e.g. one made by :func:`save_trained`).
-        num_layers: the shipped model with this many blocks (``None``: the recipe's); ``"agreement"`` ships with
-            1 block too, made by ``train("agreement", num_layers=1)``.
-
-    Returns:
-        A :class:`TrainedModel` in eval mode, on the CPU.
+        name: the model's name, one of :func:`shipped_models` (with ``path``: any name of its kind).
+        path: another file to read instead of the shipped one, holding a model of the kind ``name`` says.
 
     Raises:
-        ValueError: for an unknown task, or a file that is corrupt, not a trained model, or for another task.
-        FileNotFoundError: if the weights file is missing.
+        ValueError: for a name that is not shipped, or a file that is corrupt, of another kind, for another
+            task, or that does not fit the model it describes.
+        FileNotFoundError: if the file is missing.
+        TypeError: if ``name`` is not a string.
 
     Example:
-        >>> trained = load_trained("reversal")
-        >>> trained.run("1 2 3 4 5 6 7 8")[1]
-        ['8', '7', '6', '5', '4', '3', '2', '1']
-        >>> trained.heldout_accuracy >= 0.99
-        True
+        >>> model, measured = load_shipped("induction-2layer")
+        >>> type(model).__name__, measured["repeated accuracy"] > 0.9
+        ('AttentionOnlyTransformer', True)
     """
-    spec = get_task(task)
-    recipe_layers = spec.recipe.get("num_layers", 1)
-    wanted = (spec.name, None if num_layers in (None, recipe_layers) else num_layers)
-    if path is None and wanted not in SHIPPED:
-        shipped = [name if layers is None else f"{name} with num_layers={layers}" for name, layers in SHIPPED]
-        raise ValueError(f"no trained model of {spec.name!r}"
-                         f"{'' if wanted[1] is None else f' with num_layers={num_layers}'} ships with attention_lib "
-                         f"(only {shipped}); train one with attention_lib.training.train({spec.name!r}"
-                         f"{'' if wanted[1] is None else f', num_layers={num_layers}'}).")
-    path = shipped_path(spec, num_layers) if path is None else Path(path)
-    data = read_weights(path, _FORMAT, remake="python -m attention_lib.training.shipped", what="a trained model")
-    if data.get("task") != spec.name:
-        raise ValueError(f"{path} holds a model for task {data.get('task')!r}, not {spec.name!r}.")
-    model = TinyTransformer(**data["config"])
+    kind = kind_of(name)
+    if path is None and name not in shipped_models():
+        raise ValueError(f"no model called {name!r} ships with attention_lib; the shipped models are "
+                         f"{shipped_models()}.")
+    path = TRAINED_DIR / f"{name}.pt" if path is None else Path(path)
+    data = read_weights(path, kind.format, remake=kind.remake, what=kind.what)
+    task = name.split("-")[0]
+    if kind.has_task and data.get("task") != task:
+        raise ValueError(f"{path} holds a model for task {data.get('task')!r}, not {task!r}.")
+    model = kind.model(**data["config"])
     try:
-        model.load_state_dict(data["state_dict"])
-    except (RuntimeError, KeyError, TypeError) as error:
+        model.load_state_dict({k: v.float() for k, v in data["state_dict"].items()})
+    except (RuntimeError, KeyError, TypeError, AttributeError) as error:
         raise ValueError(f"{path} does not fit the model it describes: {str(error).splitlines()[0]}") from error
-    return TrainedModel(spec, model.eval(), float(data["heldout_accuracy"]))
-
-
-def main() -> None:  # pragma: no cover - run by hand to remake the shipped weights
-    from .recipe import evaluate, train
-
-    torch.use_deterministic_algorithms(True)
-    TRAINED_DIR.mkdir(exist_ok=True)
-    for name, num_layers in SHIPPED:
-        run = train(name, num_layers=num_layers)
-        accuracy = evaluate(run.model, name)["sequence_accuracy"]
-        save_trained(run.model, name, shipped_path(name, num_layers), accuracy)
-        print(f"{shipped_path(name, num_layers).name}: held-out sequence accuracy {accuracy:.1%}, "
-              f"{len(run.losses)} steps")
-
-
-if __name__ == "__main__":  # pragma: no cover
-    main()
+    measured = {"heldout_accuracy": float(data["heldout_accuracy"])} if kind.has_task else dict(data["measured"])
+    return Shipped(model.eval(), measured)

@@ -3,7 +3,7 @@
 Built step by step in ``notebooks/12_learning_to_attend.ipynb``. A :class:`Task` knows its vocabularies and
 its length, how to read an input (:meth:`Task.encode`), how to draw examples (:meth:`Task.draw`), which of
 them are held out from training (:meth:`Task.is_heldout`) and how to show the model's answers
-(:meth:`Task.answer_words`). The tasks themselves are in :mod:`attention_lib.training.tasks`.
+(:meth:`Task.answer_words`). The tasks themselves are in :mod:`attention_lib.training.learning_to_attend.tasks`.
 """
 
 from __future__ import annotations

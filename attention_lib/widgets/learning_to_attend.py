@@ -11,7 +11,7 @@ from .explorer import explain_unreadable
 
 
 def _trained(trained):
-    from ..training.shipped import TrainedModel, load_trained
+    from ..training.learning_to_attend import TrainedModel, load_trained
 
     return trained if isinstance(trained, TrainedModel) else load_trained(trained)
 
@@ -23,7 +23,8 @@ def render_trained(trained, text: str, layer: int = 0, head: int = 0):
     answer given there, ``token -> answer``), columns the words attended to.
 
     Args:
-        trained: a :class:`attention_lib.training.shipped.TrainedModel`, or a task name to load the shipped one.
+        trained: a :class:`~attention_lib.training.learning_to_attend.TrainedModel`, or a task name to load the
+            shipped one.
         text: the input, space-separated tokens of the task's vocabulary.
         layer: which layer, ``0 <= layer < num_layers``.
         head: which head, ``0 <= head < H``.
@@ -67,8 +68,8 @@ def trained_explorer(trained="agreement", examples=None, *, layer: int = 0, head
     cannot read shows what is allowed instead of a map.
 
     Args:
-        trained: a :class:`attention_lib.training.shipped.TrainedModel`, or ``"reversal"``/``"agreement"`` to load the
-            shipped model.
+        trained: a :class:`~attention_lib.training.learning_to_attend.TrainedModel`, or ``"reversal"``/``"agreement"``
+            to load the shipped model.
         examples: inputs offered in the list (default: the task's ``examples``).
         layer, head: the layer and head shown first.
 

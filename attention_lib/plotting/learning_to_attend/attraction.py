@@ -30,9 +30,10 @@ def plot_attraction(curves: Mapping[str, Mapping[int, tuple]], *, title: str = "
     Built in ``notebooks/12_learning_to_attend.ipynb``.
 
     Args:
-        curves: ``{label: {m: (accuracy, on_subject)}}``, as :func:`attention_lib.training.attraction.by_attractors`
-            returns; each value may also be a ``(mean, lowest, highest)`` spread over several runs, drawn as the
-            mean with a bar from the lowest to the highest.
+        curves: ``{label: {m: (accuracy, on_subject)}}``, as
+            :func:`~attention_lib.training.learning_to_attend.by_attractors` returns; each value may also be a
+            ``(mean, lowest, highest)`` spread over several runs, drawn as the mean with a bar from the lowest to
+            the highest.
         title: the title over both panels.
 
     Returns:

@@ -171,7 +171,8 @@ def plot_shipped_overview(sentence: str = "near the dogs the cat purr(s)", digit
     Built in ``notebooks/12_learning_to_attend.ipynb``; it is the README's figure
     (``plot_shipped_overview().savefig("docs/12_learned_attention.png", dpi=100)``). Left: head 0 of the
     reversal model on ``digits``, labelled by position and digit. Right: the agreement model's verb-to-subject
-    head (:func:`~attention_lib.training.probes.subject_head`) on ``sentence``, whose subject need not be first.
+    head (:func:`~attention_lib.training.learning_to_attend.subject_head`) on ``sentence``, whose subject need
+    not be first.
 
     Returns:
         The ``matplotlib.figure.Figure``.
@@ -186,8 +187,7 @@ def plot_shipped_overview(sentence: str = "near the dogs the cat purr(s)", digit
     """
     import matplotlib.pyplot as plt
 
-    from ...training.probes import subject_head
-    from ...training.shipped import load_trained
+    from ...training.learning_to_attend import load_trained, subject_head
 
     reversal, agreement = load_trained("reversal"), load_trained("agreement")
     layer, head = subject_head(agreement.model)

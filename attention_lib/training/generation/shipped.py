@@ -16,12 +16,10 @@ from pathlib import Path
 import torch
 
 from ...llama import TinyLlama
-from ..shipped import read_weights
+from ..shipped import TRAINED_DIR, load_shipped
 from .recipe import quality, train_lm
 
-TRAINED_DIR = Path(__file__).resolve().parents[1] / "trained"
 _FORMAT = "attention_lib.generation/1"
-_REMAKE = "python -m attention_lib.training.generation"
 #: The variants, by their number of key/value heads (of 4 query heads).
 KV_HEADS = {"mha": 4, "gqa": 2, "mqa": 1}
 SEEDS = (0, 1, 2)
@@ -67,8 +65,9 @@ def save_lm(model: TinyLlama, path, measured: dict[str, float]) -> None:
 def load_lm(variant: str = "mha", seed: int = 0, *, path=None) -> tuple[TinyLlama, dict[str, float]]:
     """Load a shipped model, ready to generate: ``(model in eval mode, float32, what was measured when saved)``.
 
-    Built step by step in ``notebooks/15_generation.ipynb``. Read with ``torch.load(..., weights_only=True)``:
-    only tensors, numbers, strings and containers of them, never arbitrary pickled objects.
+    Built step by step in ``notebooks/15_generation.ipynb``. Read by :func:`~attention_lib.training.load_shipped`
+    (``torch.load(..., weights_only=True)``: only tensors, numbers, strings and containers of them, never arbitrary
+    pickled objects) as ``"generation-<variant>-seed<seed>"``.
 
     Args:
         variant: ``"mha"`` (4 key/value heads), ``"gqa"`` (2), ``"mqa"`` (1), ``"window4"`` or ``"window8"``.
@@ -84,14 +83,7 @@ def load_lm(variant: str = "mha", seed: int = 0, *, path=None) -> tuple[TinyLlam
         >>> model.config["num_kv_heads"], measured["well-formed"] > 0.9
         (2, True)
     """
-    path = shipped_path(variant, seed) if path is None else Path(path)
-    data = read_weights(path, _FORMAT, remake=_REMAKE, what="a lesson 15 language model")
-    model = TinyLlama(**data["config"])
-    try:
-        model.load_state_dict({k: v.float() for k, v in data["state_dict"].items()})
-    except (RuntimeError, KeyError, TypeError, AttributeError) as error:
-        raise ValueError(f"{path} does not fit the model it describes: {str(error).splitlines()[0]}") from error
-    return model.eval(), dict(data["measured"])
+    return load_shipped((shipped_path(variant, seed) if path is None else shipped_path()).stem, path=path)
 
 
 def main() -> None:  # pragma: no cover - run by hand to remake the shipped weights

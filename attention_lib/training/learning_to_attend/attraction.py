@@ -10,16 +10,17 @@ dependencies", *TACL* 4) measured their LSTMs' agreement errors by the number of
 The training change, :data:`~attention_lib.training.grammar.ATTRACTORS`, trains on as many sentences with 0, 1, 2
 and 3 attractors, instead of a coin toss for each distractor's number. :func:`run_study` compares it with the
 recipe over the seeds :data:`SEEDS`, at the recipe's 300 steps and at 600; ``python -m
-attention_lib.training.attraction`` runs it (about half an hour on a 2-core CPU) and rewrites
-:mod:`attention_lib.training.attraction_measured`, which the lesson reads.
+attention_lib.training.learning_to_attend.attraction`` runs it (about half an hour on a 2-core CPU) and rewrites
+:mod:`attention_lib.training.learning_to_attend.attraction_measured`, which the lesson reads.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from .grammar import HELDOUT_STRUCTURES, STRUCTURES
+from ..grammar import HELDOUT_STRUCTURES, STRUCTURES
 from .probes import probe_attraction, subject_head
+from .recipe import evaluate, train
 
 #: Structures with three distractors: the training structures, and the held-out ones.
 TRAINING_THREE = tuple(s for s in STRUCTURES if s.count("P") == 3 and s not in HELDOUT_STRUCTURES)
@@ -38,21 +39,21 @@ def by_attractors(model, structures: Sequence[str], *, layer: int | None = None,
 
     Built step by step in ``notebooks/12_learning_to_attend.ipynb``. For each number ``m`` of attractors, every
     structure with at least ``m`` distractors contributes ``n`` sentences with exactly ``m`` (see
-    :func:`~attention_lib.training.probes.probe_attraction`).
+    :func:`~attention_lib.training.learning_to_attend.probes.probe_attraction`).
 
     Args:
         model: a :class:`~attention_lib.encoder.TinyTransformer` trained on an agreement task.
         structures: the structures to average over.
         layer, head: the head whose verb row is read (default: the model's verb-to-subject head,
-            :func:`~attention_lib.training.probes.subject_head`).
-        n, seed, adjectives: as for :func:`~attention_lib.training.probes.probe_attraction`.
+            :func:`~attention_lib.training.learning_to_attend.probes.subject_head`).
+        n, seed, adjectives: as for :func:`~attention_lib.training.learning_to_attend.probes.probe_attraction`.
 
     Returns:
         ``{m: (accuracy, on_subject)}``: the share of verbs given the right form, and the share of sentences whose
         verb's strongest key is the subject.
 
     Example:
-        >>> from attention_lib.training import load_trained
+        >>> from attention_lib.training.learning_to_attend import load_trained
         >>> rows = by_attractors(load_trained("agreement").model, ["S P V"], n=100)
         >>> sorted(rows), rows[0][0] > 0.9
         ([0, 1], True)
@@ -89,8 +90,6 @@ def format_attraction(rows: dict[str, dict[int, tuple[float, float]]]) -> str:
 def measure(model) -> dict:
     """What the study records of one model: its held-out accuracy, and :func:`by_attractors` on the held-out
     structures with three distractors and on the structures beyond the generator (no adjectives)."""
-    from .recipe import evaluate
-
     layer, head = subject_head(model)
     return {"held-out accuracy": evaluate(model, "agreement")["sequence_accuracy"],
             "held-out": by_attractors(model, HELDOUT_THREE, layer=layer, head=head),
@@ -105,8 +104,6 @@ def run_study(seeds: Sequence[int] = SEEDS, steps: Sequence[int] = STUDY_STEPS, 
         ``{(task, steps): {seed: measure(model)}}``.
     """
     import torch
-
-    from .recipe import train
 
     torch.use_deterministic_algorithms(True)
     study = {}
@@ -134,7 +131,8 @@ def spread(study: dict, task: str, steps: int, part: str, which: int) -> dict[in
 
 
 def load_study() -> dict:
-    """The stored study (:mod:`attention_lib.training.attraction_measured`), as :func:`run_study` returns it.
+    """The stored study (:mod:`~attention_lib.training.learning_to_attend.attraction_measured`), as
+    :func:`run_study` returns it.
 
     Built step by step in ``notebooks/12_learning_to_attend.ipynb``.
 
@@ -154,10 +152,11 @@ def main() -> None:  # pragma: no cover - run by hand: about half an hour on a 2
     import torch
 
     study = run_study(verbose=True)
-    text = (f'"""The attraction study of :mod:`attention_lib.training.attraction`.\n\nWritten by `python -m '
-            f'attention_lib.training.attraction` with torch {torch.__version__}; do not edit by hand.\n"""\n\n'
-            f'#: ``{{(task, steps): {{seed: measure(model)}}}}``, see '
-            f':func:`attention_lib.training.attraction.run_study`.\nSTUDY = '
+    here = "attention_lib.training.learning_to_attend.attraction"
+    text = (f'"""The attraction study of :mod:`{here}`.\n\nWritten by `python -m {here}` with torch '
+            f'{torch.__version__}; do not edit by hand.\n"""\n\n'
+            f"#: ``{{(task, steps): {{seed: measure(model)}}}}``, as :func:`run_study` of that module returns it.\n"
+            "STUDY = "
             f'{pprint.pformat(study, width=116, sort_dicts=False)}\n')
     Path(__file__).with_name("attraction_measured.py").write_text(text)
 

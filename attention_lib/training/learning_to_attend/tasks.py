@@ -22,9 +22,9 @@ from __future__ import annotations
 
 import torch
 
-from ..validation import check_int
-from .grammar import AGREEMENT, ATTRACTORS, SUBJECT_FIRST, VERB_FORMS, AgreementTask
-from .task import IGNORE, Task, is_heldout
+from ...validation import check_int
+from ..grammar import AGREEMENT, ATTRACTORS, SUBJECT_FIRST, VERB_FORMS, AgreementTask
+from ..task import IGNORE, Task, is_heldout
 
 #: How many digits the reversal task reads.
 REVERSAL_LENGTH = 8

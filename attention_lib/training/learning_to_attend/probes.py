@@ -13,8 +13,8 @@ from dataclasses import dataclass
 
 import torch
 
-from ..validation import check_index
-from .grammar import AGREEMENT, NOUNS, AgreementTask
+from ...validation import check_index
+from ..grammar import AGREEMENT, NOUNS, AgreementTask
 
 
 @dataclass(frozen=True)
@@ -51,7 +51,7 @@ def subject_shares(model, task: AgreementTask = AGREEMENT, *, n: int = 500, seed
     Built step by step in ``notebooks/12_learning_to_attend.ipynb``.
 
     Example:
-        >>> from attention_lib.training import load_trained
+        >>> from attention_lib.training.learning_to_attend import load_trained
         >>> subject_shares(load_trained("agreement").model).shape
         torch.Size([2, 2])
     """
@@ -69,7 +69,7 @@ def subject_head(model, task: AgreementTask = AGREEMENT, *, n: int = 500, seed: 
     (the largest of :func:`subject_shares`).
 
     Example:
-        >>> from attention_lib.training import load_trained
+        >>> from attention_lib.training.learning_to_attend import load_trained
         >>> subject_head(load_trained("agreement").model)
         (1, 0)
     """
@@ -100,7 +100,7 @@ def probe_agreement(model, structures: Sequence[str], *, layer: int, head: int, 
         ValueError: for a structure that does not fit, or a layer or head out of range.
 
     Example:
-        >>> from attention_lib.training import load_trained
+        >>> from attention_lib.training.learning_to_attend import load_trained
         >>> row = probe_agreement(load_trained("agreement").model, ["P S V"], layer=1, head=0, n=200)[0]
         >>> row.structure, row.accuracy > 0.9, row.on_subject > 0.9
         ('P S V', True, True)
@@ -200,7 +200,7 @@ def probe_attraction(model, structures: Sequence[str], *, layer: int, head: int,
         ValueError: for a structure that does not fit, or a layer or head out of range.
 
     Example:
-        >>> from attention_lib.training import load_trained
+        >>> from attention_lib.training.learning_to_attend import load_trained
         >>> rows = probe_attraction(load_trained("agreement").model, ["S P V"], layer=1, head=0, n=100)
         >>> [(r.structure, r.attractors) for r in rows], rows[0].accuracy > 0.9
         ([('S P V', 0), ('S P V', 1)], True)

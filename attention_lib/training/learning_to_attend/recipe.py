@@ -5,7 +5,7 @@ Hutter, 2019) on the cross-entropy of the scored positions, fresh examples at ev
 same call gives the same model on the same machine. Each task carries its settings (``task.recipe``: the
 model's size, the steps, the batch size and the learning rate). The shipped models in
 ``attention_lib/training/trained/`` were made by :func:`train` with them
-(``python -m attention_lib.training.shipped`` remakes them).
+(``python -m attention_lib.training.learning_to_attend`` remakes them).
 """
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 import torch
 import torch.nn.functional as F
 
-from ..encoder import TinyTransformer
-from ..validation import check_int
+from ...encoder import TinyTransformer
+from ...validation import check_int
 from .tasks import IGNORE, TASKS, Task, get_task, make_batch
 
 #: The settings that make each model, by task name (each task carries its own: ``task.recipe``).
@@ -167,7 +167,7 @@ def predict(model: TinyTransformer, inputs: torch.Tensor) -> torch.Tensor:
     Built step by step in ``notebooks/12_learning_to_attend.ipynb``.
 
     Example:
-        >>> from attention_lib.training import load_trained
+        >>> from attention_lib.training.learning_to_attend import load_trained
         >>> x, y = make_batch("reversal", 3, seed=0, split="heldout")
         >>> torch.equal(predict(load_trained("reversal").model, x), y)
         True

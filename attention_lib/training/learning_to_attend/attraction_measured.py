@@ -1,9 +1,9 @@
-"""The attraction study of :mod:`attention_lib.training.attraction`.
+"""The attraction study of :mod:`attention_lib.training.learning_to_attend.attraction`.
 
-Written by `python -m attention_lib.training.attraction` with torch 2.13.0+cpu; do not edit by hand.
+Written by `python -m attention_lib.training.learning_to_attend.attraction` with torch 2.13.0+cpu; do not edit by hand.
 """
 
-#: ``{(task, steps): {seed: measure(model)}}``, see :func:`attention_lib.training.attraction.run_study`.
+#: ``{(task, steps): {seed: measure(model)}}``, as :func:`run_study` of that module returns it.
 STUDY = {('agreement', 300): {0: {'held-out accuracy': 0.9409999847412109,
                           'held-out': {0: (1.0, 0.745555559794108),
                                        1: (0.9388888875643412, 0.7600000103314718),

@@ -1,0 +1,25 @@
+"""Lesson 12's tasks, training recipe, probes, attraction study and shipped models
+(``notebooks/12_learning_to_attend.ipynb``).
+
+- :mod:`~attention_lib.training.learning_to_attend.tasks`: the toy tasks by name (reversal here; agreement in the
+  shared :mod:`attention_lib.training.grammar`), generated and seeded (no downloads);
+- :mod:`~attention_lib.training.learning_to_attend.recipe`: the training recipe and the held-out evaluation;
+- :mod:`~attention_lib.training.learning_to_attend.probes`: what an agreement model does, per sentence structure;
+- :mod:`~attention_lib.training.learning_to_attend.attraction`: agreement attraction by the number of attractors,
+  and a training change against it, measured over seeds (its stored study: ``attraction_measured``);
+- :mod:`~attention_lib.training.learning_to_attend.shipped`: the shipped models, by task
+  (``python -m attention_lib.training.learning_to_attend`` remakes them);
+- :mod:`~attention_lib.training.learning_to_attend.band_figures`: the lesson's trained figures, for its bands.
+"""
+
+from ..grammar import AGREEMENT, ATTRACTORS, HELDOUT_STRUCTURES, STRUCTURES, SUBJECT_FIRST, AgreementTask
+from .attraction import BEYOND, HELDOUT_THREE, TRAINING_THREE, by_attractors, format_attraction, load_study, spread
+from .probes import format_probes, probe_agreement, probe_attraction, subject_head, subject_shares
+from .recipe import build_model, evaluate, train
+from .shipped import TrainedModel, load_trained, save_trained
+from .tasks import REVERSAL, TASKS, get_task, make_batch
+
+__all__ = ["AGREEMENT", "ATTRACTORS", "BEYOND", "HELDOUT_STRUCTURES", "HELDOUT_THREE", "REVERSAL", "STRUCTURES",
+           "SUBJECT_FIRST", "TASKS", "TRAINING_THREE", "AgreementTask", "TrainedModel", "build_model", "by_attractors",
+           "evaluate", "format_attraction", "format_probes", "get_task", "load_study", "load_trained", "make_batch",
+           "probe_agreement", "probe_attraction", "save_trained", "spread", "subject_head", "subject_shares", "train"]
