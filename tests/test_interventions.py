@@ -136,3 +136,41 @@ def test_errors():
         remove_keys(w, rows=0, keys=torch.tensor([0, 1]))
     with pytest.raises(ValueError, match=r"an edit gets one head's weights \(N, L, S\)"):
         zero_rows(torch.zeros(1, 2, 3, 3))
+
+
+# -- lesson 12's measurements by intervention -----------------------------------------------------------------------
+def test_lesson_12s_measurements_agree_with_a_computation_by_hand():
+    from attention_lib.training.learning_to_attend import (
+        AGREEMENT,
+        by_attractor_position,
+        intervene_by_attractors,
+        load_trained,
+    )
+    from attention_lib.training.learning_to_attend.causes import _sentences
+
+    model = load_trained("agreement").model
+    rows = intervene_by_attractors(model, ["P S P V", "S P V"], layer=1, head=0, n=30, seed=3)
+    assert [(r.attractors, r.n) for r in rows] == [(0, 60), (1, 60), (2, 30)]
+    x, y = _sentences(AGREEMENT, ["P S P V", "S P V"], 60, 3, "1", attractors=1)
+    parse = AGREEMENT.parse(x)
+    answer = y[torch.arange(60), parse.verb]
+    right, forced = [], []
+    for i in range(60):  # one sentence at a time, its verb row written by hand
+        ids, v, s = x[i:i + 1], int(parse.verb[i]), int(parse.subject[i])
+
+        def onto_subject(w, v=v, s=s):
+            w = w.clone()
+            w[0, v] = 0.0
+            w[0, v, s] = 1.0
+            return w
+
+        with torch.no_grad():
+            right.append(int(model(ids).logits[0, v].argmax()) == int(answer[i]))
+            with edit_head(model.blocks[1].attention, 0, onto_subject):
+                forced.append(int(model(ids).logits[0, v].argmax()) == int(answer[i]))
+    assert rows[1].accuracy == pytest.approx(sum(right) / 60)
+    assert rows[1].forced == pytest.approx(sum(forced) / 60)
+    assert rows[1].wrong == 60 - sum(right)
+    cells = by_attractor_position(model, "P S P V", n=200, seed=5)
+    assert sum(count for _, count in cells.values()) == 200
+    assert set(cells) == {(0, 0, 0), (0, 1, 0), (1, 0, 0), (1, 1, 0)}  # each P before the subject or between
