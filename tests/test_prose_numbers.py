@@ -1,9 +1,9 @@
 """Numbers in a lesson's prose are outputs: every quantitative claim of a markdown cell is printed by the notebook.
 
-A claim is a number with a unit (``%``, ``x`` or ``×``, ``ms``, ``µs``, ``KiB``/``MiB``/``GiB``, ``MB``/``GB``): "right in
-91 % of the sentences", "1.09x as long", "2.0 GiB". Each must appear in an output of the same notebook (the same
-unit, the same value at the prose's precision: "94 %" matches a printed "94.1%"), or stand in a paragraph that cites
-a source listed in ``docs/citations.yml`` (a paper, a documentation page, an issue), the one list of sources the
+A claim is a number with a unit (``%``, ``x`` or ``×``, ``ms``, ``µs``, ``KiB``/``MiB``/``GiB``, ``MB``/``GB``):
+"right in 91 % of the sentences", "1.09x as long", "2.0 GiB". Each must appear in an output of the same notebook (the
+same unit, the same value at the prose's precision: "94 %" matches a printed "94.1%"), or stand in a paragraph that
+cites a source listed in ``docs/citations.yml`` (a paper, a documentation page, an issue), the one list of sources the
 lessons quote numbers from. There is no list of exceptions: a number that drifts when a notebook is re-executed
 fails here, not in front of a reader. Ranges count both ends ("47-60 %", "47 % to 60 %").
 """
@@ -86,7 +86,7 @@ def _mentions() -> list[str]:
 
 
 def unsupported(path: Path) -> list[str]:
-    """``"cell N: 'number unit' in: paragraph"`` for every claim of ``path``'s prose that no output or citation backs."""
+    """``"cell N: 'number unit' in: paragraph"`` for each claim of ``path``'s prose that no output or citation backs."""
     cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
     outputs, mentions, found = _outputs(cells), _mentions(), []
     for index, cell in enumerate(cells):
@@ -107,7 +107,8 @@ def test_the_citation_list_names_its_sources():
     for entry in entries:
         assert {"id", "source", "mentions"} <= set(entry), entry
         assert entry["source"].startswith(("https://", "doi:")), entry["id"]
-        assert entry["mentions"] and all(isinstance(m, str) and len(m) >= 6 for m in entry["mentions"]), entry["id"]
+        assert entry["mentions"], entry["id"]
+        assert all(isinstance(m, str) and len(m) >= 6 for m in entry["mentions"]), entry["id"]
 
 
 def test_the_finder_finds_what_it_should():
