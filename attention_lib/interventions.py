@@ -207,13 +207,14 @@ def edit_head(attention: MultiHeadAttention, head: int | Sequence[int],
     signature = inspect.signature(attention.forward)
 
     def hook(module, args, kwargs, _output):
+        H = module.num_heads
         bound = signature.bind(*args, **kwargs)
         bound.apply_defaults()
         call = bound.arguments
-        if call.get("cache") is not None or getattr(module, "rotary", None) is not None or (
-                getattr(module, "num_kv_heads", module.num_heads) != module.num_heads):
-            raise ValueError("edit_head works on plain multi-head attention (no cache, rotary positions or grouped "
-                             "key/value heads).")
+        if call.get("cache") is not None or getattr(module, "rotary", None) is not None or getattr(
+                module, "window", None) is not None or getattr(module, "num_kv_heads", module.num_heads) != H:
+            raise ValueError("edit_head works on plain multi-head attention: no cache, rotary positions, sliding "
+                             "window or grouped key/value heads.")
         return _edited_attention(module, heads, edit, call["query"], call["key"], call["value"], call["attn_mask"],
                                  call["is_causal"], call["need_weights"])
 
