@@ -57,3 +57,8 @@ __all__ = [
     "triton_attention",
     "ungroup_heads",
 ]
+
+# Interventions (lesson 12, used by lesson 13's ablations): one head's weights replaced inside a model.
+from .interventions import edit_head, force_onto, remove_keys, zero_rows  # noqa: E402
+
+__all__ += ["edit_head", "force_onto", "remove_keys", "zero_rows"]

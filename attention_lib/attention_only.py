@@ -14,11 +14,13 @@ attention weights are ``(N, H, L, L)``, row = the position attending, column = t
 
 from __future__ import annotations
 
+from contextlib import ExitStack
 from typing import NamedTuple
 
 import torch
 from torch import nn
 
+from .interventions import edit_head, zero_rows
 from .masks import causal_mask
 from .multihead import MultiHeadAttention
 from .positions import LearnedPositions
@@ -91,8 +93,9 @@ class AttentionOnlyTransformer(nn.Module):
 
         Args:
             tokens: int64 ids ``(N, L)`` with ``L <= max_len``.
-            ablate: ``(layer, head)`` pairs whose output is set to zero before the layer's output projection
-                (zero ablation: the head still computes its map, but writes nothing into the residual stream).
+            ablate: ``(layer, head)`` pairs whose attention weights are set to zero, so that their output is zero
+                before the layer's output projection (zero ablation: the head writes nothing into the residual
+                stream), with :func:`~attention_lib.interventions.edit_head`; their maps come back as zeros.
             need_weights: return the attention maps (``False``: ``None`` per layer, through the fast path).
 
         Returns:
@@ -105,8 +108,7 @@ class AttentionOnlyTransformer(nn.Module):
                 check_token_ids`), or an ablated head does not exist.
         """
         check_token_ids(tokens, self.config["vocab_size"], "tokens")
-        hooks = self._ablation_hooks(ablate)
-        try:
+        with self._ablated(ablate):
             x = self.positions(self.token_embedding(tokens))  # (N, L) -> (N, L, E), plus (L, E) positions
             mask = causal_mask(tokens.shape[1], device=tokens.device)  # (L, L): True = may attend (j <= i)
             maps = []
@@ -114,31 +116,23 @@ class AttentionOnlyTransformer(nn.Module):
                 mixed, weights = attention(x, x, x, attn_mask=mask, need_weights=need_weights)  # (N, L, E)
                 x = x + mixed  # each layer adds what its heads found to the residual stream
                 maps.append(weights)
-        finally:
-            for hook in hooks:
-                hook.remove()
         return InductionOutput(self.readout(x), tuple(maps))  # (N, L, E) -> (N, L, V)
 
-    def _ablation_hooks(self, ablate) -> list:
-        H, Dh = self.config["num_heads"], self.config["embed_dim"] // self.config["num_heads"]
+    def _ablated(self, ablate) -> ExitStack:
+        """The ablations as one context: :func:`~attention_lib.interventions.edit_head` with
+        :func:`~attention_lib.interventions.zero_rows` on each layer's ablated heads (a zero map writes nothing)."""
+        H = self.config["num_heads"]
         pairs = [tuple(p) for p in ablate]
         for pair in pairs:
             if len(pair) != 2 or not all(isinstance(v, int) for v in pair) or not (
                     0 <= pair[0] < len(self.layers) and 0 <= pair[1] < H):
                 raise ValueError(f"ablate takes (layer, head) pairs with layer in 0..{len(self.layers) - 1} and "
                                  f"head in 0..{H - 1}, but got {pair!r}.")
-        hooks = []
+        stack = ExitStack()
         for layer in sorted({p[0] for p in pairs}):
-            heads = [h for lay, h in pairs if lay == layer]
-
-            def zero_heads(_module, args, heads=heads):
-                merged = args[0].clone()  # (N, L, H * Dh): the heads' outputs side by side, head 0 first
-                for h in heads:
-                    merged[..., h * Dh:(h + 1) * Dh] = 0.0
-                return (merged,)
-
-            hooks.append(self.layers[layer].out_proj.register_forward_pre_hook(zero_heads))
-        return hooks
+            heads = sorted({h for lay, h in pairs if lay == layer})
+            stack.enter_context(edit_head(self.layers[layer], heads, zero_rows))
+        return stack
 
 
 def previous_token_score(weights: torch.Tensor) -> torch.Tensor:

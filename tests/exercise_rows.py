@@ -727,3 +727,63 @@ def _generation_rows():
 
 
 ROWS += _generation_rows()
+
+
+# -- 12: remove_attractors(weights (N, L, S), verb (N,), attractors (N, S)) -> (N, L, S), predicted first -------------
+def _remove_attractors_rows() -> list[Exercise]:
+    from attention_lib.exercises.learning_to_attend import check_remove_attractors
+    from attention_lib.interventions import remove_keys, zero_rows
+
+    def verb_rows(w, v):
+        return (torch.arange(w.shape[1]) == v[:, None])[..., None]
+
+    def by_hand(w, v, a):
+        kept = w.masked_fill(a[:, None], 0.0)
+        return torch.where(verb_rows(w, v), kept / kept.sum(-1, keepdim=True), w)
+
+    def with_a_loop(w, v, a):
+        out = w.clone()
+        for n in range(w.shape[0]):
+            row = out[n, v[n]].masked_fill(a[n], 0.0)
+            out[n, v[n]] = row / row.sum()
+        return out
+
+    def in_place(w, v, a):
+        for n in range(w.shape[0]):
+            row = w[n, v[n]]
+            row[a[n]] = 0.0
+            row /= row.sum()
+        return w
+
+    def function_checked(fn):  # with a prediction close to what the intervention measures
+        return check_remove_attractors(fn, 0.95)
+
+    function_checked.__name__ = "check_remove_attractors"
+
+    def prediction_checked(prediction):  # with a right intervention
+        return check_remove_attractors(by_hand, prediction)
+
+    prediction_checked.__name__ = "check_remove_attractors_prediction"
+    return [
+        Exercise(function_checked, correct=[by_hand, with_a_loop],
+                 wrong=[(lambda w, v, a: torch.where(verb_rows(w, v), w.masked_fill(a[:, None], 0.0), w),
+                         "no longer sums to 1"),
+                        (lambda w, v, a: by_hand(w, torch.zeros_like(v), a), "values differ from the reference"),
+                        (lambda w, v, a: remove_keys(w, rows=None, keys=a), "not allowed here"),
+                        (lambda w, v, a: zero_rows(w, rows=v), "you zeroed the whole verb row"),
+                        (lambda w, v, a: by_hand(w, v, ~a), "you kept only the attractors"),
+                        (lambda w, v, a: torch.where(verb_rows(w, v), w.masked_fill(a[:, None], float("-inf"))
+                                                     .softmax(-1), w), "a softmax of weights"),
+                        (lambda w, v, a: by_hand(w.transpose(1, 2), v, a).transpose(1, 2), "the verb's column"),
+                        (lambda w, v, a: by_hand(w, v, a)[:, :, 1:], "expected shape"),
+                        (in_place, "changed the weights it was given (in place)")],
+                 crashes=[(lambda w, v, a: w @ a, "")],
+                 passed_says="correct on 3 fixed test inputs, and you predicted 0.95"),
+        Exercise(prediction_checked, correct=[0.99, 1.0, torch.tensor(0.9)],
+                 wrong=[(0.36, "your intervention is right, but you predicted 0.36"),
+                        (99, "a share, not a percentage"), ("most", "a share between 0 and 1")],
+                 stubs=(..., None), not_attempted="predict first"),
+    ]
+
+
+ROWS += _remove_attractors_rows()

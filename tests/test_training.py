@@ -250,11 +250,28 @@ def test_a_band_is_shown_rounded_outwards_and_holds_what_it_shows():
 def test_within_band_says_what_the_band_supports_or_fails_loudly():
     name = "induction: accuracy on the repeated part"
     low, high, *_ = BANDS[name]
-    assert within_band(name, low) == "within the 93-95 % this recipe gives (seeds 0-4 on 3 CPU paths)"
+    assert within_band(name, low) == ("within the 92-96 % this recipe gives (seeds 0-4 on 3 CPU paths, 15 runs: "
+                                      "measured 93-95 %, plus a margin of 1 point each side)")
     assert within_band(name, high) == within_band(name, low), "the statement does not depend on the last digits"
+    assert within_band(name, low - 0.005).startswith("within"), "the margin holds a run just below the measured"
     outside = within_band(name, 0.5)
-    assert outside.startswith("OUTSIDE the band: this run gives 0.5, but the runs of this recipe give 93-95 %")
-    assert band_text("induction: steps from the loss halfway down to the induction score halfway up") == "-6 to 12"
+    assert outside.startswith("OUTSIDE the band: this run gives 0.5, but the runs of this recipe give 92-96 %")
+    assert band_text("induction: steps from the loss halfway down to the induction score halfway up") == "-15 to 21"
+
+
+def test_every_band_claims_a_stated_margin_beyond_what_was_measured():
+    for name, measured in BANDS.items():
+        band = Band(*measured)
+        wide = band.widened(name)
+        assert wide.low <= band.low
+        assert wide.high >= band.high
+        margin = band.margin(name)
+        assert margin >= {"share": 0.01, "step": 5}.get(band.kind, 10.0 ** -band.digits)
+        said = within_band(name, band.low)
+        assert f"{band.runs()} runs: measured" in said, said
+        assert "plus a margin of" in said, said
+    maps = "agreement: largest difference from the shipped model's maps"
+    assert within_band(maps, 0.036).startswith("within"), "what an AVX-512 machine measured under default"
     with pytest.raises(ValueError, match="no band was measured for 'nothing'; the figures with a band are"):
         within_band("nothing", 1.0)
 

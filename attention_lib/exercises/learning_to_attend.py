@@ -135,3 +135,99 @@ def check_where_it_looks(prediction, trained=None) -> CheckResult:
     wrong = [i for i in range(L) if guess[i] != learned[i]]
     return CheckResult("failed", f"❌ {name}: position {wrong[0]} looks elsewhere. Hint: which digit does position "
                        f"{wrong[0]} have to write, and at which position of the input does that digit sit?")
+
+
+def check_remove_attractors(fn: Callable, prediction) -> CheckResult:
+    """Check ``fn(weights, verb, attractors)``, an intervention, and a prediction of what it does, made first.
+
+    Built step by step in ``notebooks/12_learning_to_attend.ipynb``. ``weights (N, L, S)`` are one head's attention
+    weights, ``verb (N,)`` each sentence's verb position and ``attractors (N, S)`` bool, ``True`` on the attractors;
+    ``fn`` must return new weights whose verb row has no weight on the attractors and the rest renormalised to sum
+    1, every other row as it was (what :func:`attention_lib.interventions.remove_keys` does). Once it is right, the
+    checker runs it inside the shipped one-block agreement model's verb-to-subject head, on 600 sentences of the
+    held-out structures with three attractors each, and compares the accuracy with ``prediction`` (a share in 0..1,
+    right within 0.1).
+
+    Example:
+        >>> from attention_lib.interventions import remove_keys
+        >>> check_remove_attractors(lambda w, v, a: remove_keys(w, rows=v, keys=a), 0.99).status
+        'failed'
+        >>> check_remove_attractors(lambda w, v, a: w, ...).status
+        'not attempted'
+    """
+    from ..interventions import edit_head, remove_keys
+    from ..training.learning_to_attend import AGREEMENT, HELDOUT_THREE, attractor_keys, load_trained, subject_head
+    from ..validation import is_number
+
+    name = "removing the attractors"
+    if prediction is None or prediction is Ellipsis:
+        return CheckResult("not attempted", f"📝 {name}: predict first. Write your prediction, a share between 0 and "
+                           f"1, in `my_prediction`, then run this cell: the checker runs your intervention only then.")
+    if isinstance(prediction, torch.Tensor) and prediction.numel() == 1:
+        prediction = prediction.item()
+    if not is_number(prediction) or not 0 <= prediction <= 1:
+        said = (" Hint: a share, not a percentage: 0.5 for 50 %." if is_number(prediction) and 1 < prediction <= 100
+                else "")
+        return CheckResult("failed", f"❌ {name}: the prediction is a share between 0 and 1, but got "
+                           f"{prediction!r}.{said}")
+
+    def inputs(trial: int):
+        g = torch.Generator().manual_seed(1230 + trial)
+        n, length = ((2, 5), (3, 7), (4, 6))[trial]  # sentences, words
+        weights = torch.randn(n, length, length, generator=g).softmax(-1)
+        verb = torch.randint(1, length, (n,), generator=g)
+        attractors = torch.rand(n, length, generator=g) < 0.4
+        attractors[:, 0] = False  # every row keeps a key to share its weight out to
+        return weights, verb, attractors
+
+    def rows_of(w, verb):  # (N, L, 1): True on each sentence's verb row
+        return (torch.arange(w.shape[1]) == verb[:, None])[..., None]
+
+    mistakes = [
+        (lambda w, v, a: torch.where(rows_of(w, v), w.masked_fill(a[:, None], 0.0), w),
+         "the verb row no longer sums to 1: after taking the attractors' weight away, divide the row by what is "
+         "left, row / row.sum(-1, keepdim=True), so the weight it took from them goes to the other keys."),
+        (lambda w, v, a: remove_keys(w, rows=None, keys=a), "you changed every row; only the verb's row is read "
+                                                            "for the answer, so change only weights[n, verb[n]]."),
+        (lambda w, v, a: remove_keys(w, rows=v, keys=~a), "you kept only the attractors: `attractors` is True on "
+                                                          "the keys to remove, so mask where it is True."),
+        (lambda w, v, a: torch.where(rows_of(w, v), 0.0, w), "you zeroed the whole verb row; keep its weight on "
+                                                             "the other keys, renormalised."),
+        (lambda w, v, a: torch.where(rows_of(w, v), w.masked_fill(a[:, None], float("-inf")).softmax(-1), w),
+         "a softmax of weights is not a renormalisation: the weights are already percentages, so divide the kept "
+         "ones by their sum instead of taking exp again."),
+        (lambda w, v, a: remove_keys(w.transpose(1, 2), rows=v, keys=a).transpose(1, 2),
+         "you changed the verb's column (what others take from the verb); a row is a query: weights[n, verb[n], :]."),
+    ]
+    result = check_function(fn, lambda w, v, a: remove_keys(w, rows=v, keys=a), inputs, name=name, mistakes=mistakes,
+                            forbidden={remove_keys: "write it yourself: `remove_keys` is the package's answer."},
+                            shape_hint="return one head's weights, the shape you were given: (N, L, S).")
+    if not result.passed:
+        return result
+    weights, verb, attractors = inputs(0)
+    given = weights.clone()
+    try:
+        fn(given, verb, attractors)
+    except Exception:  # noqa: BLE001 - it ran on these inputs above; only a change to them is looked for here
+        pass
+    if not torch.equal(given, weights):
+        return CheckResult("failed", f"❌ {name}: right numbers, but your function changed the weights it was "
+                           f"given (in place). Hint: inside a model they are the head's own weights; work on a copy "
+                           f"(weights.clone()) or build a new tensor, e.g. with torch.where.")
+    trained = load_trained("agreement", num_layers=1)
+    layer, head = subject_head(trained.model)
+    x, y = AGREEMENT.sentences(list(HELDOUT_THREE), 600, torch.Generator().manual_seed(1212), attractors=3)
+    parse = AGREEMENT.parse(x)
+    rows = torch.arange(len(x))
+    keys = attractor_keys(AGREEMENT, x, parse.subject)
+    with torch.no_grad():
+        before = float((trained.model(x).logits[rows, parse.verb].argmax(-1) == y[rows, parse.verb]).float().mean())
+        with edit_head(trained.model.blocks[layer].attention, head, lambda w: fn(w, parse.verb, keys)):
+            after = float((trained.model(x).logits[rows, parse.verb].argmax(-1) == y[rows, parse.verb]).float().mean())
+    why = (f"untouched, the model is right in {before:.0%} of these sentences; with its head's verb row stripped of "
+           f"the attractors, in {after:.0%}. Nothing else changed, so the errors came through this head's weight on "
+           f"the attractors: the average weight on the subject did not show it, the intervention does.")
+    if abs(float(prediction) - after) <= 0.1:
+        return CheckResult("passed", f"✅ {name}: correct on 3 fixed test inputs, and you predicted {prediction:.2f}: "
+                           f"{why} Well reasoned!")
+    return CheckResult("failed", f"❌ {name}: your intervention is right, but you predicted {prediction:.2f}: {why}")

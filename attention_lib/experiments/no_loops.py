@@ -2,9 +2,11 @@
 
 A call of :func:`~attention_lib.calculate_attention` on a sentence of ``L`` words does the arithmetic (two matrix
 products, ``2·L²·(E + Ev)`` FLOPs), passes over the ``L x L`` table a few times (scale, softmax), and gets fresh
-memory for each new ``L x L`` tensor. :func:`timing_breakdown` times the call as written, the same steps writing
-into memory allocated once, and the two products alone, and counts the page faults of each: the operating system
-hands a program fresh memory one page (4 KiB) at a time, on first touch, and each hand-over is a page fault.
+memory for each new ``L x L`` tensor. :func:`timing_breakdown` times the call as written, the same steps as bare
+PyTorch calls (new tensors, none of the package's argument checks), the same steps writing into memory allocated
+once, and the two products alone, and counts the page faults of the call and of the reused steps: the operating
+system hands a program fresh memory one page at a time (``os.sysconf("SC_PAGE_SIZE")`` bytes), on first touch, and
+each hand-over is a page fault.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ class CallBreakdown:
     products: float  # the two matrix products alone, into memory allocated once
     faults: float | None  # page faults per call of the whole version
     faults_reused: float | None  # page faults per call of the same steps in memory allocated once
+    plain: float = float("nan")  # the same steps as bare PyTorch calls: new tensors, but no argument checks
 
     @property
     def flops(self) -> int:
@@ -51,11 +54,12 @@ def _page_faults() -> int | None:
 
 
 def timing_breakdown(lengths, *, repeats: int = 7, warmup: int = 2) -> list[CallBreakdown]:
-    """Time one call of the matrix version three ways at each length, interleaved, on the CPU in one thread.
+    """Time one call of the matrix version four ways at each length, interleaved, on the CPU in one thread.
 
     Built step by step in ``notebooks/07_no_loops.ipynb``. For each ``L`` (random ``(L, 64)`` queries, keys and
-    values, from a fixed seed): the call as written; the same five steps writing into ``(L, L)`` buffers
-    allocated once (``out=``); and the two matrix products alone. The three take turns, so that a busy moment
+    values, from a fixed seed): the call as written; the same steps as bare PyTorch calls, new tensors but no
+    argument checks (``plain``); the same five steps writing into ``(L, L)`` buffers allocated once (``out=``); and
+    the two matrix products alone. They take turns, so that a busy moment
     hits all alike; one thread and CPU time keep other programs on the machine out of the numbers.
 
     Args:
@@ -101,11 +105,14 @@ def _breakdown(L: int, repeats: int, warmup: int) -> CallBreakdown:
         torch.softmax(scaled, dim=-1, out=weights)
         torch.matmul(weights, value, out=output)  # (L, L) @ (L, Ev) -> (L, Ev)
 
+    def plain():  # new (L, L) tensors as in the whole call, without the package's checks
+        torch.softmax(query @ key.transpose(-2, -1) / root, dim=-1) @ value
+
     def products():
         torch.matmul(query, key.transpose(-2, -1), out=scores)
         torch.matmul(weights, value, out=output)
 
-    versions = {"whole": whole, "reused": reused, "products": products}
+    versions = {"whole": whole, "plain": plain, "reused": reused, "products": products}
     for fn in versions.values():
         for _ in range(warmup):
             fn()
@@ -113,7 +120,7 @@ def _breakdown(L: int, repeats: int, warmup: int) -> CallBreakdown:
     faults: dict[str, list[int]] = {name: [] for name in versions}
     names = list(versions)
     for r in range(repeats):
-        for name in names[r % 3:] + names[: r % 3]:
+        for name in names[r % len(names):] + names[: r % len(names)]:
             before, start = _page_faults(), time.process_time()
             versions[name]()
             seconds[name].append(time.process_time() - start)
@@ -122,4 +129,4 @@ def _breakdown(L: int, repeats: int, warmup: int) -> CallBreakdown:
     median = {name: sorted(times)[len(times) // 2] for name, times in seconds.items()}
     per_call = {name: (sum(counts) / len(counts) if counts else None) for name, counts in faults.items()}
     return CallBreakdown(L, median["whole"], median["reused"], median["products"], per_call["whole"],
-                         per_call["reused"])
+                         per_call["reused"], median["plain"])

@@ -4,7 +4,7 @@ the lesson checks them against: the measured range widened by a stated margin.
 Used by the band system (:mod:`attention_lib.training.bands`), which runs :func:`figures` for every seed on every CPU
 path and keeps the range of each figure in :mod:`attention_lib.training.bands_measured`. It repeats the short
 trainings of ``notebooks/15_generation.ipynb`` (150 and 300 steps of :func:`~attention_lib.training.generation.
-train_lm`, 4 key/value heads) with ``seed`` in place of the lesson's seed 0. Remake the bands with :func:`remake`
+train_lm`, 4 key/value heads) with ``seed`` in place of the lesson's seed 0. Remake the bands with
 (``python3 course.py remake bands-15``: 5 seeds x 3 CPU paths, about 10 minutes on one core).
 
 A measured range over 15 runs is not yet a band: one more CPU (AVX-512, Apple silicon) can land just outside it.
@@ -95,15 +95,3 @@ def within(name: str, value: float) -> str:
     if claimed.holds(value):
         return f"within {said}"
     return f"OUTSIDE {said}: this run gives {value!r}"
-
-
-def remake() -> None:  # pragma: no cover - minutes: 5 seeds x 3 CPU paths, two trainings each
-    """Measure lesson 15's bands again and write them into :mod:`attention_lib.training.bands_measured`, keeping the
-    other lessons' bands: the band system's ``python -m attention_lib.training.bands --lesson 15``."""
-    from ..bands import main
-
-    main(["--lesson", "15"])
-
-
-if __name__ == "__main__":  # pragma: no cover
-    remake()

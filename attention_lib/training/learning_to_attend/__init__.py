@@ -9,11 +9,21 @@
   and a training change against it, measured over seeds (its stored study: ``attraction_measured``);
 - :mod:`~attention_lib.training.learning_to_attend.shipped`: the shipped models, by task
   (``python3 course.py remake weights-12`` remakes them);
-- :mod:`~attention_lib.training.learning_to_attend.band_figures`: the lesson's trained figures, for its bands.
+- :mod:`~attention_lib.training.learning_to_attend.band_figures`: the lesson's trained figures, for its bands;
+- :mod:`~attention_lib.training.learning_to_attend.causes`: what the verb-to-subject head causes, measured by
+  intervention (forced, stripped of attractors, zeroed), and the accuracy by where the attractors stand.
 """
 
 from ..grammar import AGREEMENT, ATTRACTORS, HELDOUT_STRUCTURES, STRUCTURES, SUBJECT_FIRST, AgreementTask
 from .attraction import BEYOND, HELDOUT_THREE, TRAINING_THREE, by_attractors, format_attraction, load_study, spread
+from .causes import (
+    Intervened,
+    attractor_keys,
+    by_attractor_position,
+    format_interventions,
+    format_positions,
+    intervene_by_attractors,
+)
 from .probes import format_probes, probe_agreement, probe_attraction, subject_head, subject_shares
 from .recipe import build_model, evaluate, train
 from .shipped import TrainedModel, load_trained, save_trained
@@ -23,3 +33,5 @@ __all__ = ["AGREEMENT", "ATTRACTORS", "BEYOND", "HELDOUT_STRUCTURES", "HELDOUT_T
            "SUBJECT_FIRST", "TASKS", "TRAINING_THREE", "AgreementTask", "TrainedModel", "build_model", "by_attractors",
            "evaluate", "format_attraction", "format_probes", "get_task", "load_study", "load_trained", "make_batch",
            "probe_agreement", "probe_attraction", "save_trained", "spread", "subject_head", "subject_shares", "train"]
+__all__ += ["Intervened", "attractor_keys", "by_attractor_position", "format_interventions", "format_positions",
+            "intervene_by_attractors"]

@@ -1,0 +1,176 @@
+"""Interventions (lesson 12, used by lesson 13): one head's weights replaced, checked against a computation by hand."""
+
+import math
+
+import pytest
+import torch
+
+import attention_lib as al
+from attention_lib.interventions import edit_head, force_onto, remove_keys, zero_rows
+
+
+def small_module(seed=0, E=6, H=3):
+    torch.manual_seed(seed)
+    return al.MultiHeadAttention(E, H).eval()
+
+
+def by_hand(mha, x, head, new_weights, mask=None):
+    """The module's output with head ``head``'s weights replaced by ``new_weights (N, L, S)``, written out."""
+    H, Dh = mha.num_heads, mha.head_dim
+    outputs = []
+    for h in range(H):
+        cols = slice(h * Dh, (h + 1) * Dh)
+        q = x @ mha.q_proj.weight[cols].T + mha.q_proj.bias[cols]  # (N, L, Dh)
+        k = x @ mha.k_proj.weight[cols].T + mha.k_proj.bias[cols]
+        v = x @ mha.v_proj.weight[cols].T + mha.v_proj.bias[cols]
+        scores = q @ k.transpose(1, 2) / math.sqrt(Dh)
+        if mask is not None:
+            scores = scores.masked_fill(~mask, float("-inf"))
+        w = new_weights if h == head else torch.softmax(scores, -1)
+        outputs.append(w @ v)  # (N, L, Dh)
+    return torch.cat(outputs, -1) @ mha.out_proj.weight.T + mha.out_proj.bias
+
+
+@pytest.mark.parametrize("masked", [False, True])
+def test_forcing_a_row_equals_the_computation_by_hand(masked):
+    mha = small_module()
+    x = torch.randn(2, 4, 6)
+    mask = al.causal_mask(4) if masked else None
+    rows, keys = torch.tensor([3, 2]), torch.tensor([0, 1])
+    with torch.no_grad():
+        _, weights = mha(x, x, x, attn_mask=mask)
+        forced = weights[:, 1].clone()
+        forced[0, 3], forced[1, 2] = torch.tensor([1.0, 0, 0, 0]), torch.tensor([0, 1.0, 0, 0])
+        with edit_head(mha, 1, lambda w: force_onto(w, rows=rows, keys=keys)):
+            out, edited = mha(x, x, x, attn_mask=mask)
+        torch.testing.assert_close(out, by_hand(mha, x, 1, forced, mask))
+        torch.testing.assert_close(edited[:, 1], forced)
+        torch.testing.assert_close(edited[:, [0, 2]], weights[:, [0, 2]])  # the other heads untouched
+
+
+def test_an_identity_edit_changes_nothing_and_the_hook_goes_away():
+    mha = small_module()
+    x = torch.randn(2, 5, 6)
+    with torch.no_grad():
+        before = mha(x, x, x, is_causal=True)
+        with edit_head(mha, [0, 2], lambda w: w):
+            during = mha(x, x, x, is_causal=True)
+        torch.testing.assert_close(during[0], before[0])
+        torch.testing.assert_close(during[1], before[1])
+    assert not mha._forward_hooks
+    with pytest.raises(RuntimeError, match="boom"), edit_head(mha, 0, zero_rows):
+        raise RuntimeError("boom")
+    assert not mha._forward_hooks  # removed after an error too
+
+
+def test_removing_keys_renormalises_by_hand():
+    w = torch.tensor([[[0.5, 0.3, 0.2], [0.1, 0.1, 0.8]]])
+    out = remove_keys(w, rows=1, keys=torch.tensor([[False, False, True]]))
+    torch.testing.assert_close(out, torch.tensor([[[0.5, 0.3, 0.2], [0.5, 0.5, 0.0]]]))
+    everything = remove_keys(w, rows=None, keys=torch.tensor([True, True, True]))
+    assert torch.equal(everything, torch.zeros_like(w))  # nothing left to share: zeros, not NaN
+
+
+def test_zeroing_rows_and_the_whole_head():
+    w = torch.full((2, 3, 3), 1 / 3)
+    assert torch.equal(zero_rows(w), torch.zeros_like(w))
+    some = zero_rows(w, rows=torch.tensor([0, 2]))
+    expected = w.clone()
+    expected[0, 0], expected[1, 2] = 0.0, 0.0  # sentence 0 loses row 0, sentence 1 row 2
+    assert torch.equal(some, expected)
+
+
+def test_zeroing_a_head_equals_zeroing_its_columns_of_the_output_projection():
+    mha = small_module(1)
+    x = torch.randn(3, 4, 6)
+    with torch.no_grad():
+        with edit_head(mha, 2, zero_rows):
+            ablated = mha(x, x, x)[0]
+        mha.out_proj.weight[:, 4:] = 0.0  # head 2's 2 features
+        torch.testing.assert_close(ablated, mha(x, x, x)[0])
+
+
+def test_works_inside_a_model_and_on_the_fast_path():
+    torch.manual_seed(0)
+    model = al.TinyTransformer(vocab_size=10, num_answers=10, max_len=8, num_layers=2).eval()
+    x = torch.randint(0, 10, (4, 8))
+    with torch.no_grad(), edit_head(model.blocks[1].attention, 0, lambda w: force_onto(w, rows=None, keys=3)):
+        out = model(x)
+    assert torch.equal(out.attention[1][:, 0].argmax(-1), torch.full((4, 8), 3))
+    assert not torch.allclose(out.logits, model(x).logits)
+    induction = al.AttentionOnlyTransformer(vocab_size=8, max_len=8).eval()
+    tokens = torch.randint(0, 8, (2, 8))
+    with torch.no_grad(), edit_head(induction.layers[0], 1, zero_rows):
+        slow, fast = induction(tokens).logits, induction(tokens, need_weights=False)
+    torch.testing.assert_close(slow, fast.logits)
+    assert fast.attention == (None, None)
+
+
+def test_errors():
+    mha = small_module()
+    with pytest.raises(TypeError, match="edit_head edits a MultiHeadAttention, but got Linear"):
+        with edit_head(torch.nn.Linear(2, 2), 0, zero_rows):
+            pass
+    with pytest.raises(TypeError, match="edit must be a function"):
+        with edit_head(mha, 0, "zero"):
+            pass
+    with pytest.raises(ValueError, match=r"head must be an index in 0..2"):
+        with edit_head(mha, 3, zero_rows):
+            pass
+    with edit_head(mha, 0, zero_rows), pytest.raises(ValueError, match="already being edited"):
+        with edit_head(mha, 1, zero_rows):
+            pass
+    with pytest.raises(ValueError, match="call model.eval"):
+        with edit_head(al.MultiHeadAttention(6, 3, dropout=0.1), 0, zero_rows):
+            pass
+    x = torch.randn(1, 3, 6)
+    with pytest.raises(ValueError, match=r"edit must return one head's weights of shape \(1, 3, 3\)"):
+        with torch.no_grad(), edit_head(mha, 0, lambda w: w[:, :2]):
+            mha(x, x, x)
+    w = torch.full((2, 3, 4), 0.25)
+    with pytest.raises(ValueError, match=r"rows must be None \(every row\) or one query position in 0..2"):
+        zero_rows(w, rows=3)
+    with pytest.raises(ValueError, match=r"keys must be one key position in 0..3"):
+        force_onto(w, rows=0, keys=torch.tensor([0, 1, 2]))
+    with pytest.raises(ValueError, match=r"keys must be a bool tensor of shape \(2, 4\) or \(4,\)"):
+        remove_keys(w, rows=0, keys=torch.tensor([0, 1]))
+    with pytest.raises(ValueError, match=r"an edit gets one head's weights \(N, L, S\)"):
+        zero_rows(torch.zeros(1, 2, 3, 3))
+
+
+# -- lesson 12's measurements by intervention -----------------------------------------------------------------------
+def test_lesson_12s_measurements_agree_with_a_computation_by_hand():
+    from attention_lib.training.learning_to_attend import (
+        AGREEMENT,
+        by_attractor_position,
+        intervene_by_attractors,
+        load_trained,
+    )
+    from attention_lib.training.learning_to_attend.causes import _sentences
+
+    model = load_trained("agreement").model
+    rows = intervene_by_attractors(model, ["P S P V", "S P V"], layer=1, head=0, n=30, seed=3)
+    assert [(r.attractors, r.n) for r in rows] == [(0, 60), (1, 60), (2, 30)]
+    x, y = _sentences(AGREEMENT, ["P S P V", "S P V"], 60, 3, "1", attractors=1)
+    parse = AGREEMENT.parse(x)
+    answer = y[torch.arange(60), parse.verb]
+    right, forced = [], []
+    for i in range(60):  # one sentence at a time, its verb row written by hand
+        ids, v, s = x[i:i + 1], int(parse.verb[i]), int(parse.subject[i])
+
+        def onto_subject(w, v=v, s=s):
+            w = w.clone()
+            w[0, v] = 0.0
+            w[0, v, s] = 1.0
+            return w
+
+        with torch.no_grad():
+            right.append(int(model(ids).logits[0, v].argmax()) == int(answer[i]))
+            with edit_head(model.blocks[1].attention, 0, onto_subject):
+                forced.append(int(model(ids).logits[0, v].argmax()) == int(answer[i]))
+    assert rows[1].accuracy == pytest.approx(sum(right) / 60)
+    assert rows[1].forced == pytest.approx(sum(forced) / 60)
+    assert rows[1].wrong == 60 - sum(right)
+    cells = by_attractor_position(model, "P S P V", n=200, seed=5)
+    assert sum(count for _, count in cells.values()) == 200
+    assert set(cells) == {(0, 0, 0), (0, 1, 0), (1, 0, 0), (1, 1, 0)}  # each P before the subject or between
