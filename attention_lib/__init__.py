@@ -55,3 +55,10 @@ __all__ = [
     "triton_attention",
     "ungroup_heads",
 ]
+
+# Lesson 17: multi-head latent attention and paged attention.
+from .latent import LatentCache, MultiHeadLatentAttention, TinyLatentLM, from_hf_deepseek  # noqa: E402
+from .paged import BlockPool, PagedCache, PagedModel, paged_attention  # noqa: E402
+
+__all__ += ["BlockPool", "LatentCache", "MultiHeadLatentAttention", "PagedCache", "PagedModel", "TinyLatentLM",
+            "from_hf_deepseek", "paged_attention"]

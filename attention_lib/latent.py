@@ -256,7 +256,8 @@ def from_hf_deepseek(model) -> TinyLatentLM:
     c = model.config
     rope = dict(getattr(c, "rope_parameters", None) or getattr(c, "rope_scaling", None) or {})
     unsupported = {"MoE layers": (c.first_k_dense_replace or 0) < c.num_hidden_layers,
-                   "q_lora_rank": c.q_lora_rank is not None, "rope scaling": rope.get("rope_type", "default") != "default",
+                   "q_lora_rank": c.q_lora_rank is not None,
+                   "rope scaling": rope.get("rope_type", "default") != "default",
                    "attention_bias": bool(c.attention_bias), "hidden_act": c.hidden_act != "silu"}
     if any(unsupported.values()):
         raise ValueError(f"this DeepseekV3ForCausalLM uses {[k for k, bad in unsupported.items() if bad]}, which "
