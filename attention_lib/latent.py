@@ -147,7 +147,11 @@ class MultiHeadLatentAttention(nn.Module):
         q_latent = q_nope @ w_uk  # (N, H, L, Dn) @ (H, Dn, r) -> (N, H, L, r): W_uk folded into the query
         q = torch.cat([q_latent, q_rope], dim=-1)  # (N, H, L, r + Dr)
         k = torch.cat([latent, k_rope], dim=-1)  # (N, 1, S, r + Dr): one key shared by every head (MQA)
-        mixed = calculate_attention(q, k, latent, attn_mask=mask, scale=self.scale, need_weights=False)[0]
+        N, H, L, _ = q.shape  # every head's queries become rows of one head, as MQA reads its one key: one matmul
+        rows = q.reshape(N, 1, H * L, -1)  # (N, H, L, r + Dr) -> (N, 1, H·L, r + Dr), row h·L + l
+        mask = None if mask is None else mask.repeat(H, 1)  # (L, S) -> (H·L, S), the same rows
+        mixed = calculate_attention(rows, k, latent, attn_mask=mask, scale=self.scale, need_weights=False)[0]
+        mixed = mixed.view(N, H, L, self.kv_rank)  # (N, 1, H·L, r) -> (N, H, L, r): a blend of latents per head
         return mixed @ w_uv.transpose(-2, -1)  # (N, H, L, r) @ (H, r, Dv) -> (N, H, L, Dv): W_uv folded in after
 
 

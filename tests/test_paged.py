@@ -200,3 +200,13 @@ def test_transformers_continuous_batching_writes_the_same_tokens():
     by_prompt = {tuple(o.prompt_ids): list(o.generated_tokens) for o in outputs.values()}
     for p in prompts:
         assert generate(PagedModel(ours, pool), torch.tensor([p]), 8)[0, len(p):].tolist() == by_prompt[tuple(p)]
+
+
+def test_the_serving_benchmark_judges_its_two_targets():
+    from attention_lib.bench.serving import serving_targets, time_mla, time_paged
+
+    mla, paged = time_mla((16,), repeats=1, steps=2), time_paged((16,), repeats=1, steps=2)
+    assert all(value is None for _, value, _, _ in serving_targets(mla, paged))  # S = 2,048 not run
+    made_up = {("expanded", 2048): 10.0, ("absorbed", 2048): 1.0, ("contiguous", 2048): 1.0, ("paged", 2048): 1.2}
+    assert [(value, sign, limit) for _, value, sign, limit in serving_targets(made_up, made_up)] == [
+        (10.0, ">=", 5.0), (1.2, "<=", 1.3)]

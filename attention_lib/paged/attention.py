@@ -50,7 +50,7 @@ def paged_attention(query: torch.Tensor, cache: PagedCache, layer_idx: int, *, s
     if cache.tables is None or layer_idx not in cache.pool.keys or S == 0:
         raise ValueError(f"layer {layer_idx} of this cache holds no keys yet: update it first.")
     store_k, store_v = cache.pool.keys[layer_idx], cache.pool.values[layer_idx]
-    N, Hkv, B, Dh = len(cache.tables), store_k.shape[1], cache.pool.block_size, store_k.shape[-1]
+    N, Hkv, B, Dh = len(cache.tables), store_k.shape[2], cache.pool.block_size, store_k.shape[-1]
     if query.dim() != 4 or query.shape[0] != N or query.shape[1] % Hkv or query.shape[-1] != Dh \
             or not 1 <= query.shape[2] <= S:
         raise ValueError(f"query must be (N, H, L, Dh) = ({N}, a multiple of Hkv={Hkv}, L <= S={S}, {Dh}) for this "
@@ -65,8 +65,8 @@ def paged_attention(query: torch.Tensor, cache: PagedCache, layer_idx: int, *, s
     state = (q.new_full((N, Hkv, G, L, 1), float("-inf")), q.new_zeros(N, Hkv, G, L, 1),
              q.new_zeros(N, Hkv, G, L, store_v.shape[-1]))
     for j in range(-(-S // B)):  # block j of every table: positions j·B .. j·B + B - 1
-        k = store_k[table[:, j]].unsqueeze(2)  # (N, Hkv, 1, B, Dh), broadcast over the G heads of a group
-        v = store_v[table[:, j]].unsqueeze(2).expand(-1, -1, G, -1, -1)  # (N, Hkv, G, B, Dv)
+        k = store_k[table[:, j]].transpose(1, 2).unsqueeze(2)  # (N, B, Hkv, Dh) -> (N, Hkv, 1, B, Dh): for G heads
+        v = store_v[table[:, j]].transpose(1, 2).unsqueeze(2).expand(-1, -1, G, -1, -1)  # (N, Hkv, G, B, Dv)
         scores = q @ k.transpose(-2, -1)  # (N, Hkv, G, L, Dh) @ (N, Hkv, 1, Dh, B) -> (N, Hkv, G, L, B)
         seen = j * B + torch.arange(B, device=query.device) <= newest  # (L, B): causal, and nothing past S
         state = online_softmax_update(*state, scores.masked_fill(~seen, float("-inf")), v)

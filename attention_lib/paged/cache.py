@@ -78,8 +78,8 @@ class PagedCache:
         position = torch.arange(start, start + L)
         table = torch.tensor(self.tables, dtype=torch.long)  # (N, blocks)
         blocks = table[:, position // B]  # (N, L): the block of every new position
-        store_k[blocks, :, position % B] = key.transpose(1, 2)  # (N, L, Hkv, Dh) into (blocks, Hkv, slot, Dh)
-        store_v[blocks, :, position % B] = value.transpose(1, 2)
+        store_k[blocks, position % B] = key.transpose(1, 2)  # (N, L, Hkv, Dh) into (block, slot, Hkv, Dh)
+        store_v[blocks, position % B] = value.transpose(1, 2)
         self._seen[layer_idx] = start + L
         return self.gather(layer_idx)
 
@@ -111,9 +111,9 @@ class PagedCache:
         S, table = self._seen[layer_idx], torch.tensor(self.tables, dtype=torch.long)  # (N, blocks)
         out = []
         for store in (self.pool.keys[layer_idx], self.pool.values[layer_idx]):
-            blocks = store[table]  # (N, blocks, Hkv, B, D)
-            N, nb, H, B, D = blocks.shape
-            out.append(blocks.transpose(1, 2).reshape(N, H, nb * B, D)[:, :, :S])  # (N, Hkv, S, D)
+            blocks = store.index_select(0, table.flatten())  # (N·blocks, B, Hkv, D): the blocks of every table
+            positions = blocks.view(table.shape[0], -1, *store.shape[2:])  # (N, blocks·B, Hkv, D), in order
+            out.append(positions[:, :S].transpose(1, 2))  # (N, Hkv, S, D), a view
         return out[0], out[1]
 
     def fork(self, index: int = 0) -> PagedCache:

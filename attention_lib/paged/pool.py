@@ -14,7 +14,8 @@ class BlockPool:
     """Blocks of ``block_size`` positions, ``num_positions`` in all, with a free list and reference counts.
 
     Built step by step in ``notebooks/17_latent_and_paged.ipynb``. The keys and values of layer ``l`` live in
-    ``keys[l] (num_blocks, Hkv, B, Dh)`` and ``values[l] (num_blocks, Hkv, B, Dv)``, allocated at the first write
+    ``keys[l] (num_blocks, B, Hkv, Dh)`` and ``values[l] (num_blocks, B, Hkv, Dv)`` (vLLM's layout: the blocks of a
+    table, gathered, are the positions in order), allocated at the first write
     (then the heads, sizes and dtype are known). A block is shared by the layers: block ``b`` of a sequence holds
     the same positions in every layer.
 
@@ -48,7 +49,7 @@ class BlockPool:
         self.block_size, self.num_blocks = block_size, num_positions // block_size
         self.free: deque[int] = deque(range(self.num_blocks))  # the free list: the next block to hand out first
         self.refs = [0] * self.num_blocks  # how many block tables hold each block
-        self.keys: dict[int, torch.Tensor] = {}  # layer -> (num_blocks, Hkv, B, Dh)
+        self.keys: dict[int, torch.Tensor] = {}  # layer -> (num_blocks, B, Hkv, Dh)
         self.values: dict[int, torch.Tensor] = {}
 
     def __repr__(self) -> str:
@@ -92,13 +93,13 @@ class BlockPool:
     def storage(self, layer_idx: int, key: torch.Tensor, value: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Layer ``layer_idx``'s blocks, allocated like ``key (N, Hkv, L, Dh)`` and ``value`` at the first write."""
         if layer_idx not in self.keys:
-            shape = (self.num_blocks, key.shape[1], self.block_size)
+            shape = (self.num_blocks, self.block_size, key.shape[1])
             self.keys[layer_idx] = key.new_zeros(*shape, key.shape[-1])
             self.values[layer_idx] = value.new_zeros(*shape, value.shape[-1])
         held = self.keys[layer_idx]
-        if (key.shape[1], key.shape[-1], key.dtype) != (held.shape[1], held.shape[-1], held.dtype):
+        if (key.shape[1], key.shape[-1], key.dtype) != (held.shape[2], held.shape[-1], held.dtype):
             raise ValueError(f"layer {layer_idx} of the pool holds keys of (Hkv, Dh) = "
-                             f"{(held.shape[1], held.shape[-1])} ({held.dtype}), but got key.shape="
+                             f"{(held.shape[2], held.shape[-1])} ({held.dtype}), but got key.shape="
                              f"{tuple(key.shape)} ({key.dtype}); one pool serves one model.")
         return held, self.values[layer_idx]
 
