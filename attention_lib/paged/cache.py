@@ -143,8 +143,8 @@ class PagedModel:
 
     Built step by step in ``notebooks/17_latent_and_paged.ipynb``. Everything is the model's own (it is called
     as it is) except :meth:`new_cache`, which returns a :class:`PagedCache` of the pool instead of a contiguous
-    one, so :func:`~attention_lib.generate` runs on blocks unchanged. The last cache made is kept in ``cache``
-    (free it when the sequences are finished).
+    one (of ``cache_class``, a subclass of it if given), so :func:`~attention_lib.generate` runs on blocks
+    unchanged. The last cache made is kept in ``cache`` (free it when the sequences are finished).
 
     Example:
         >>> from attention_lib import TinyLlama, generate
@@ -155,10 +155,11 @@ class PagedModel:
         True
     """
 
-    def __init__(self, model, pool: BlockPool):
+    def __init__(self, model, pool: BlockPool, cache_class: type[PagedCache] | None = None):
         if not isinstance(pool, BlockPool):
             raise TypeError(f"pool must be a BlockPool, but got {type(pool).__name__}.")
         self.model, self.pool, self.cache = model, pool, None
+        self.cache_class = PagedCache if cache_class is None else cache_class  # a PagedCache or a subclass
 
     def __getattr__(self, name):
         return getattr(self.__dict__["model"], name)  # embed_tokens, layers, config: the model's own
@@ -168,5 +169,5 @@ class PagedModel:
 
     def new_cache(self, max_cache_len: int) -> PagedCache:
         """A new :class:`PagedCache` of the pool (``max_cache_len`` is not needed: blocks come as they are used)."""
-        self.cache = PagedCache(self.pool, len(self.model.layers))
+        self.cache = self.cache_class(self.pool, len(self.model.layers))
         return self.cache
