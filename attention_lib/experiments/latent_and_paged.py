@@ -74,7 +74,7 @@ def wasted_memory(lengths: Sequence[int], reserve: int, block_sizes: Sequence[in
 
     Example:
         >>> [(row["cache"], row["reserved"]) for row in wasted_memory([5, 9], reserve=16, block_sizes=(4,))]
-        [('contiguous, 16 each', 32), ('blocks of 4', 24)]
+        [('contiguous, 16 each', 32), ('blocks of 4', 20)]
     """
     used = sum(lengths)
     rows = [{"cache": f"contiguous, {reserve} each", "reserved": reserve * len(lengths), "used": used}]
