@@ -19,7 +19,7 @@ Shape legend: ``N`` sequences, ``H`` query heads, ``Hkv`` key/value heads, ``S``
 """
 
 from .attention import paged_attention
-from .cache import PagedCache, PagedModel
+from .cache import PagedCache, PagedModel, read_blocks
 from .pool import BlockPool
 
-__all__ = ["BlockPool", "PagedCache", "PagedModel", "paged_attention"]
+__all__ = ["BlockPool", "PagedCache", "PagedModel", "paged_attention", "read_blocks"]

@@ -9,6 +9,23 @@ from ..validation import check_int, check_is_tensor
 from .pool import BlockPool
 
 
+def read_blocks(store: torch.Tensor, table: torch.Tensor, length: int) -> torch.Tensor:
+    """Positions ``0 .. length - 1`` of each sequence, read through its block table: ``(N, Hkv, S, D)``.
+
+    Built step by step in ``notebooks/17_latent_and_paged.ipynb``. Position ``p`` of sequence ``n`` lives in
+    block ``table[n, p // B]`` of ``store (num_blocks, B, Hkv, D)``, at slot ``p % B``: the blocks of a table,
+    taken in order and laid end to end, are the positions in order; the last one may be part-full.
+
+    Example:
+        >>> store = torch.arange(8.0).view(4, 2, 1, 1)  # 4 blocks of 2 positions; block b holds 2b, 2b + 1
+        >>> read_blocks(store, torch.tensor([[3, 1]]), length=3).flatten().tolist()  # positions 0, 1, 2
+        [6.0, 7.0, 2.0]
+    """
+    blocks = store.index_select(0, table.flatten())  # (N·blocks, B, Hkv, D): the blocks of every table
+    positions = blocks.view(table.shape[0], -1, *store.shape[2:])  # (N, blocks·B, Hkv, D), in order
+    return positions[:, :length].transpose(1, 2)  # (N, Hkv, S, D), a view
+
+
 class PagedCache:
     """The cache of ``N`` sequences in blocks of a :class:`BlockPool`: one block table per sequence.
 
@@ -109,12 +126,7 @@ class PagedCache:
         for t in self.tables:
             self.pool.check_live(t)
         S, table = self._seen[layer_idx], torch.tensor(self.tables, dtype=torch.long)  # (N, blocks)
-        out = []
-        for store in (self.pool.keys[layer_idx], self.pool.values[layer_idx]):
-            blocks = store.index_select(0, table.flatten())  # (N·blocks, B, Hkv, D): the blocks of every table
-            positions = blocks.view(table.shape[0], -1, *store.shape[2:])  # (N, blocks·B, Hkv, D), in order
-            out.append(positions[:, :S].transpose(1, 2))  # (N, Hkv, S, D), a view
-        return out[0], out[1]
+        return read_blocks(self.pool.keys[layer_idx], table, S), read_blocks(self.pool.values[layer_idx], table, S)
 
     def fork(self, index: int = 0) -> PagedCache:
         """A new one-sequence cache that continues sequence ``index``: it shares every block (no copy).
