@@ -87,12 +87,12 @@ def check_read_through_table(fn: Callable) -> CheckResult:
 
 #: Why each bug of lesson 17 does what it does.
 WHY = {
-    "latent rotated, not the rotary key": "the latent makes the values and the position-free keys, so turning it "
+    "latent rotated, not the rotary key": "The latent makes the values and the position-free keys, so turning it "
                                           "puts absolute positions into both, while the rotary key stays unturned: "
                                           "no logit is DeepSeek's, and moving the text changes them all.",
-    "block table off by one block": "every key is read from its neighbour's block, as soon as a sequence has a "
+    "block table off by one block": "Every key is read from its neighbour's block, as soon as a sequence has a "
                                     "second block; only the words, sometimes, survive.",
-    "copy-on-write forgotten": "only a part-full shared block is overwritten, and only the sibling that wrote "
+    "copy-on-write forgotten": "Only a part-full shared block is overwritten, and only the sibling that wrote "
                                "first reads the other's key: prompts whose last block is full are read right.",
 }
 

@@ -20,12 +20,12 @@ from ..generation import generate
 from ..latent import MultiHeadLatentAttention
 from ..paged import BlockPool, PagedCache, PagedModel
 from ..positions import RotaryPositions
-from ..training.generation import VOCAB, load_lm, make_texts, prompts_before_the_verb
+from ..training.generation import VOCAB, encode, load_lm, make_texts, prompts_before_the_verb
 
 #: This lesson's experiments, and what it uses of others' (lesson 15's model and grammar, the benchmark's timing).
-__all__ = ["CONFIGS", "NoCopyOnWrite", "OffByOneBlock", "VOCAB", "continue_alone", "continue_forks", "latent_bug",
-           "load_lm", "make_texts", "numbers_per_token", "paged_bugs", "prompts_before_the_verb", "time_mla",
-           "wasted_memory", "with_rotated_latent"]
+__all__ = ["CONFIGS", "NoCopyOnWrite", "OffByOneBlock", "VOCAB", "continue_alone", "continue_forks", "encode",
+           "latent_bug", "load_lm", "make_texts", "numbers_per_token", "paged_bugs", "prompts_before_the_verb",
+           "time_mla", "wasted_memory", "with_rotated_latent"]
 
 #: Published attention shapes, with where they are published: heads ``H``, key/value heads ``Hkv``, head size
 #: ``Dh`` (MLA: the latent ``r`` and the rotary key ``Dr``), layers. "as ..." rows are DeepSeek-V3's heads
