@@ -41,7 +41,6 @@ from .decoding import run_decoding
 from .measure import quiet_profiler, synchronize, time_paired
 from .memory_tables import inputs as _inputs
 from .memory_tables import memory_tables, with_gradients
-from .serving import run_serving
 from .targets import WEIGHTS_REFERENCE, exp2_vs_exp, print_targets
 
 #: The methods compared, each called as ``fn(query, key, value, **options)`` (options: a mask or ``is_causal``).
@@ -294,7 +293,7 @@ def main(argv: list[str] | None = None) -> dict:
           f"differs from machine to machine.")
     targets = print_targets(ratios, memory, tuple(args.memory_sizes), d, torch.empty((), dtype=dtype).element_size())
     return {"ceiling": ceiling, "ratios": ratios, "memory": memory, "exp2_vs_exp": exp2, "targets": targets,
-            "decoding": run_decoding(args.quick), "serving": run_serving(args.quick)}
+            "decoding": run_decoding(args.quick)}
 
 if __name__ == "__main__":
     main()

@@ -1,7 +1,7 @@
 """The benchmark's serving part: one decoding step with multi-head latent attention (expanded or absorbed), and
 a model decoding on a paged cache against a contiguous one.
 
-Run with the rest by ``python -m attention_lib.bench``. Lesson 17 (``notebooks/17_latent_and_paged.ipynb``)
+Run alone by ``python -m attention_lib.bench.serving [--quick]``. Lesson 17 (``notebooks/17_latent_and_paged.ipynb``)
 builds both. For each prefix length ``S`` each method writes ``steps`` tokens after a prefill of ``S`` (untimed);
 a method's time is the median step; the methods take turns in an order that rotates from repeat to repeat, and the
 median over the repeats is kept.
@@ -167,3 +167,9 @@ def run_serving(quick: bool = False, repeats: int | None = None) -> dict:
     steps = 4 if quick else 8
     mla, paged = time_mla(prefixes, repeats=repeats, steps=steps), time_paged(prefixes, repeats=repeats, steps=steps)
     return {"mla": mla, "paged": paged, "targets": print_serving(mla, paged, repeats, steps)}
+
+
+if __name__ == "__main__":  # python -m attention_lib.bench.serving [--quick]
+    import sys
+
+    run_serving(quick="--quick" in sys.argv[1:])
