@@ -57,7 +57,7 @@ def paged_attention(query: torch.Tensor, cache: PagedCache, layer_idx: int, *, s
                          f"cache, but query.shape={tuple(query.shape)}.")
     for t in cache.tables:
         cache.pool.check_live(t)
-    L, table = query.shape[2], torch.tensor(cache.tables, dtype=torch.long)  # (N, blocks)
+    L, table = query.shape[2], torch.tensor(cache.tables, dtype=torch.long, device=query.device)  # (N, blocks)
     scale = 1.0 / math.sqrt(Dh) if scale is None else scale
     q = group_heads(query, Hkv) * scale  # (N, Hkv, G, L, Dh)
     G = q.shape[2]

@@ -92,8 +92,8 @@ class PagedCache:
         B, start, L = self.pool.block_size, self._seen[layer_idx], key.shape[2]
         self._make_room(start, start + L)
         store_k, store_v = self.pool.storage(layer_idx, key, value)
-        position = torch.arange(start, start + L)
-        table = torch.tensor(self.tables, dtype=torch.long)  # (N, blocks)
+        position = torch.arange(start, start + L, device=key.device)
+        table = torch.tensor(self.tables, dtype=torch.long, device=key.device)  # (N, blocks)
         blocks = table[:, position // B]  # (N, L): the block of every new position
         store_k[blocks, position % B] = key.transpose(1, 2)  # (N, L, Hkv, Dh) into (block, slot, Hkv, Dh)
         store_v[blocks, position % B] = value.transpose(1, 2)
@@ -125,7 +125,8 @@ class PagedCache:
         self._alive("read the cache")
         for t in self.tables:
             self.pool.check_live(t)
-        S, table = self._seen[layer_idx], torch.tensor(self.tables, dtype=torch.long)  # (N, blocks)
+        S, device = self._seen[layer_idx], self.pool.keys[layer_idx].device
+        table = torch.tensor(self.tables, dtype=torch.long, device=device)  # (N, blocks)
         return read_blocks(self.pool.keys[layer_idx], table, S), read_blocks(self.pool.values[layer_idx], table, S)
 
     def fork(self, index: int = 0) -> PagedCache:

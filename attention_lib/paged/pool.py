@@ -97,10 +97,11 @@ class BlockPool:
             self.keys[layer_idx] = key.new_zeros(*shape, key.shape[-1])
             self.values[layer_idx] = value.new_zeros(*shape, value.shape[-1])
         held = self.keys[layer_idx]
-        if (key.shape[1], key.shape[-1], key.dtype) != (held.shape[2], held.shape[-1], held.dtype):
+        if (key.shape[1], key.shape[-1], key.dtype, key.device) != (held.shape[2], held.shape[-1], held.dtype,
+                                                                    held.device):
             raise ValueError(f"layer {layer_idx} of the pool holds keys of (Hkv, Dh) = "
-                             f"{(held.shape[2], held.shape[-1])} ({held.dtype}), but got key.shape="
-                             f"{tuple(key.shape)} ({key.dtype}); one pool serves one model.")
+                             f"{(held.shape[2], held.shape[-1])} ({held.dtype}, {held.device}), but got key.shape="
+                             f"{tuple(key.shape)} ({key.dtype}, {key.device}); one pool serves one model.")
         return held, self.values[layer_idx]
 
     def copy_block(self, source: int, target: int) -> None:
