@@ -170,3 +170,16 @@ def test_other_models_and_bad_sizes_are_refused():
         MultiHeadLatentAttention(16, 2, kv_rank=4, rope_dim=3, nope_dim=4, v_dim=4)
     with pytest.raises(TypeError, match="absorbed"):
         TinyLatentLM(VOCAB).absorbed = "yes"
+
+
+@torch.no_grad()
+def test_rope_makes_logits_shift_invariant_and_the_rotated_latent_breaks_it(pair):
+    from attention_lib.experiments.latent_and_paged import with_rotated_latent
+
+    _, ours = pair
+    x = prompt()
+    assert (ours(x).logits - ours(x, offset=50).logits).abs().max() < 1e-4  # only distances matter
+    broken = with_rotated_latent(ours)
+    assert (broken(x).logits - broken(x, offset=50).logits).abs().max() > 0.1
+    assert isinstance(ours.layers[0].self_attn, MultiHeadLatentAttention)  # the copy was broken, not the model
+    assert type(ours.layers[0].self_attn) is MultiHeadLatentAttention

@@ -6,6 +6,8 @@ bad input is refused, and a pool that runs out changes nothing; transformers' co
 import pytest
 import torch
 import torch.nn.functional as F
+from hypothesis import given
+from hypothesis import strategies as st
 
 from attention_lib import BlockPool, PagedCache, PagedModel, TinyLatentLM, TinyLlama, generate, paged_attention
 
@@ -210,3 +212,46 @@ def test_the_serving_benchmark_judges_its_two_targets():
     made_up = {("expanded", 2048): 10.0, ("absorbed", 2048): 1.0, ("contiguous", 2048): 1.0, ("paged", 2048): 1.2}
     assert [(value, sign, limit) for _, value, sign, limit in serving_targets(made_up, made_up)] == [
         (10.0, ">=", 5.0), (1.2, "<=", 1.3)]
+
+
+@given(st.integers(1, 3), st.sampled_from([(1, 1), (2, 1), (4, 2), (6, 3)]), st.integers(1, 40), st.data(),
+       st.sampled_from([1, 2, 4, 8, 16]), st.sampled_from([torch.float32, torch.float64]))
+def test_paged_attention_equals_sdpa_for_any_shape(N, heads, S, data, block_size, dtype):
+    H, Hkv = heads
+    L = data.draw(st.integers(1, S))
+    g = torch.Generator().manual_seed(S * 7 + L)
+    k, v = torch.randn(N, Hkv, S, 4, generator=g, dtype=dtype), torch.randn(N, Hkv, S, 3, generator=g, dtype=dtype)
+    cache = PagedCache(BlockPool(block_size * -(-S // block_size) * N, block_size), num_layers=1)
+    cache.update(k, v, 0)  # the pool holds exactly the blocks it needs: they all come from it
+    assert cache.pool.num_free == 0
+    q = torch.randn(N, H, L, 4, generator=g, dtype=dtype)
+    mask = torch.ones(L, S, dtype=torch.bool).tril(S - L)
+    expected = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=True)
+    torch.testing.assert_close(paged_attention(q, cache, 0), expected)
+
+
+def test_the_gallery_bugs_do_what_they_say():
+    from attention_lib.experiments.latent_and_paged import NoCopyOnWrite, OffByOneBlock
+
+    k = torch.arange(12.0).view(1, 1, 12, 1)  # key p holds p
+    one_block = OffByOneBlock(BlockPool(32, 4), 1)
+    assert one_block.update(k[:, :, :4], k[:, :, :4], 0)[0].flatten().tolist() == [0, 1, 2, 3]  # one block: right
+    shifted = OffByOneBlock(BlockPool(32, 4), 1)
+    assert shifted.update(k[:, :, :10], k[:, :, :10], 0)[0].flatten().tolist() == [8, 9, 0, 0, 0, 1, 2, 3, 4, 5]
+    parent = NoCopyOnWrite(BlockPool(32, 4), 1)
+    parent.update(k[:, :, :6], k[:, :, :6], 0)
+    child = parent.fork()
+    parent.update(torch.full((1, 1, 1, 1), 100.0), torch.full((1, 1, 1, 1), 100.0), 0)
+    child.update(torch.full((1, 1, 1, 1), 200.0), torch.full((1, 1, 1, 1), 200.0), 0)
+    assert parent.gather(0)[0].flatten().tolist()[-1] == 200.0  # the sibling's key, in the parent's cache
+    assert parent.tables == child.tables  # no copy was made
+
+
+def test_the_wasted_memory_table_counts_blocks_exactly():
+    from attention_lib.experiments.latent_and_paged import wasted_memory
+
+    lengths = [12, 16, 17, 90]
+    rows = wasted_memory(lengths, reserve=128, block_sizes=(4, 16))
+    # blocks of 4: 3 + 4 + 5 + 23 = 35 blocks; of 16: 1 + 1 + 2 + 6 = 10 blocks
+    assert [(r["reserved"], r["used"]) for r in rows] == [(512, 135), (140, 135), (160, 135)]
+    assert rows[0]["unused"] == 1 - 135 / 512
