@@ -18,7 +18,7 @@ import torch
 from ..bench.serving import time_mla
 from ..generation import generate
 from ..latent import MultiHeadLatentAttention
-from ..paged import BlockPool, PagedCache, PagedModel
+from ..paged import BlockPool, PagedCache, PagedModel, read_blocks
 from ..positions import RotaryPositions
 from ..training.generation import VOCAB, encode, load_lm, make_texts, prompts_before_the_verb
 
@@ -114,12 +114,8 @@ class OffByOneBlock(PagedCache):
     """The bug: the keys of block ``j`` are read from the table's entry ``j - 1`` (the first from the last)."""
 
     def gather(self, layer_idx):
-        tables = self.tables
-        self.tables = [t[-1:] + t[:-1] for t in tables]
-        try:
-            return super().gather(layer_idx)
-        finally:
-            self.tables = tables
+        S, table = self._seen[layer_idx], self._table(self.pool.keys[layer_idx].device).roll(1, dims=1)
+        return read_blocks(self.pool.keys[layer_idx], table, S), read_blocks(self.pool.values[layer_idx], table, S)
 
 
 class NoCopyOnWrite(PagedCache):
@@ -129,6 +125,7 @@ class NoCopyOnWrite(PagedCache):
         for t in self.tables:
             while len(t) * self.pool.block_size < end:
                 t.append(self.pool.allocate())
+                self._tables_tensor = None
 
     def fork(self, index=0):
         child = super().fork(index)

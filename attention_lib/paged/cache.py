@@ -53,6 +53,7 @@ class PagedCache:
         self.pool, self.num_layers = pool, check_int(num_layers, "num_layers", minimum=1)
         self.tables: list[list[int]] | None = None  # one block table per sequence, made at the first update
         self._seen = [0] * self.num_layers
+        self._tables_tensor: torch.Tensor | None = None
         self.finished = False
 
     def __repr__(self) -> str:
@@ -93,12 +94,17 @@ class PagedCache:
         self._make_room(start, start + L)
         store_k, store_v = self.pool.storage(layer_idx, key, value)
         position = torch.arange(start, start + L, device=key.device)
-        table = torch.tensor(self.tables, dtype=torch.long, device=key.device)  # (N, blocks)
-        blocks = table[:, position // B]  # (N, L): the block of every new position
-        store_k[blocks, position % B] = key.transpose(1, 2)  # (N, L, Hkv, Dh) into (block, slot, Hkv, Dh)
-        store_v[blocks, position % B] = value.transpose(1, 2)
+        slots = self._table(key.device)[:, position // B] * B + position % B  # (N, L): block·B + slot, in the pool
+        store_k.view(-1, *store_k.shape[2:])[slots] = key.transpose(1, 2)  # (N, L, Hkv, Dh) into (blocks·B, Hkv, Dh)
+        store_v.view(-1, *store_v.shape[2:])[slots] = value.transpose(1, 2)
         self._seen[layer_idx] = start + L
         return self.gather(layer_idx)
+
+    def _table(self, device) -> torch.Tensor:
+        """The block tables as one ``(N, blocks)`` tensor, made again only when a table changed."""
+        if self._tables_tensor is None or self._tables_tensor.device != device:
+            self._tables_tensor = torch.tensor(self.tables, dtype=torch.long, device=device)
+        return self._tables_tensor
 
     def _make_room(self, start: int, end: int) -> None:
         """Blocks for positions ``start .. end - 1`` in every table: new ones from the pool, and a private copy of a
@@ -111,6 +117,8 @@ class PagedCache:
             raise ValueError(f"the pool is out of blocks: {new + len(copies)} more are needed for positions {start}.."
                              f"{end - 1} but {self.pool.num_free} of {self.pool.num_blocks} are free; nothing was "
                              f"written. Free a finished sequence (cache.free()) or build a larger BlockPool.")
+        if new or copies:
+            self._tables_tensor = None  # a table changes
         for s, j in copies:  # copy-on-write: this sequence gets its own copy, the others keep theirs
             old = self.tables[s][j]
             self.tables[s][j] = self.pool.allocate()
@@ -125,8 +133,7 @@ class PagedCache:
         self._alive("read the cache")
         for t in self.tables:
             self.pool.check_live(t)
-        S, device = self._seen[layer_idx], self.pool.keys[layer_idx].device
-        table = torch.tensor(self.tables, dtype=torch.long, device=device)  # (N, blocks)
+        S, table = self._seen[layer_idx], self._table(self.pool.keys[layer_idx].device)  # (N, blocks)
         return read_blocks(self.pool.keys[layer_idx], table, S), read_blocks(self.pool.values[layer_idx], table, S)
 
     def fork(self, index: int = 0) -> PagedCache:
