@@ -62,3 +62,10 @@ __all__ = [
 from .interventions import edit_head, force_onto, remove_keys, zero_rows  # noqa: E402
 
 __all__ += ["edit_head", "force_onto", "remove_keys", "zero_rows"]
+
+# Lesson 17: multi-head latent attention and paged attention.
+from .latent import LatentCache, MultiHeadLatentAttention, TinyLatentLM, from_hf_deepseek  # noqa: E402
+from .paged import BlockPool, PagedCache, PagedModel, paged_attention  # noqa: E402
+
+__all__ += ["BlockPool", "LatentCache", "MultiHeadLatentAttention", "PagedCache", "PagedModel", "TinyLatentLM",
+            "from_hf_deepseek", "paged_attention"]

@@ -787,3 +787,51 @@ def _remove_attractors_rows() -> list[Exercise]:
 
 
 ROWS += _remove_attractors_rows()
+
+
+# -- 17: read_through_table(store, table, length) -> (Hkv, S, Dh); what each latent or paged bug does ------------------
+def _latent_and_paged_rows() -> list[Exercise]:
+    from attention_lib.exercises import latent_and_paged as lesson17
+
+    def by_hand(store, table, length):
+        B = store.shape[1]
+        return torch.stack([store[table[p // B], p % B] for p in range(length)], dim=1)  # (Hkv, S, Dh)
+
+    def through_the_package(store, table, length):
+        from attention_lib.paged import read_blocks
+
+        return read_blocks(store, table[None], length)[0]
+
+    def whole_blocks(store, table, length):  # every slot of every block, the part-full last one too
+        return store[table].flatten(0, 1).transpose(0, 1)
+
+    def heads_last(store, table, length):
+        return store[table].flatten(0, 1)[:length]
+
+    def float_index(store, table, length):
+        return store[table.float()]
+
+    gallery = {"latent rotated, not the rotary key": {"reads right": 0.0},
+               "block table off by one block": {"reads right": 0.0}, "copy-on-write forgotten": {"reads right": 0.7}}
+    right = {"latent rotated, not the rotary key": "none", "block table off by one block": "none",
+             "copy-on-write forgotten": "most"}
+
+    def predict(predictions):
+        return lesson17.check_gallery_predictions(predictions, gallery)
+
+    predict.__name__ = "check_gallery_predictions"
+    return [
+        Exercise(lesson17.check_read_through_table, correct=[by_hand, through_the_package],
+                 wrong=[*((fn, hint[:40]) for fn, hint in lesson17.MISTAKES),
+                        (whole_blocks, "keep the first length = 10 positions only"),
+                        (heads_last, "transpose to (Hkv, S, Dh) at the end")],
+                 crashes=[(float_index, "")], mistakes=lesson17.MISTAKES, passed_says="correct on 3"),
+        Exercise(predict, correct=[right],
+                 wrong=[({**right, "copy-on-write forgotten": "none"}, "2 of 3 right"),
+                        ({**right, "block table off by one block": "a few"}, "a prediction is one of"),
+                        ({"copy-on-write forgotten": "most"}, "predict every bug first")],
+                 stubs=(None, {}, dict.fromkeys(right, ...)), not_attempted="no predictions yet"),
+    ]
+
+
+ROWS += _latent_and_paged_rows()

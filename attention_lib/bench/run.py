@@ -1,10 +1,9 @@
 """``python -m attention_lib.bench``: how fast, and how memory-hungry, each attention is on this machine.
 
 One run prints the environment (with the SDPA kernel that actually ran), the matrix-product ceiling in
-GFLOP/s, timing tables (no mask; causal; padding mask; ``MultiHeadAttention``; forward + backward),
-peak-memory tables (one forward pass; forward + backward), decoding, and the course's targets, each marked met or
-missed. ``--quick`` finishes in well under a minute; lesson 10 measures memory with the same ``peak_memory``. How it
-measures:
+GFLOP/s, timing tables (no mask; causal; padding mask; ``MultiHeadAttention``; forward + backward), peak-memory
+tables (one forward pass; forward + backward), decoding (the cache, GQA, latent and paged caches), and the course's
+targets, each marked met or missed (``--quick``: about a minute; lesson 10 uses the same ``peak_memory``). How:
 
 - **Time**: for each size every method runs once untimed, then once per repeat, *interleaved* (the order
   rotates from repeat to repeat) so that a slow moment of the machine hits all methods alike. A method's
@@ -41,6 +40,7 @@ from .decoding import run_decoding
 from .measure import quiet_profiler, synchronize, time_paired
 from .memory_tables import inputs as _inputs
 from .memory_tables import memory_tables, with_gradients
+from .serving import run_serving
 from .targets import WEIGHTS_REFERENCE, exp2_vs_exp, print_targets
 
 #: The methods compared, each called as ``fn(query, key, value, **options)`` (options: a mask or ``is_causal``).
@@ -233,7 +233,7 @@ def main(argv: list[str] | None = None) -> dict:
     methods = {**METHODS, **extra}
     print("== environment", *_environment(device, dtype), sep="\n  ")
     if args.decoding:
-        return {"decoding": run_decoding(args.quick)}
+        return {"decoding": run_decoding(args.quick), "serving": run_serving(args.quick)}
     q, k, v = _inputs((2, 4), max(args.sizes), d, device, dtype)
     print(f"  SDPA implementation at 2x4 heads, n={max(args.sizes)}: {sdpa_implementation(q, k, v)} (found with "
           f"torch.profiler)\n  Triton kernel: {triton_says}")
@@ -293,7 +293,7 @@ def main(argv: list[str] | None = None) -> dict:
           f"differs from machine to machine.")
     targets = print_targets(ratios, memory, tuple(args.memory_sizes), d, torch.empty((), dtype=dtype).element_size())
     return {"ceiling": ceiling, "ratios": ratios, "memory": memory, "exp2_vs_exp": exp2, "targets": targets,
-            "decoding": run_decoding(args.quick)}
+            "decoding": run_decoding(args.quick), "serving": run_serving(args.quick)}
 
 if __name__ == "__main__":
     main()

@@ -1,0 +1,170 @@
+"""The benchmark's serving part: one decoding step with multi-head latent attention (expanded or absorbed), and
+a model decoding on a paged cache against a contiguous one.
+
+Run with the decoding part by ``python -m attention_lib.bench [--quick] --decoding``. Lesson 17
+(``notebooks/17_latent_and_paged.ipynb``) builds both. For each prefix length ``S`` each method writes ``steps``
+tokens after a prefill of ``S`` (untimed);
+a method's time is the median step; the methods take turns in an order that rotates from repeat to repeat, and the
+median over the repeats is kept.
+
+- **MLA**: one :class:`~attention_lib.MultiHeadLatentAttention` layer of DeepSeek's proportions at a width a CPU
+  runs (:data:`MLA_SHAPE`: ``E = 512``, 16 heads, a latent of ``r = 128``), fp32, batch 1, on a
+  :class:`~attention_lib.LatentCache`. The expanded form rebuilds all 16 heads' keys and values from every cached
+  latent at every step; the absorbed form attends over the latents themselves.
+- **paged**: lesson 15's :class:`~attention_lib.TinyLlama` at the decoding benchmark's width, on a
+  :class:`~attention_lib.KVCache` and on a :class:`~attention_lib.PagedCache` of blocks of 16 (its keys gathered
+  through the block table at every step).
+
+The targets, at ``S = 2,048``: absorbed at least 5x faster per step than expanded; paged within 1.3x of contiguous.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+
+import torch
+
+from ..cache import KVCache
+from ..latent import LatentCache, MultiHeadLatentAttention
+from ..llama import TinyLlama
+from ..paged import BlockPool, PagedCache
+from .decoding import SHAPE
+
+#: One MLA layer: DeepSeek-V3's proportions (Dn = Dv = E / H, Dr = Dn / 2) at E = 512.
+MLA_SHAPE = {"embed_dim": 512, "num_heads": 16, "kv_rank": 128, "rope_dim": 16, "nope_dim": 32, "v_dim": 32}
+MLA_METHODS = ("expanded", "absorbed")
+PAGED_METHODS = ("contiguous", "paged")
+BLOCK_SIZE = 16
+
+
+def _median_step(step, prefill, steps: int) -> float:
+    """Median seconds of ``steps`` calls of ``step(state)`` after ``state = prefill()`` (untimed)."""
+    state = prefill()
+    times = []
+    for _ in range(steps):
+        start = time.perf_counter()
+        step(state)
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def _interleaved(methods: dict, repeats: int, steps: int) -> dict[str, float]:
+    """``{method: median over repeats of the median step}``, the order rotating from repeat to repeat."""
+    names, per = list(methods), {m: [] for m in methods}
+    for m in names:
+        _median_step(*methods[m], 1)  # warm up
+    for r in range(repeats):
+        for m in names[r % len(names):] + names[:r % len(names)]:
+            per[m].append(_median_step(*methods[m], steps))
+    return {m: statistics.median(t) for m, t in per.items()}
+
+
+@torch.no_grad()
+def time_mla(prefixes=(128, 512, 2048), *, repeats: int = 3, steps: int = 8, seed: int = 0
+             ) -> dict[tuple[str, int], float]:
+    """Median seconds of one decoding step of one MLA layer, ``{(form, S): seconds}``, expanded and absorbed.
+
+    Example:
+        >>> sorted(time_mla((8,), repeats=1, steps=1))
+        [('absorbed', 8), ('expanded', 8)]
+    """
+    torch.manual_seed(seed)
+    layer = MultiHeadLatentAttention(**MLA_SHAPE).eval()
+    result = {}
+    for S in prefixes:
+        x = torch.randn(1, S + steps + 2, MLA_SHAPE["embed_dim"], generator=torch.Generator().manual_seed(seed))
+
+        def prefill(S=S, x=x):
+            cache = LatentCache(1, S + steps + 2)
+            layer(x[:, :S], cache)
+            return cache
+
+        def method(absorbed, x=x):
+            def step(cache):
+                layer.absorbed = absorbed
+                layer(x[:, cache.get_seq_length():cache.get_seq_length() + 1], cache)
+            return step, prefill
+
+        times = _interleaved({"expanded": method(False), "absorbed": method(True)}, repeats, steps)
+        result |= {(m, S): t for m, t in times.items()}
+    layer.absorbed = False
+    return result
+
+
+@torch.no_grad()
+def time_paged(prefixes=(128, 512, 2048), *, repeats: int = 3, steps: int = 8, seed: int = 0
+               ) -> dict[tuple[str, int], float]:
+    """Median seconds per generated token of TinyLlama on a contiguous and on a paged cache, ``{(cache, S): s}``.
+
+    Example:
+        >>> sorted(time_paged((8,), repeats=1, steps=1))
+        [('contiguous', 8), ('paged', 8)]
+    """
+    torch.manual_seed(seed)
+    model = TinyLlama(**SHAPE).eval()
+    result = {}
+    for S in prefixes:
+        tokens = torch.randint(0, SHAPE["vocab_size"], (1, S), generator=torch.Generator().manual_seed(seed))
+        room = BLOCK_SIZE * -(-(S + steps + 2) // BLOCK_SIZE)
+
+        def prefill(paged, tokens=tokens, room=room):
+            cache = PagedCache(BlockPool(room, BLOCK_SIZE), len(model.layers)) if paged else KVCache(
+                len(model.layers), room)
+            model(tokens, cache)
+            return cache
+
+        def step(cache, tokens=tokens):
+            model(tokens[:, -1:], cache)
+
+        times = _interleaved({"contiguous": (step, lambda: prefill(False)), "paged": (step, lambda: prefill(True))},
+                             repeats, steps)
+        result |= {(m, S): t for m, t in times.items()}
+    return result
+
+
+def serving_targets(mla: dict, paged: dict) -> list[tuple[str, float | None, str, float]]:
+    """``[(text, value or None, ">=" or "<=", limit)]``: the two targets, ``None`` where S = 2,048 was not run."""
+
+    def ratio(times, a, b):
+        return times[a] / times[b] if a in times and b in times else None
+
+    return [("MLA: absorbed decoding step at S=2,048 >= 5x faster than expanded (one layer, E=512, 16 heads, r=128)",
+             ratio(mla, ("expanded", 2048), ("absorbed", 2048)), ">=", 5.0),
+            ("paged: per-token time at S=2,048 <= 1.3x the contiguous cache's (blocks of 16)",
+             ratio(paged, ("paged", 2048), ("contiguous", 2048)), "<=", 1.3)]
+
+
+def print_serving(mla: dict, paged: dict, repeats: int, steps: int) -> list:
+    """Print both tables and the targets (met, MISSED or not measured); return the targets."""
+    print(f"\n== serving (CPU): one decoding step (ms) by prefix length S, batch 1, torch threads "
+          f"{torch.get_num_threads()}; medians of {repeats} interleaved repeats of {steps} steps")
+    print(f"  MLA, one layer {MLA_SHAPE}, fp32, on a LatentCache")
+    print(f"  {'S':>6}  {'expanded':>10}  {'absorbed':>10}  {'expanded / absorbed':>19}")
+    for S in sorted({s for _, s in mla}):
+        print(f"  {S:>6}  {mla['expanded', S] * 1e3:>10.3f}  {mla['absorbed', S] * 1e3:>10.3f}  "
+              f"{mla['expanded', S] / mla['absorbed', S]:>19.1f}")
+    print(f"  TinyLlama {SHAPE} (random weights), KVCache against PagedCache (blocks of {BLOCK_SIZE})")
+    print(f"  {'S':>6}  {'contiguous':>10}  {'paged':>10}  {'paged / contiguous':>19}")
+    for S in sorted({s for _, s in paged}):
+        print(f"  {S:>6}  {paged['contiguous', S] * 1e3:>10.3f}  {paged['paged', S] * 1e3:>10.3f}  "
+              f"{paged['paged', S] / paged['contiguous', S]:>19.2f}")
+    targets = serving_targets(mla, paged)
+    print("\n== serving targets (a target is judged on a quiet machine)")
+    for text, value, sign, limit in targets:
+        if value is None:
+            print(f"  {'not measured':<12} {text} (run S=2048)")
+        else:
+            met = value >= limit if sign == ">=" else value <= limit
+            print(f"  {'met' if met else 'MISSED':<12} {text}: {value:.2f}")
+    return targets
+
+
+def run_serving(quick: bool = False, repeats: int | None = None) -> dict:
+    """Time, print and return ``{"mla": ..., "paged": ..., "targets": ...}`` (``quick``: S = 512 and 2,048, fewer
+    repeats and steps)."""
+    prefixes = (512, 2048) if quick else (128, 512, 2048)
+    repeats = repeats or (3 if quick else 5)
+    steps = 4 if quick else 8
+    mla, paged = time_mla(prefixes, repeats=repeats, steps=steps), time_paged(prefixes, repeats=repeats, steps=steps)
+    return {"mla": mla, "paged": paged, "targets": print_serving(mla, paged, repeats, steps)}
