@@ -72,9 +72,10 @@ def chunk_positions(n: int, world: int, rank: int, layout: str = "contiguous") -
     n = check_int(n, "n", minimum=1)
     if n % pieces:
         fit = ((n + pieces - 1) // pieces) * pieces
+        fits = f"n={fit}" if fit == pieces else f"n={fit} or n={fit - pieces}"
         raise ValueError(f"the {layout} layout cuts the sequence into {pieces} equal chunks ({chunks_per_rank(layout)}"
                          f" per rank x world={world}), so n must be a multiple of {pieces}, but found n={n}; "
-                         f"ring attention does not pad: pad or cut the sequence to n={fit} or n={fit - pieces}.")
+                         f"ring attention does not pad: pad or cut the sequence to {fits}.")
     c = n // pieces
     chunks = [rank] if layout == "contiguous" else [rank, pieces - 1 - rank]
     return torch.cat([torch.arange(i * c, (i + 1) * c) for i in chunks])

@@ -129,6 +129,29 @@ def held_bytes(rank: int, world: int, n: int, heads: int, E: int) -> dict[str, i
     return held
 
 
+def torch_private_ring():
+    """torch's own ring, ``_templated_ring_attention``, where the installed torch has it (private: it moves
+    between releases), else ``None``. Its causal mode with load balancing holds the zigzag layout."""
+    try:
+        from torch.distributed.tensor.experimental._attention import _cp_options, _templated_ring_attention
+    except ImportError:
+        return None
+    return _templated_ring_attention, _cp_options
+
+
+def compare_with_torch_ring(rank: int, world: int, case: dict) -> dict:
+    """Worker: this rank's output from torch's private ring (CPU flash kernel) and from ours, same chunk."""
+    import torch.distributed as dist
+
+    ring, options = torch_private_ring()
+    options.enable_load_balance = case["is_causal"] and case["layout"] == "zigzag"
+    q, k, v, _ = (shard(t, world, rank, case["layout"]) for t in whole_sequence(case))
+    theirs = ring(dist.group.WORLD, 2, torch.ops.aten._scaled_dot_product_flash_attention_for_cpu, q, k, v,
+                  is_causal=case["is_causal"])[0]
+    return {"positions": chunk_positions(case["n"], world, rank, case["layout"]), "torch": theirs,
+            "ours": ring_attention(q, k, v, case["is_causal"], layout=case["layout"])}
+
+
 # -- training: lesson 12's model with its sequence split over the ranks ----------------------------------------------
 def reversal_batch(n: int, vocab: int, batch: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
     """Random tokens ``(batch, n)`` and their reversal as targets: every position needs a far one."""
