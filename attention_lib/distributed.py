@@ -5,7 +5,8 @@ Built for ``notebooks/16_ring_attention.ipynb``. :func:`spawn` starts ``world`` 
 in a ``torch.distributed`` process group on the ``gloo`` backend (CPU), calls ``fn(rank, world, *args)`` in
 each and returns their results in rank order. The processes meet through a ``file://`` store in a temporary
 folder: no network port is opened. A child never prints (its output goes to ``os.devnull``); what it returns
-comes back through a queue. When a child raises, :func:`spawn` raises a ``RuntimeError`` holding the child's
+comes back through a queue. :class:`ProcessRing` keeps such processes alive between calls, so that a lesson
+pays for starting them once. When a child raises, :func:`spawn` raises a ``RuntimeError`` holding the child's
 traceback; when one dies without a word (killed, out of memory), it says which rank and how, and stops the
 others, so a broken ring never hangs the notebook.
 
@@ -53,9 +54,10 @@ def check_importable(fn) -> Callable:
 
 
 def spawn(fn: Callable, world: int, *args, timeout: float = DEFAULT_TIMEOUT, threads: int = 1) -> list:
-    """Run ``fn(rank, world, *args)`` in ``world`` gloo processes and return their results, in rank order.
+    """Run ``fn(rank, world, *args)`` in ``world`` new gloo processes and return their results, in rank order.
 
-    Built for ``notebooks/16_ring_attention.ipynb``. Results travel back pickled (tensors included).
+    Built for ``notebooks/16_ring_attention.ipynb``: a :class:`ProcessRing` started for one call, then closed.
+    Results travel back pickled (tensors included).
 
     Args:
         fn: a module-level function of an importable module (see :func:`check_importable`).
@@ -74,24 +76,70 @@ def spawn(fn: Callable, world: int, *args, timeout: float = DEFAULT_TIMEOUT, thr
         TimeoutError: if the ranks did not all finish within ``timeout`` seconds.
     """
     check_importable(fn)
-    world = check_world(world)
-    context = mp.get_context("spawn")
-    results: dict[int, object] = {}
-    with tempfile.TemporaryDirectory(prefix="ring-") as folder:
-        store = f"file://{os.path.join(folder, 'store')}"
-        messages = context.Queue()
-        ranks = [context.Process(target=_child, args=(fn, rank, world, store, messages, args, threads), daemon=True)
-                 for rank in range(world)]
-        for process in ranks:
+    with ProcessRing(world, timeout=timeout, threads=threads) as ring:
+        return ring.run(fn, *args)
+
+
+class ProcessRing:
+    """``world`` processes in one gloo process group, kept alive between calls of :meth:`run`.
+
+    Built for ``notebooks/16_ring_attention.ipynb``, where each new process costs seconds (it imports torch):
+    a lesson starts a ring once and runs several workers on it. After a rank raises or dies the ring is closed
+    (the other ranks may wait in a collective that will never complete). Use it as a context manager, or call
+    :meth:`close`. Arguments and errors as :func:`spawn`.
+    """
+
+    def __init__(self, world: int, *, timeout: float = DEFAULT_TIMEOUT, threads: int = 1):
+        self.world, self.timeout = check_world(world), timeout
+        context = mp.get_context("spawn")
+        self._folder = tempfile.TemporaryDirectory(prefix="ring-")
+        store = f"file://{os.path.join(self._folder.name, 'store')}"
+        self._tasks = [context.Queue() for _ in range(self.world)]
+        self._messages = context.Queue()
+        self._ranks = [context.Process(target=_serve, args=(rank, self.world, store, self._tasks[rank],
+                                                            self._messages, threads), daemon=True)
+                       for rank in range(self.world)]
+        for process in self._ranks:
             process.start()
+
+    def run(self, fn: Callable, *args) -> list:
+        """``fn(rank, world, *args)`` on every rank: the results, in rank order."""
+        check_importable(fn)
+        if self._folder is None:
+            raise RuntimeError("this ProcessRing is closed (after close(), or after a rank failed); start a new one.")
+        for tasks in self._tasks:
+            tasks.put((fn, args))
+        results: dict[int, object] = {}
         try:
-            _collect(ranks, messages, results, timeout)
-        finally:
-            for process in ranks:
-                if process.is_alive():
-                    process.terminate()
+            _collect(self._ranks, self._messages, results, self.timeout)
+        except BaseException:
+            self.close()
+            raise
+        return [results[rank] for rank in range(self.world)]
+
+    def close(self) -> None:
+        """Stop every rank and remove the store's folder (safe to call twice)."""
+        if self._folder is None:
+            return
+        for tasks, process in zip(self._tasks, self._ranks, strict=True):
+            if process.is_alive():
+                tasks.put(None)
+        for process in self._ranks:
+            process.join(timeout=5)
+            if process.is_alive():
+                process.terminate()
                 process.join(timeout=5)
-    return [results[rank] for rank in range(world)]
+        self._folder.cleanup()
+        self._folder = None
+
+    def __enter__(self) -> ProcessRing:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"ProcessRing(world={self.world}, {'closed' if self._folder is None else 'running'})"
 
 
 def _collect(ranks, messages, results: dict, timeout: float) -> None:
@@ -109,8 +157,19 @@ def _collect(ranks, messages, results: dict, timeout: float) -> None:
                                    f"no other rank sends.") from None
             continue
         if not ok:
+            _raise_for_death_behind(ranks, results, rank)  # a peer died and this rank lost its connection
             raise RuntimeError(f"rank {rank} of {len(ranks)} raised an error; its traceback:\n{payload}")
         results[rank] = pickle.loads(payload)
+
+
+def _raise_for_death_behind(ranks, results: dict, failed: int, grace: float = 1.0) -> None:
+    """When rank ``failed`` raised because another rank died (gloo: "Connection closed by peer"), name the dead one."""
+    deadline = time.monotonic() + grace
+    while time.monotonic() < deadline:
+        for rank, process in enumerate(ranks):
+            if rank != failed and rank not in results and process.exitcode not in (None, 0):
+                _raise_for_silent_death(rank, process.exitcode, len(ranks))
+        time.sleep(0.05)
 
 
 def _raise_for_silent_death(rank: int, exitcode: int, world: int) -> None:
@@ -119,21 +178,23 @@ def _raise_for_silent_death(rank: int, exitcode: int, world: int) -> None:
                        f"the other ranks were stopped. A rank killed by signal 9 was usually out of memory.")
 
 
-def _child(fn, rank: int, world: int, store: str, messages, args: tuple, threads: int) -> None:
-    """One rank: quiet, in the process group, ``fn`` called, its result or its traceback sent home."""
+def _serve(rank: int, world: int, store: str, tasks, messages, threads: int) -> None:
+    """One rank: quiet, in the process group, running ``(fn, args)`` tasks until ``None``; each result or
+    traceback goes home through ``messages``."""
     with open(os.devnull, "w") as quiet, contextlib.redirect_stdout(quiet), contextlib.redirect_stderr(quiet):
         os.dup2(quiet.fileno(), 1)
         os.dup2(quiet.fileno(), 2)
         torch.set_num_threads(threads)
         try:
             dist.init_process_group("gloo", init_method=store, rank=rank, world_size=world)
-            result = fn(rank, world, *args)
-            messages.put((rank, True, pickle.dumps(result)))
-        except BaseException:  # noqa: BLE001 - whatever happened, the parent hears of it
+            for fn, args in iter(tasks.get, None):
+                try:
+                    messages.put((rank, True, pickle.dumps(fn(rank, world, *args))))
+                except BaseException:  # noqa: BLE001 - whatever happened, the parent hears of it
+                    messages.put((rank, False, traceback.format_exc()))
+        except BaseException:  # noqa: BLE001 - joining the group failed
             messages.put((rank, False, traceback.format_exc()))
-        finally:
-            if dist.is_initialized():
-                dist.destroy_process_group()
+        # No destroy_process_group(): on gloo it waits about 5 s for the other ranks; the process ends here anyway.
 
 
 def run_under_torchrun(fn: Callable, *args):
@@ -172,4 +233,4 @@ def tensor_bytes(*tensors: torch.Tensor) -> int:
     return total
 
 
-__all__ = ["DEFAULT_TIMEOUT", "check_importable", "run_under_torchrun", "spawn", "tensor_bytes"]
+__all__ = ["DEFAULT_TIMEOUT", "ProcessRing", "check_importable", "run_under_torchrun", "spawn", "tensor_bytes"]

@@ -15,7 +15,7 @@ import torch
 import torch.nn.functional as F
 from conftest import make_qkv
 
-from attention_lib.distributed import spawn, tensor_bytes
+from attention_lib.distributed import ProcessRing, spawn, tensor_bytes
 from attention_lib.experiments import ring_attention as workers
 from attention_lib.ring_attention import (
     chunk_positions,
@@ -132,10 +132,11 @@ def test_a_ring_of_one_trains_as_the_model_does():
 
 
 def test_held_bytes_are_the_chunks_sizes():
-    held = workers.held_bytes(0, 1, n=64, heads=2, E=8)
-    assert held["Q, K, V"] == 3 * 2 * 64 * 8 * 4
-    assert held["scores block"] == 2 * 64 * 64 * 4
-    assert held["K/V arriving"] == 0
+    held = workers.held_bytes(n=64, world=1, heads=2, E=8)
+    assert held == {"Q, K, V": 3 * 2 * 64 * 8 * 4, "K/V arriving": 0, "scores block": 2 * 64 * 64 * 4,
+                    "max, sum, blend": 2 * (2 * 64 * 4) + 2 * 64 * 8 * 4}
+    assert workers.held_bytes(n=64, world=4, heads=2, E=8)["K/V arriving"] == 2 * 2 * 16 * 8 * 4
+    assert workers.measure_peak(0, 1, 64, 2, 8) >= held["scores block"]
     assert tensor_bytes(torch.zeros(3, 4)) == 48
 
 
@@ -182,14 +183,20 @@ def test_a_killed_rank_raises_instead_of_hanging():
     assert time.monotonic() - start < 50
 
 
-def test_a_rank_that_raises_sends_its_traceback_and_children_never_print(capfd):
+def test_a_ring_runs_several_calls_then_a_rank_that_raises_sends_its_traceback_and_closes_it(capfd):
     import ring_workers
 
-    with pytest.raises(RuntimeError, match=r"(?s)rank 1 of 2 raised an error; its traceback:\nTraceback.*"
-                                           r"raise_on_rank.*ValueError: boom from rank 1"):
-        spawn(ring_workers.raise_on_rank, 2, 1)
+    with ProcessRing(2) as ring:
+        assert ring.run(ring_workers.raise_on_rank, 5) == [0, 1]
+        assert ring.run(ring_workers.sleep, 0) == [0, 1]
+        with pytest.raises(RuntimeError, match=r"(?s)rank 1 of 2 raised an error; its traceback:\nTraceback.*"
+                                               r"raise_on_rank.*ValueError: boom from rank 1"):
+            ring.run(ring_workers.raise_on_rank, 1)
+        assert repr(ring) == "ProcessRing(world=2, closed)"
+        with pytest.raises(RuntimeError, match="this ProcessRing is closed"):
+            ring.run(ring_workers.sleep, 0)
     captured = capfd.readouterr()
-    assert "hello" not in captured.out + captured.err
+    assert "hello" not in captured.out + captured.err  # the children printed it, to os.devnull
 
 
 @pytest.mark.slow

@@ -18,7 +18,7 @@ import math
 import torch
 import torch.nn.functional as F
 
-from ..distributed import run_under_torchrun, spawn, tensor_bytes
+from ..distributed import ProcessRing, run_under_torchrun, spawn, tensor_bytes
 from ..multihead import merge_heads, split_heads
 from ..ring_attention import chunk_positions, ring_attention, ring_block_mask, ring_forward, shard
 
@@ -92,9 +92,14 @@ def reference(case) -> dict[str, torch.Tensor]:
     return {"output": out.detach(), "dQ": dq, "dK": dk, "dV": dv}
 
 
-def ring_differences(world: int, cases: list[dict]) -> list[dict[str, float]]:
-    """Run the cases on a ring of ``world`` processes: the largest ``|ring - SDPA|`` of each result, per case."""
-    per_rank = spawn(compare_cases, world, cases)
+def run_on(processes: int | ProcessRing, fn, *args) -> list:
+    """``fn`` on a running :class:`~attention_lib.distributed.ProcessRing`, or on ``processes`` new ones."""
+    return processes.run(fn, *args) if isinstance(processes, ProcessRing) else spawn(fn, processes, *args)
+
+
+def ring_differences(processes: int | ProcessRing, cases: list[dict]) -> list[dict[str, float]]:
+    """Run the cases on a ring (a world size or a running ring): the largest ``|ring - SDPA|`` of each result."""
+    per_rank = run_on(processes, compare_cases, cases)
     differences = []
     for i, case in enumerate(cases):
         pieces, expected = [r[i] for r in per_rank], reference(case)
@@ -103,10 +108,10 @@ def ring_differences(world: int, cases: list[dict]) -> list[dict[str, float]]:
     return differences
 
 
-def wrong_ranks(world: int, cases: list[dict], atol: float = 1e-8) -> list[list[int]]:
+def wrong_ranks(processes: int | ProcessRing, cases: list[dict], atol: float = 1e-8) -> list[list[int]]:
     """For each case (a bug, say), the ranks whose output chunk differs from SDPA's rows by more than ``atol``."""
-    per_rank = spawn(compare_cases, world, cases)
-    wrong = []
+    per_rank = run_on(processes, compare_cases, cases)
+    world, wrong = len(per_rank), []
     for i, case in enumerate(cases):
         expected = reference(case)["output"]
         wrong.append([r for r in range(world) if not torch.allclose(
@@ -114,19 +119,28 @@ def wrong_ranks(world: int, cases: list[dict], atol: float = 1e-8) -> list[list[
     return wrong
 
 
-def held_bytes(rank: int, world: int, n: int, heads: int, E: int) -> dict[str, int]:
-    """Worker: the bytes a rank holds for one ring forward (float32): its Q/K/V, the K/V chunk arriving, one
-    block of scores per head, and the running max, sum and blend; with the peak the profiler measures."""
+def held_bytes(n: int, world: int, heads: int, E: int, dtype=torch.float32) -> dict[str, int]:
+    """The bytes one rank holds during one ring forward, exactly: its Q/K/V, the K/V chunk arriving, one block
+    of scores per head, and the running max, sum and blend (built as the ring builds them, then counted).
+
+    Example:
+        >>> held_bytes(4096, 4, heads=4, E=64)["Q, K, V"] / 2**20
+        3.0
+    """
+    C = n // world
+    q, k, v = (torch.empty(1, heads, C, E, dtype=dtype) for _ in range(3))
+    return {"Q, K, V": tensor_bytes(q, k, v), "K/V arriving": tensor_bytes(k, v) if world > 1 else 0,
+            "scores block": tensor_bytes(q.new_empty(1, heads, C, C)),
+            "max, sum, blend": tensor_bytes(q.new_empty(1, heads, C, 1), q.new_empty(1, heads, C, 1), q)}
+
+
+def measure_peak(rank: int, world: int, n: int, heads: int, E: int) -> int:
+    """Worker: the peak extra bytes of one ring forward on this rank, as ``torch.profiler`` records them."""
     from ..bench import peak_memory
 
     g = torch.Generator().manual_seed(rank)
-    C = n // world
-    q, k, v = (torch.randn(1, heads, C, E, generator=g) for _ in range(3))
-    held = {"Q, K, V": tensor_bytes(q, k, v), "K/V arriving": tensor_bytes(k, v) if world > 1 else 0,
-            "scores block": tensor_bytes(q.new_empty(1, heads, C, C)),
-            "max, sum, blend": tensor_bytes(q.new_empty(1, heads, C, 1), q.new_empty(1, heads, C, 1), q)}
-    held["peak measured"] = peak_memory(ring_attention, q, k, v)
-    return held
+    q, k, v = (torch.randn(1, heads, n // world, E, generator=g) for _ in range(3))
+    return peak_memory(ring_attention, q, k, v)
 
 
 def torch_private_ring():
