@@ -171,7 +171,8 @@ def ring_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, 
         >>> import torch.nn.functional as F
         >>> _ = torch.manual_seed(0)
         >>> q, k, v = torch.randn(3, 1, 2, 6, 4, dtype=torch.float64)
-        >>> torch.allclose(ring_attention(q, k, v, is_causal=True), F.scaled_dot_product_attention(q, k, v, is_causal=True))
+        >>> out = ring_attention(q, k, v, is_causal=True)  # no process group: a ring of one
+        >>> torch.allclose(out, F.scaled_dot_product_attention(q, k, v, is_causal=True))
         True
     """
     check_qkv(query, key, value)
@@ -191,9 +192,8 @@ def ring_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, 
 
 
 def _world_and_rank(group) -> tuple[int, int]:
-    if not (dist.is_available() and dist.is_initialized()):
-        return 1, 0
-    return dist.get_world_size(group), dist.get_rank(group)
+    initialised = dist.is_available() and dist.is_initialized()
+    return (dist.get_world_size(group), dist.get_rank(group)) if initialised else (1, 0)
 
 
 def pass_round(tensor: torch.Tensor, group=None):
@@ -214,13 +214,12 @@ def _global(rank: int, group) -> int:
     return rank if group is None else dist.get_global_rank(group, rank)
 
 
-def _pack(*tensors: torch.Tensor) -> torch.Tensor:
-    return torch.cat([t.reshape(-1) for t in tensors])  # one message per hop
+def _pack(*tensors: torch.Tensor) -> torch.Tensor:  # one message per hop
+    return torch.cat([t.reshape(-1) for t in tensors])
 
 
 def _unpack(flat: torch.Tensor, *like: torch.Tensor) -> list[torch.Tensor]:
-    sizes = [t.numel() for t in like]
-    return [part.view_as(t) for part, t in zip(flat.split(sizes), like, strict=True)]
+    return [part.view_as(t) for part, t in zip(flat.split([t.numel() for t in like]), like, strict=True)]
 
 
 def ring_forward(query, key, value, is_causal, scale, positions, rank, group=None, *, update=online_softmax_update,

@@ -13,7 +13,6 @@ import time
 import pytest
 import torch
 import torch.nn.functional as F
-from conftest import make_qkv
 
 from attention_lib.distributed import ProcessRing, spawn, tensor_bytes
 from attention_lib.experiments import ring_attention as workers
@@ -24,12 +23,14 @@ from attention_lib.ring_attention import (
     useful_scores,
     useful_scores_formula,
 )
+from conftest import make_qkv
 
 LAYOUTS = ["contiguous", "zigzag"]
 #: float64: the ring's sums run in another order than SDPA's, nothing more (measured <= 1.3e-15 on n = 16).
 TOL = {torch.float64: 1e-14, torch.float32: 2e-6}
-CASES = [workers.make_case(n=24, dtype=d, is_causal=c, layout=l, seed=s)
-         for s, (d, c, l) in enumerate((d, c, l) for d in TOL for c in (False, True) for l in LAYOUTS)]
+CASES = [workers.make_case(n=24, dtype=dtype, is_causal=causal, layout=layout, seed=seed)
+         for seed, (dtype, causal, layout) in enumerate((d, c, lay) for d in TOL for c in (False, True)
+                                                         for lay in LAYOUTS)]
 
 
 # -- layouts and counts, no processes -------------------------------------------------------------------------------
@@ -216,8 +217,8 @@ def test_split_sequence_training_gives_the_one_process_losses():
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(workers.torch_private_ring() is None,
-                    reason="this torch has no torch.distributed.tensor.experimental._attention._templated_ring_attention")
+@pytest.mark.skipif(workers.torch_private_ring() is None, reason="this torch has no "
+                    "torch.distributed.tensor.experimental._attention._templated_ring_attention")
 @pytest.mark.parametrize(("is_causal", "layout"), [(False, "contiguous"), (True, "zigzag")])
 def test_torchs_private_ring_agrees(is_causal, layout):
     case = workers.make_case(n=16, dtype=torch.float32, is_causal=is_causal, layout=layout)
@@ -235,5 +236,6 @@ def test_the_same_workers_run_under_torchrun():
     lines = [line for line in done.stdout.splitlines() if "largest difference" in line]
     assert len(lines) == 2, done.stdout
     for line in lines:
-        assert line.startswith("world=2 ") and float(line.rsplit(" ", 1)[1]) < 1e-14, line
+        assert line.startswith("world=2 "), line
+        assert float(line.rsplit(" ", 1)[1]) < 1e-14, line
     assert math.isfinite(float(lines[0].rsplit(" ", 1)[1]))

@@ -67,7 +67,7 @@ def check_zigzag_positions(fn: Callable) -> CheckResult:
         A :class:`~attention_lib.exercises._checker.CheckResult` (shows "✅ ..." when correct).
 
     Example:
-        >>> check_zigzag_positions(lambda n, world, rank: _zigzag(n, world, rank)).status
+        >>> check_zigzag_positions(lambda n, world, rank: _chunks(n, world, [rank, 2 * world - 1 - rank])).status
         'passed'
         >>> print(check_zigzag_positions(MISTAKES[0][0]))
         ❌ zigzag_positions: not quite. Hint: that is the contiguous layout ...
