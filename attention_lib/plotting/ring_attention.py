@@ -11,7 +11,7 @@ import torch
 
 from ..ring_attention import chunk_positions, useful_scores
 from .alt import set_alt, with_alt
-from .style import GREY, OKABE_ITO, category_style, finish
+from .style import GREY, OKABE_ITO, category_style, finish, plain_log_ticks
 
 
 def score_owners(n: int, world: int, layout: str) -> torch.Tensor:
@@ -54,7 +54,7 @@ def plot_score_owners(n: int, world: int, layouts: Sequence[str] = ("contiguous"
     described = []
     for ax, layout in zip(axes, layouts, strict=True):
         owners = score_owners(n, world, layout)
-        ax.imshow(owners + 1, cmap=colours, vmin=0, vmax=world, interpolation="nearest")
+        ax.imshow((owners + 1).numpy(), cmap=colours, vmin=0, vmax=world, interpolation="nearest")
         counts = useful_scores(n, world, layout)
         for rank in range(world):  # a marker on each rank's first query row, so the panel reads without colour
             rows = chunk_positions(n, world, rank, layout)
@@ -88,14 +88,19 @@ def plot_bytes_per_rank(worlds: Sequence[int], held: Mapping[str, Sequence[int]]
         >>> fig = plot_bytes_per_rank([1, 2], {"Q, K, V": [2**20, 2**19]})
         >>> fig.axes[0].get_lines()[0].get_ydata().tolist()
         [1.0, 0.5]
+        >>> import math  # a ring of one receives nothing: no point on the log axis
+        >>> math.isnan(plot_bytes_per_rank([1, 2], {"K/V arriving": [0, 2**20]}).axes[0].get_lines()[0].get_ydata()[0])
+        True
     """
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(5.8, 3.6))
     for i, (name, values) in enumerate(held.items()):
-        ax.plot(list(worlds), [v / 2**20 for v in values], label=name, **category_style(i))
+        # nothing held (0 bytes, e.g. no K/V arriving on a ring of one) has no place on a log axis: left out
+        ax.plot(list(worlds), [v / 2**20 if v else float("nan") for v in values], label=name, **category_style(i))
     ax.set_xscale("log", base=2)
-    ax.set_yscale("log", base=2)
+    ax.set_yscale("log")
+    plain_log_ticks(ax, "y")
     ax.set_xticks(list(worlds), labels=[str(w) for w in worlds])
     ax.set_xlabel("processes in the ring (world)")
     ax.set_ylabel("MiB held by one rank")
