@@ -202,16 +202,11 @@ def pass_round(tensor: torch.Tensor, group=None):
     Returns ``(buffer, wait)``: call ``wait()`` before reading the buffer (the work in between overlaps with
     the transfer). Uses ``dist.batch_isend_irecv`` so that sends and receives cannot deadlock.
     """
-    world, rank = _world_and_rank(group)
-    buffer = torch.empty_like(tensor)
-    ops = [dist.P2POp(dist.isend, tensor, _global((rank + 1) % world, group), group),
-           dist.P2POp(dist.irecv, buffer, _global((rank - 1) % world, group), group)]
-    requests = dist.batch_isend_irecv(ops)
+    (world, rank), buffer = _world_and_rank(group), torch.empty_like(tensor)
+    peer = (lambda r: r) if group is None else (lambda r: dist.get_global_rank(group, r))  # a group's rank -> global
+    requests = dist.batch_isend_irecv([dist.P2POp(dist.isend, tensor, peer((rank + 1) % world), group),
+                                       dist.P2POp(dist.irecv, buffer, peer((rank - 1) % world), group)])
     return buffer, lambda: [r.wait() for r in requests]
-
-
-def _global(rank: int, group) -> int:
-    return rank if group is None else dist.get_global_rank(group, rank)
 
 
 def _pack(*tensors: torch.Tensor) -> torch.Tensor:  # one message per hop
@@ -230,11 +225,12 @@ def ring_forward(query, key, value, is_causal, scale, positions, rank, group=Non
     hops = world if hops is None else hops
     state = (query.new_full((*query.shape[:-1], 1), -math.inf), query.new_zeros(*query.shape[:-1], 1),
              query.new_zeros(*value.shape))
-    k, v = key, value
+    k, v, flat = key, value, None
     for hop in range(hops):
         source = (rank - hop) % world  # whose chunk arrived at this hop
         if hop < world - 1:  # start passing it on before computing with it: the transfer overlaps the work
-            incoming, wait = pass_round(_pack(k, v), group)
+            flat = _pack(key, value) if flat is None else flat  # a chunk that arrived goes on as it came
+            incoming, wait = pass_round(flat, group)
         mask = block_mask(positions[rank], positions[source]) if is_causal else None
         if mask is None or bool(mask.any()):  # a chunk entirely in the future is skipped
             scores = (query @ k.transpose(-2, -1)) * scale  # (N, ..., C, E) @ (N, ..., E, C) -> (N, ..., C, C)
@@ -243,7 +239,8 @@ def ring_forward(query, key, value, is_causal, scale, positions, rank, group=Non
             state = update(*state, scores, v)
         if hop < world - 1:
             wait()
-            k, v = _unpack(incoming, key, value)
+            flat = incoming
+            k, v = _unpack(flat, key, value)
     running_max, running_sum, running_output = state
     return running_output / running_sum, running_max, running_sum
 

@@ -134,9 +134,9 @@ def test_a_ring_of_one_trains_as_the_model_does():
 
 def test_held_bytes_are_the_chunks_sizes_and_the_measured_peak_is_what_is_held_beyond_the_inputs():
     held = workers.held_bytes(n=64, world=1, heads=2, E=8)
-    assert held == {"Q, K, V": 3 * 2 * 64 * 8 * 4, "K/V arriving": 0, "score blocks (3)": 3 * 2 * 64 * 64 * 4,
-                    "max, sum, blend": 2 * (2 * 64 * 4) + 2 * 64 * 8 * 4}
-    assert workers.held_bytes(n=64, world=4, heads=2, E=8)["K/V arriving"] == 2 * 2 * 16 * 8 * 4
+    assert held == {"Q, K, V": 3 * 2 * 64 * 8 * 4, "K/V passing (2 chunks)": 0,
+                    "score blocks (3)": 3 * 2 * 64 * 64 * 4, "max, sum, blend": 2 * (2 * 64 * 4) + 2 * 64 * 8 * 4}
+    assert workers.held_bytes(n=64, world=4, heads=2, E=8)["K/V passing (2 chunks)"] == 2 * (2 * 2 * 16 * 8 * 4)
     beyond_inputs = held["score blocks (3)"] + held["max, sum, blend"]
     assert beyond_inputs * 0.9 <= workers.measure_peak(0, 1, 64, 2, 8) <= beyond_inputs * 1.25
     assert tensor_bytes(torch.zeros(3, 4)) == 48

@@ -120,10 +120,11 @@ def wrong_ranks(processes: int | ProcessRing, cases: list[dict], atol: float = 1
 
 
 def held_bytes(n: int, world: int, heads: int, E: int, dtype=torch.float32) -> dict[str, int]:
-    """The bytes one rank holds during one ring forward, exactly: its Q/K/V, the K/V chunk arriving, the blocks
-    of scores alive at once (three: the scores, ``scores - max`` and their ``exp`` inside lesson 10's
-    ``online_softmax_update``, which works out of place), and the running max, sum and blend (built as the ring
-    builds them, then counted).
+    """The bytes one rank holds during one ring forward, exactly: its Q/K/V; the K/V passing through (at most two
+    chunks besides its own: the one it computes with and sends on, and the one arriving); the blocks of scores
+    alive at once (three: the scores, ``scores - max`` and their ``exp`` inside lesson 10's
+    ``online_softmax_update``, which works out of place); and the running max, sum and blend. Each is built as
+    the ring builds it, then counted.
 
     Example:
         >>> held_bytes(4096, 4, heads=4, E=64)["Q, K, V"] / 2**20
@@ -131,8 +132,9 @@ def held_bytes(n: int, world: int, heads: int, E: int, dtype=torch.float32) -> d
     """
     C = n // world
     q, k, v = (torch.empty(1, heads, C, E, dtype=dtype) for _ in range(3))
+    passing = [torch.cat([k.flatten(), v.flatten()]) for _ in range(2 if world > 1 else 0)]
     blocks = [q.new_empty(1, heads, C, C) for _ in range(3)]
-    return {"Q, K, V": tensor_bytes(q, k, v), "K/V arriving": tensor_bytes(k, v) if world > 1 else 0,
+    return {"Q, K, V": tensor_bytes(q, k, v), "K/V passing (2 chunks)": tensor_bytes(*passing),
             "score blocks (3)": tensor_bytes(*blocks),
             "max, sum, blend": tensor_bytes(q.new_empty(1, heads, C, 1), q.new_empty(1, heads, C, 1), q)}
 
