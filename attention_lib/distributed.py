@@ -113,19 +113,19 @@ class ProcessRing:
         try:
             _collect(self._ranks, self._messages, results, self.timeout)
         except BaseException:
-            self.close()
+            self.close(wait=0)  # the ranks may be stuck waiting for each other: stop them now
             raise
         return [results[rank] for rank in range(self.world)]
 
-    def close(self) -> None:
-        """Stop every rank and remove the store's folder (safe to call twice)."""
+    def close(self, wait: float = 5.0) -> None:
+        """Stop every rank (after ``wait`` seconds, terminated) and remove the store's folder (safe to call twice)."""
         if self._folder is None:
             return
         for tasks, process in zip(self._tasks, self._ranks, strict=True):
             if process.is_alive():
                 tasks.put(None)
         for process in self._ranks:
-            process.join(timeout=5)
+            process.join(timeout=wait)
             if process.is_alive():
                 process.terminate()
                 process.join(timeout=5)
