@@ -25,8 +25,7 @@ import torch.distributed as dist
 from .memory_efficient import online_softmax_update
 from .validation import check_index, check_int, check_qkv
 
-#: The layouts :func:`chunk_positions` knows.
-LAYOUTS = ("contiguous", "zigzag")
+LAYOUTS = ("contiguous", "zigzag")  #: the layouts :func:`chunk_positions` knows
 
 
 def check_layout(layout) -> str:
@@ -197,11 +196,8 @@ def _world_and_rank(group) -> tuple[int, int]:
 
 
 def pass_round(tensor: torch.Tensor, group=None):
-    """Send ``tensor`` to the next rank and start receiving the previous rank's into a new buffer.
-
-    Returns ``(buffer, wait)``: call ``wait()`` before reading the buffer (the work in between overlaps with
-    the transfer). Uses ``dist.batch_isend_irecv`` so that sends and receives cannot deadlock.
-    """
+    """Send ``tensor`` to the next rank and receive the previous rank's (``dist.batch_isend_irecv``, which cannot
+    deadlock): ``(buffer, wait)``; call ``wait()`` before reading ``buffer``, and work in between, overlapping."""
     (world, rank), buffer = _world_and_rank(group), torch.empty_like(tensor)
     peer = (lambda r: r) if group is None else (lambda r: dist.get_global_rank(group, r))  # a group's rank -> global
     requests = dist.batch_isend_irecv([dist.P2POp(dist.isend, tensor, peer((rank + 1) % world), group),
@@ -220,7 +216,14 @@ def _unpack(flat: torch.Tensor, *like: torch.Tensor) -> list[torch.Tensor]:
 def ring_forward(query, key, value, is_causal, scale, positions, rank, group=None, *, update=online_softmax_update,
                  hops=None, block_mask=ring_block_mask):
     """The forward walk: ``(output, running_max, running_sum)``. ``update``, ``hops`` and ``block_mask`` are the
-    three parts lesson 16's bug gallery swaps (a fold that does not rescale, a hop skipped, local positions)."""
+    three parts lesson 16's bug gallery swaps (a fold that does not rescale, a hop skipped, local positions).
+
+    Example:
+        >>> q = k = v = torch.randn(1, 4, 2, dtype=torch.float64)  # a ring of one: positions of rank 0 only
+        >>> out, row_max, row_sum = ring_forward(q, k, v, False, 1.0, [torch.arange(4)], rank=0)
+        >>> torch.allclose(out, torch.softmax(q @ k.mT, dim=-1) @ v)
+        True
+    """
     world = len(positions)
     hops = world if hops is None else hops
     state = (query.new_full((*query.shape[:-1], 1), -math.inf), query.new_zeros(*query.shape[:-1], 1),
