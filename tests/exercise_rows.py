@@ -835,3 +835,43 @@ def _latent_and_paged_rows() -> list[Exercise]:
 
 
 ROWS += _latent_and_paged_rows()
+
+
+# -- 16: the zigzag positions of ring attention, and the ring's bug gallery predicted --------------------------------
+def _ring_rows():
+    from attention_lib.exercises import ring_attention as ring_exercise
+    from attention_lib.exercises.ring_attention import check_ring_bug_predictions, check_zigzag_positions
+    from attention_lib.ring_attention import chunk_positions
+
+    def zigzag(n, world, rank):
+        c = n // (2 * world)
+        return torch.cat([torch.arange(rank * c, (rank + 1) * c), torch.arange((2 * world - 1 - rank) * c,
+                                                                               (2 * world - rank) * c)])
+
+    def by_chunks(n, world, rank):
+        chunks = torch.arange(n).reshape(2 * world, -1)  # (2P, c): row i is chunk i
+        return chunks[[rank, 2 * world - 1 - rank]].flatten()
+
+    measured = {"forgets to rescale": [1, 2, 3], "skips the last hop": [3], "masks with local positions": [0, 1, 2, 3]}
+
+    def predict(predictions):
+        return check_ring_bug_predictions(predictions, measured)
+
+    predict.__name__ = "check_ring_bug_predictions"
+    return [
+        Exercise(check_zigzag_positions, correct=[zigzag, by_chunks],
+                 wrong=[*((fn, hint[:40]) for fn, hint in ring_exercise.MISTAKES),
+                        (lambda n, world, rank: chunk_positions(n, world, rank, "zigzag"), "your function called"),
+                        (lambda n, world, rank: zigzag(n, world, rank)[:-1], "rank r holds n // world positions"),
+                        (lambda n, world, rank: zigzag(n, world, rank).tolist(), "expected a torch.Tensor")],
+                 crashes=[(lambda n, world, rank: torch.arange(n)[rank.start], "")],
+                 mistakes=ring_exercise.MISTAKES, passed_says="rank 1 of 4, rank 2 of 3 and rank 0 of 2"),
+        Exercise(predict, correct=[measured, {bug: list(reversed(r)) for bug, r in measured.items()}],
+                 wrong=[({**measured, "skips the last hop": []}, "2 of 3 right"),
+                        ({**measured, "forgets to rescale": [0, 1, 2, 3]}, "the ring measured [1, 2, 3]"),
+                        ({**measured, "skips the last hop": "3"}, "a prediction is a list of ranks 0-3")],
+                 stubs=(None, {}, dict.fromkeys(measured, ...)), not_attempted="no predictions yet"),
+    ]
+
+
+ROWS += _ring_rows()

@@ -34,7 +34,7 @@ def pin(name: str) -> str:
 #: measured bands, and CI runs them under the newest torch and under other CPUs' kernels (``ATEN_CPU_CAPABILITY``);
 #: ``pytest -m trains`` selects them. A new lesson that trains joins here (tests/test_notebooks.py checks that
 #: every lesson calling a training function is listed).
-TRAINING_NOTEBOOKS = ("12_learning_to_attend", "13_induction_heads", "15_generation")
+TRAINING_NOTEBOOKS = ("12_learning_to_attend", "13_induction_heads", "15_generation", "16_ring_attention")
 
 
 def training_notebooks(folder: Path = NOTEBOOKS) -> list[Path]:

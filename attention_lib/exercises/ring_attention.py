@@ -1,0 +1,130 @@
+"""The exercises of ``notebooks/16_ring_attention.ipynb``: the zigzag positions, and the bug gallery predicted.
+
+1. The learner writes ``zigzag_positions(n, world, rank)``: the global positions rank ``rank`` holds when the
+   sequence is cut into ``2·world`` chunks and rank ``r`` holds chunks ``r`` and ``2·world - 1 - r``, what
+   :func:`attention_lib.ring_attention.chunk_positions` does with ``layout="zigzag"``. The lesson states the rule
+   in words and asks for it before any zigzag code appears; the checker refuses the package's function.
+2. Before the bug gallery runs, the learner predicts, for each bug, which ranks of a causal ring of 4 get a wrong
+   output; :func:`check_ring_bug_predictions` compares with what the ring measured.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+
+import torch
+
+from ..ring_attention import chunk_positions, shard
+from ._checker import CheckResult, check_function
+
+_INPUTS = [(16, 4, 1), (24, 3, 2), (8, 2, 0)]
+
+
+def _inputs(trial: int) -> tuple[int, int, int]:
+    """``(n, world, rank)``: a middle rank of 4, the last rank of 3 (its two chunks meet), and rank 0 of 2."""
+    return _INPUTS[trial]
+
+
+def _zigzag(n, world, rank):
+    return chunk_positions(n, world, rank, "zigzag")
+
+
+def _chunks(n, world, chunks, size=None):
+    size = n // (2 * world) if size is None else size
+    return torch.cat([torch.arange(i * size, (i + 1) * size) for i in chunks])
+
+
+MISTAKES = [
+    (lambda n, world, rank: torch.arange(rank * (n // world), (rank + 1) * (n // world)),
+     "that is the contiguous layout (rank r holds one chunk of n // world positions, which is also chunks 2r and "
+     "2r + 1 of the small ones: neighbours, so the imbalance stays). Cut the sequence into 2 * world "
+     "chunks of n // (2 * world) and give rank r two of them: chunk r and chunk 2 * world - 1 - r."),
+    (lambda n, world, rank: _chunks(n, world, [rank, 2 * world - rank]),
+     "off by one at the far end: chunks are numbered 0 .. 2 * world - 1, so rank r's second chunk is "
+     "2 * world - 1 - r (rank 0 gets the last one, 2 * world - 1)."),
+    (lambda n, world, rank: torch.cat([_chunks(n, world, [rank]), _chunks(n, world, [2 * world - 1 - rank]).flip(0)]),
+     "the right positions, but the second chunk is reversed: keep every chunk's positions in increasing order "
+     "(torch.arange(start, stop))."),
+    (lambda n, world, rank: _chunks(n, world, [2 * world - 1 - rank, rank]),
+     "the right positions in the wrong order: list chunk r first, then chunk 2 * world - 1 - r, so that the "
+     "positions increase (the ring's masks pair each query with its position in this order)."),
+]
+
+#: The package's layout does the exercise for you.
+FORBIDDEN = {chunk_positions: "write the positions yourself from torch.arange and torch.cat: your function called "
+                              "{call}, which does it for you.",
+             shard: "write the positions yourself from torch.arange and torch.cat: your function called {call}."}
+
+
+def check_zigzag_positions(fn: Callable) -> CheckResult:
+    """Check ``zigzag_positions(n, world, rank)``, the exercise of ``notebooks/16_ring_attention.ipynb``.
+
+    Args:
+        fn: ``(n, world, rank) -> positions``, a 1-D integer tensor of the ``n / world`` global positions rank
+            ``rank`` holds: chunk ``rank`` then chunk ``2·world - 1 - rank``, chunks of ``n / (2·world)``.
+
+    Returns:
+        A :class:`~attention_lib.exercises._checker.CheckResult` (shows "✅ ..." when correct).
+
+    Example:
+        >>> check_zigzag_positions(lambda n, world, rank: _chunks(n, world, [rank, 2 * world - 1 - rank])).status
+        'passed'
+        >>> print(check_zigzag_positions(MISTAKES[0][0]))
+        ❌ zigzag_positions: not quite. Hint: that is the contiguous layout ...
+    """
+    result = check_function(fn, _zigzag, _inputs, name="zigzag_positions", mistakes=MISTAKES, forbidden=FORBIDDEN,
+                            atol=0, rtol=0, shape_hint="rank r holds n // world positions: two chunks of "
+                                                        "n // (2 * world).")
+    if result.passed:
+        return CheckResult("passed", "✅ zigzag_positions: right for rank 1 of 4, rank 2 of 3 and rank 0 of 2 "
+                                     "(n = 16, 24, 8). Well done!")
+    return result
+
+
+#: The three bugs of the gallery, each with why it breaks the ranks it breaks (shown once predicted).
+WHY = {
+    "forgets to rescale": "rank 0 folds one chunk only (every other chunk is in its future and skipped), so it has "
+                          "nothing to rescale; every other rank folds several chunks, and when a later chunk raises a "
+                          "query's max, the sum and blend so far stay measured against the old one.",
+    "skips the last hop": "the last hop brings rank r the chunk of rank r + 1 (mod 4). For ranks 0-2 that chunk is in "
+                          "the future and skipped anyway; only rank 3 needed it: chunk 0, the start of the sequence.",
+    "masks with local positions": "a mask from positions 0 .. C-1 is the lower triangle on every hop. It is right on "
+                                  "the diagonal hop only: rank 0 sees half of every future chunk, and the others lose "
+                                  "half of every past chunk, so every rank is wrong.",
+}
+
+
+def check_ring_bug_predictions(predictions, measured: Mapping[str, Sequence[int]]) -> CheckResult:
+    """Compare the learner's predicted ``{bug: [ranks with a wrong output]}`` with the ring's ``measured`` ones.
+
+    Built for ``notebooks/16_ring_attention.ipynb`` (a causal contiguous ring of 4). The measurement and the
+    reasons are shown only once every bug has a prediction.
+
+    Example:
+        >>> measured = {"forgets to rescale": [1, 2, 3], "skips the last hop": [3],
+        ...             "masks with local positions": [0, 1, 2, 3]}
+        >>> check_ring_bug_predictions(dict(measured), measured).status
+        'passed'
+        >>> check_ring_bug_predictions({"skips the last hop": [3]}, measured).status
+        'not attempted'
+    """
+    if not isinstance(predictions, Mapping) or any(predictions.get(bug) in (None, ...) for bug in measured):
+        missing = [bug for bug in measured if not isinstance(predictions, Mapping) or predictions.get(bug) in
+                   (None, ...)]
+        return CheckResult("not attempted", f"📝 bug predictions: no predictions yet for {missing}. Predict every "
+                           f"bug first: a list of the ranks (0-3) whose output is wrong, e.g. [0, 2] or []. The "
+                           f"measurement appears here once you have predicted them all.")
+    lines, right = [], 0
+    for bug, ranks in measured.items():
+        guess = predictions[bug]
+        if not isinstance(guess, Sequence | set) or isinstance(guess, str) or not all(
+                isinstance(r, int) and 0 <= r < 4 for r in guess):
+            return CheckResult("failed", f"❌ bug predictions: a prediction is a list of ranks 0-3, but for {bug!r} "
+                               f"got {guess!r}; e.g. [1, 3], or [] for none.")
+        hit = set(guess) == set(ranks)
+        right += hit
+        lines.append(f"{'✅' if hit else '❌'} {bug}: you predicted {sorted(set(guess))}, the ring measured "
+                     f"{sorted(ranks)}. Why: {WHY[bug]}")
+    verdict = "passed" if right == len(measured) else "failed"
+    head = f"{'✅' if verdict == 'passed' else '❌'} bug predictions: {right} of {len(measured)} right."
+    return CheckResult(verdict, "\n".join([head, *lines]))

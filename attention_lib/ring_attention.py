@@ -1,0 +1,298 @@
+"""Ring attention: the sequence split over processes, keys and values passed round a ring, exact attention.
+
+Built step by step in ``notebooks/16_ring_attention.ipynb``. Each of ``P`` processes (ranks) holds the
+queries, keys and values of ``n / P`` positions. Attention needs every key for every query, so the key/value
+chunks travel: at each of ``P - 1`` hops a rank sends the chunk it holds to the next rank and receives one
+from the previous, and folds each chunk into its queries' running max, sum and blend with lesson 10's
+:func:`~attention_lib.online_softmax_update`, unchanged. No rank ever holds more than two key/value chunks
+and one ``(n/P) x (n/P)`` block of scores per head (Liu, Zaharia & Abbeel 2023, "Ring Attention with
+Blockwise Transformers for Near-Infinite Context").
+
+Two layouts say which positions a rank holds (:func:`chunk_positions`): ``"contiguous"`` (rank ``r`` holds
+chunk ``r``) and ``"zigzag"`` (the sequence cut into ``2P`` chunks; rank ``r`` holds chunks ``r`` and
+``2P - 1 - r``), which gives every rank the same causal work (Brandon et al. 2023 stripe positions for the
+same reason; Llama 3's context parallelism splits in ``2P`` chunks like this). Lengths that do not divide
+are **refused** with a ValueError, not padded: padding would change what every rank counts.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.distributed as dist
+
+from .memory_efficient import online_softmax_update
+from .validation import check_index, check_int, check_qkv
+
+LAYOUTS = ("contiguous", "zigzag")  #: the layouts :func:`chunk_positions` knows
+
+
+def check_layout(layout) -> str:
+    """``layout`` itself, checked: one of :data:`LAYOUTS`.
+
+    Raises:
+        TypeError: if it is not a string. ValueError: if it is another string.
+    """
+    if not isinstance(layout, str):
+        raise TypeError(f"layout must be a string, one of {LAYOUTS}, but got {type(layout).__name__} ({layout!r}).")
+    if layout not in LAYOUTS:
+        raise ValueError(f"layout must be one of {LAYOUTS}, but got {layout!r}.")
+    return layout
+
+
+def chunks_per_rank(layout: str) -> int:
+    """1 for ``"contiguous"``, 2 for ``"zigzag"``: how many pieces of the sequence each rank holds."""
+    return 1 if check_layout(layout) == "contiguous" else 2
+
+
+def chunk_positions(n: int, world: int, rank: int, layout: str = "contiguous") -> torch.Tensor:
+    """The global positions ``(n / world,)`` that ``rank`` holds, in the order it holds them.
+
+    Built step by step in ``notebooks/16_ring_attention.ipynb``. ``"contiguous"``: rank ``r`` holds
+    positions ``r·C .. (r+1)·C - 1`` with ``C = n / world``. ``"zigzag"``: the sequence is cut into
+    ``2·world`` chunks of ``c = n / (2·world)``; rank ``r`` holds chunk ``r`` and chunk ``2·world - 1 - r``.
+
+    Raises:
+        TypeError: if a size is not an int, or ``layout`` not a string.
+        ValueError: if ``world < 1``, ``rank`` is outside ``0 .. world - 1``, the layout is unknown, or ``n`` is not
+            a multiple of ``world`` (contiguous) or ``2·world`` (zigzag). Ring attention refuses such lengths
+            rather than padding them.
+
+    Example:
+        >>> chunk_positions(8, 2, 0, "zigzag")
+        tensor([0, 1, 6, 7])
+        >>> chunk_positions(8, 2, 1)
+        tensor([4, 5, 6, 7])
+    """
+    world = check_world(world)
+    rank = check_index(rank, "rank", world, fix="a rank is 0 .. world - 1")
+    pieces = chunks_per_rank(layout) * world
+    n = check_int(n, "n", minimum=1)
+    if n % pieces:
+        fit = ((n + pieces - 1) // pieces) * pieces
+        fits = f"n={fit}" if fit == pieces else f"n={fit} or n={fit - pieces}"
+        raise ValueError(f"the {layout} layout cuts the sequence into {pieces} equal chunks ({chunks_per_rank(layout)}"
+                         f" per rank x world={world}), so n must be a multiple of {pieces}, but found n={n}; "
+                         f"ring attention does not pad: pad or cut the sequence to {fits}.")
+    c = n // pieces
+    chunks = [rank] if layout == "contiguous" else [rank, pieces - 1 - rank]
+    return torch.cat([torch.arange(i * c, (i + 1) * c) for i in chunks])
+
+
+def check_world(world) -> int:
+    """``world``, checked: an int, at least 1 (one process is a ring of one).
+
+    Raises:
+        TypeError: if it is not an int. ValueError: if it is below 1.
+    """
+    return check_int(world, "world", minimum=1, fix="a ring needs at least one process (world=1 runs alone)")
+
+
+def shard(x: torch.Tensor, world: int, rank: int, layout: str = "contiguous", dim: int = -2) -> torch.Tensor:
+    """The part of ``x`` that ``rank`` holds: the positions :func:`chunk_positions` gives, along ``dim``.
+
+    Example:
+        >>> shard(torch.arange(8.0)[:, None], 2, 1, "zigzag").flatten()
+        tensor([2., 3., 4., 5.])
+    """
+    return x.index_select(dim, chunk_positions(x.shape[dim], world, rank, layout).to(x.device))
+
+
+def ring_block_mask(q_positions: torch.Tensor, k_positions: torch.Tensor) -> torch.Tensor:
+    """The causal mask ``(Lq, Lk)`` between two chunks, from their **global** positions (``True`` = may attend).
+
+    Example:
+        >>> ring_block_mask(torch.tensor([2, 3]), torch.tensor([0, 3])).int()
+        tensor([[1, 0],
+                [1, 1]], dtype=torch.int32)
+    """
+    return k_positions[None, :] <= q_positions[:, None]  # (1, Lk) <= (Lq, 1) -> (Lq, Lk)
+
+
+def useful_scores(n: int, world: int, layout: str = "contiguous", is_causal: bool = True) -> list[int]:
+    """The scores each rank computes that are not masked, counted hop by hop from the ring's own masks.
+
+    Example:
+        >>> useful_scores(48, 4), useful_scores(48, 4, "zigzag")
+        ([78, 222, 366, 510], [294, 294, 294, 294])
+    """
+    counts = []
+    for rank in range(check_world(world)):
+        mine = chunk_positions(n, world, rank, layout)
+        held = [chunk_positions(n, world, (rank - hop) % world, layout) for hop in range(world)]
+        counts.append(sum(int(ring_block_mask(mine, k).sum()) if is_causal else mine.numel() * k.numel()
+                          for k in held))
+    return counts
+
+
+def useful_scores_formula(n: int, world: int, layout: str = "contiguous") -> list[int]:
+    """:func:`useful_scores` of causal attention in closed form: a chunk of ``c`` queries starting at ``s``
+    sees ``s + 1 .. s + c`` keys, ``c·s + c(c + 1)/2`` in all.
+
+    Example:
+        >>> useful_scores_formula(48, 4, "zigzag")
+        [294, 294, 294, 294]
+    """
+    c = n // (chunks_per_rank(layout) * world)
+    chunks = {r: [r] if layout == "contiguous" else [r, 2 * world - 1 - r] for r in range(world)}
+    return [sum(c * (i * c) + c * (c + 1) // 2 for i in chunks[r]) for r in range(world)]
+
+
+def ring_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, is_causal: bool = False, *,
+                   layout: str = "contiguous", scale: float | None = None, group=None) -> torch.Tensor:
+    """Exact attention over a sequence split across the processes of ``group``: this rank's output chunk.
+
+    Built step by step in ``notebooks/16_ring_attention.ipynb``. Every rank calls it with its own chunk (see
+    :func:`shard`); the result equals the rows of ``scaled_dot_product_attention`` on the whole sequence that
+    this rank holds, and so do the gradients (one ``torch.autograd.Function``: the backward pass walks the ring
+    again, dK and dV travelling with their chunk until they reach home). Without an initialised
+    ``torch.distributed`` it runs as a ring of one.
+
+    Args:
+        query: ``(N, ..., C, E)``, the queries of this rank's ``C = n / world`` positions.
+        key: ``(N, ..., C, E)``, the keys of the same positions.
+        value: ``(N, ..., C, Ev)``.
+        is_causal: global position ``i`` may attend to positions ``0..i`` (masks built from global positions).
+        layout: ``"contiguous"`` or ``"zigzag"``, as in :func:`chunk_positions`.
+        scale: multiplies the scores; defaults to ``1 / sqrt(E)``.
+        group: the ``torch.distributed`` process group (default: the whole world).
+
+    Returns:
+        This rank's output ``(N, ..., C, Ev)``.
+
+    Raises:
+        TypeError: if an input is not a floating-point tensor, dtypes differ, or ``layout`` is not a string.
+        ValueError: if shapes do not fit (query, key and value must share ``C`` and the batch shape), devices
+            differ, the layout is unknown, or ``C`` is odd with ``"zigzag"`` (each rank holds two equal chunks).
+
+    Example:
+        >>> import torch.nn.functional as F
+        >>> _ = torch.manual_seed(0)
+        >>> q, k, v = torch.randn(3, 1, 2, 6, 4, dtype=torch.float64)
+        >>> out = ring_attention(q, k, v, is_causal=True)  # no process group: a ring of one
+        >>> torch.allclose(out, F.scaled_dot_product_attention(q, k, v, is_causal=True))
+        True
+    """
+    check_qkv(query, key, value)
+    if not (query.shape[:-1] == key.shape[:-1] == value.shape[:-1]):
+        raise ValueError(f"ring attention is self-attention over one sequence: query, key and value must share the "
+                         f"batch shape and the chunk length C, but query.shape={tuple(query.shape)}, "
+                         f"key.shape={tuple(key.shape)} and value.shape={tuple(value.shape)}; give every rank the "
+                         f"same positions of all three (shard(x, world, rank, layout)).")
+    world, rank = _world_and_rank(group)
+    C = query.shape[-2]
+    if chunks_per_rank(layout) == 2 and C % 2:
+        raise ValueError(f"the zigzag layout holds two equal chunks per rank, so the local length C must be even, "
+                         f"but found C={C}; use a sequence length that is a multiple of 2·world={2 * world}.")
+    scale = 1.0 / math.sqrt(query.shape[-1]) if scale is None else float(scale)
+    positions = [chunk_positions(C * world, world, r, layout).to(query.device) for r in range(world)]
+    return _RingAttention.apply(query, key, value, bool(is_causal), scale, positions, rank, group)
+
+
+def _world_and_rank(group) -> tuple[int, int]:
+    initialised = dist.is_available() and dist.is_initialized()
+    return (dist.get_world_size(group), dist.get_rank(group)) if initialised else (1, 0)
+
+
+def pass_round(tensor: torch.Tensor, group=None):
+    """Send ``tensor`` to the next rank and receive the previous rank's (``dist.batch_isend_irecv``, which cannot
+    deadlock): ``(buffer, wait)``; call ``wait()`` before reading ``buffer``, and work in between, overlapping."""
+    (world, rank), buffer = _world_and_rank(group), torch.empty_like(tensor)
+    peer = (lambda r: r) if group is None else (lambda r: dist.get_global_rank(group, r))  # a group's rank -> global
+    requests = dist.batch_isend_irecv([dist.P2POp(dist.isend, tensor, peer((rank + 1) % world), group),
+                                       dist.P2POp(dist.irecv, buffer, peer((rank - 1) % world), group)])
+    return buffer, lambda: [r.wait() for r in requests]
+
+
+def _pack(*tensors: torch.Tensor) -> torch.Tensor:  # one message per hop
+    return torch.cat([t.reshape(-1) for t in tensors])
+
+
+def _unpack(flat: torch.Tensor, *like: torch.Tensor) -> list[torch.Tensor]:
+    return [part.view_as(t) for part, t in zip(flat.split([t.numel() for t in like]), like, strict=True)]
+
+
+def ring_forward(query, key, value, is_causal, scale, positions, rank, group=None, *, update=online_softmax_update,
+                 hops=None, block_mask=ring_block_mask):
+    """The forward walk: ``(output, running_max, running_sum)``. ``update``, ``hops`` and ``block_mask`` are the
+    three parts lesson 16's bug gallery swaps (a fold that does not rescale, a hop skipped, local positions).
+
+    Example:
+        >>> q = k = v = torch.randn(1, 4, 2, dtype=torch.float64)  # a ring of one: positions of rank 0 only
+        >>> out, row_max, row_sum = ring_forward(q, k, v, False, 1.0, [torch.arange(4)], rank=0)
+        >>> torch.allclose(out, torch.softmax(q @ k.mT, dim=-1) @ v)
+        True
+    """
+    world = len(positions)
+    hops = world if hops is None else hops
+    state = (query.new_full((*query.shape[:-1], 1), -math.inf), query.new_zeros(*query.shape[:-1], 1),
+             query.new_zeros(*value.shape))
+    k, v, flat = key, value, None
+    for hop in range(hops):
+        source = (rank - hop) % world  # whose chunk arrived at this hop
+        if hop < world - 1:  # start passing it on before computing with it: the transfer overlaps the work
+            flat = _pack(key, value) if flat is None else flat  # a chunk that arrived goes on as it came
+            incoming, wait = pass_round(flat, group)
+        mask = block_mask(positions[rank], positions[source]) if is_causal else None
+        if mask is None or bool(mask.any()):  # a chunk entirely in the future is skipped
+            scores = (query @ k.transpose(-2, -1)) * scale  # (N, ..., C, E) @ (N, ..., E, C) -> (N, ..., C, C)
+            if mask is not None:
+                scores = scores.masked_fill(~mask, -math.inf)
+            state = update(*state, scores, v)
+        if hop < world - 1:
+            wait()
+            flat = incoming
+            k, v = _unpack(flat, key, value)
+    running_max, running_sum, running_output = state
+    return running_output / running_sum, running_max, running_sum
+
+
+class _RingAttention(torch.autograd.Function):
+    """The ring forward, saving the output and each query's max and sum; the backward walks the ring again."""
+
+    @staticmethod
+    def forward(ctx, query, key, value, is_causal, scale, positions, rank, group):
+        output, row_max, row_sum = ring_forward(query, key, value, is_causal, scale, positions, rank, group)
+        ctx.save_for_backward(query, key, value, output, row_max, row_sum)
+        ctx.options = is_causal, scale, positions, rank, group
+        return output
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        query, key, value, output, row_max, row_sum = ctx.saved_tensors
+        grads = ring_backward(grad_output, query, key, value, output, row_max, row_sum, *ctx.options)
+        return (*grads, None, None, None, None, None)
+
+
+def ring_backward(grad_output, query, key, value, output, row_max, row_sum, is_causal, scale, positions, rank,
+                  group=None):
+    """``(dQ, dK, dV)`` of this rank's chunk. Each hop rebuilds the weights ``exp(s - m) / l`` of the chunk it
+    holds (lesson 10's backward), adds to dQ here and to that chunk's dK and dV, which travel on with it; after
+    the last hop, dK and dV make one more hop, home."""
+    world = len(positions)
+    grad_output = grad_output.contiguous()
+    row_term = (grad_output * output).sum(dim=-1, keepdim=True)  # D = rowsum(dO * O): (N, ..., C, 1)
+    grad_query = torch.zeros_like(query)
+    k, v, dk, dv = key, value, torch.zeros_like(key), torch.zeros_like(value)
+    for hop in range(world):
+        source = (rank - hop) % world
+        mask = ring_block_mask(positions[rank], positions[source]) if is_causal else None
+        if mask is None or bool(mask.any()):
+            scores = (query @ k.transpose(-2, -1)) * scale  # (N, ..., C, C)
+            if mask is not None:
+                scores = scores.masked_fill(~mask, -math.inf)
+            weights = torch.exp(scores - row_max) / row_sum  # P, rebuilt: (N, ..., C, C)
+            dv = dv + weights.transpose(-2, -1) @ grad_output  # (C, C) @ (C, Ev) -> (C, Ev)
+            grad_scores = weights * (grad_output @ v.transpose(-2, -1) - row_term)  # dS = P * (dP - D)
+            grad_query = grad_query + scale * grad_scores @ k  # (C, C) @ (C, E) -> (C, E)
+            dk = dk + scale * grad_scores.transpose(-2, -1) @ query  # (C, C) @ (C, E) -> (C, E)
+        if world > 1:  # pass the chunk on with its gradients; after the last hop only dK and dV, going home
+            last = hop == world - 1
+            incoming, wait = pass_round(_pack(dk, dv) if last else _pack(k, v, dk, dv), group)
+            wait()
+            if last:
+                dk, dv = _unpack(incoming, key, value)
+            else:
+                k, v, dk, dv = _unpack(incoming, key, value, key, value)
+    return grad_query, dk, dv
