@@ -14,29 +14,41 @@ from .device import get_device
 from .encoder import TinyTransformer
 from .generation import generate, next_token
 from .grouped_query import GroupedQueryAttention, group_heads, ungroup_heads
+from .interventions import edit_head, force_onto, remove_keys, zero_rows
+from .latent import LatentCache, MultiHeadLatentAttention, TinyLatentLM, from_hf_deepseek
 from .llama import TinyLlama, from_hf_llama
 from .lookup import hard_lookup
 from .loops import loop_attention
 from .masks import causal_mask, causal_mask_lower_right, padding_mask, sliding_window_mask
 from .memory_efficient import memory_efficient_attention, online_softmax_update, triton_attention
 from .multihead import MultiHeadAttention, merge_heads, split_heads
+from .paged import BlockPool, PagedCache, PagedModel, paged_attention
 from .positions import LearnedPositions, RotaryPositions, sinusoidal_encoding
 
 __all__ = [
     "AttentionOnlyTransformer",
+    "BlockPool",
     "ConcatCache",
     "GroupedQueryAttention",
     "KVCache",
+    "LatentCache",
     "LearnedPositions",
     "MultiHeadAttention",
+    "MultiHeadLatentAttention",
+    "PagedCache",
+    "PagedModel",
     "RotaryPositions",
     "SlidingWindowCache",
+    "TinyLatentLM",
     "TinyLlama",
     "TinyTransformer",
     "blend",
     "calculate_attention",
     "causal_mask",
     "causal_mask_lower_right",
+    "edit_head",
+    "force_onto",
+    "from_hf_deepseek",
     "from_hf_llama",
     "generate",
     "get_device",
@@ -49,23 +61,14 @@ __all__ = [
     "next_token",
     "online_softmax_update",
     "padding_mask",
+    "paged_attention",
     "percentages",
+    "remove_keys",
     "scaler",
     "sinusoidal_encoding",
     "sliding_window_mask",
     "split_heads",
     "triton_attention",
     "ungroup_heads",
+    "zero_rows",
 ]
-
-# Interventions (lesson 12, used by lesson 13's ablations): one head's weights replaced inside a model.
-from .interventions import edit_head, force_onto, remove_keys, zero_rows  # noqa: E402
-
-__all__ += ["edit_head", "force_onto", "remove_keys", "zero_rows"]
-
-# Lesson 17: multi-head latent attention and paged attention.
-from .latent import LatentCache, MultiHeadLatentAttention, TinyLatentLM, from_hf_deepseek  # noqa: E402
-from .paged import BlockPool, PagedCache, PagedModel, paged_attention  # noqa: E402
-
-__all__ += ["BlockPool", "LatentCache", "MultiHeadLatentAttention", "PagedCache", "PagedModel", "TinyLatentLM",
-            "from_hf_deepseek", "paged_attention"]
