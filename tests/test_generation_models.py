@@ -6,8 +6,15 @@ import torch
 
 from attention_lib import generate
 from attention_lib.bench import time_per_token
-from attention_lib.experiments.generation import (BUGS, bug_gallery, complete_with, gallery_prompts, generate_with_bug,
-                                                 logit_error, top_word_flips)
+from attention_lib.experiments.generation import (
+    BUGS,
+    bug_gallery,
+    complete_with,
+    gallery_prompts,
+    generate_with_bug,
+    logit_error,
+    top_word_flips,
+)
 from attention_lib.training.generation import (
     check_sentences,
     complete,
@@ -18,9 +25,7 @@ from attention_lib.training.generation import (
     rates,
     train_lm,
     verb_agreement,
-    verb_position,
 )
-from attention_lib.training.generation.texts import MAX_LEN
 from attention_lib.training.generation.shipped import (
     KV_HEADS,
     SEEDS,
@@ -30,7 +35,7 @@ from attention_lib.training.generation.shipped import (
     save_lm,
     shipped_path,
 )
-from attention_lib.training.generation.texts import subject_position, verb_position
+from attention_lib.training.generation.texts import MAX_LEN, subject_position, verb_position
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # see conftest.py
 
