@@ -139,7 +139,8 @@ def print_grouped_query(result: dict[int, dict[str, float]], S: int, repeats: in
     for kv, r in result.items():
         G = SHAPE["num_heads"] // kv
         core = r.get("core_ratio", float("nan"))
-        print(f"  {kv:>8} {G:>3} {r['seconds'] * 1e3:>9.3f} {r['ratio']:>6.2f} {core:>10.2f} {r['cache_bytes'] / MiB:>10.2f} "
+        print(f"  {kv:>8} {G:>3} {r['seconds'] * 1e3:>9.3f} {r['ratio']:>6.2f} {core:>10.2f} "
+              f"{r['cache_bytes'] / MiB:>10.2f} "
               f"{r['peak_bytes'] / MiB:>9.3f} {r['peak_bytes'] / (G * r['cache_bytes']):>19.4f}")
     targets = grouped_query_targets(result)
     print("\n== grouped-query targets (a time target is judged on a quiet machine)")

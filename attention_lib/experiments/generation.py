@@ -1,7 +1,8 @@
 """Lesson 15's experiments: the classic cache bugs, measured with the grammar checker, and where the cache pays.
 
-Built step by step in ``notebooks/15_generation.ipynb``. Each bug is one that users of real libraries report; each
-runs without an error and writes fluent words, and :func:`bug_gallery` measures what it does to the grammar:
+Built step by step in ``notebooks/15_generation.ipynb``. The first two bugs are reported by users of real libraries
+(the issues are named); the other three are the lesson's own, slips of the same kind. Each runs without an error and
+writes words, and :func:`bug_gallery` measures what it does to the grammar and to the words:
 
 - ``"top-left mask while decoding"``: SDPA's ``is_causal=True`` (or ``causal_mask(L, S)``) for one new query
   over a cache of ``S`` keys: it sees key 0 alone (pytorch/pytorch#103082, #144858);
