@@ -70,10 +70,11 @@ def next_token(logits: torch.Tensor, *, temperature: float = 0.0, top_k: int | N
         >>> next_token(torch.tensor([[0.1, 2.0, -1.0]]), temperature=1.0, top_k=1, generator=g)  # only the best
         tensor([[1]])
     """
-    check_tensor(logits, "logits", min_dim=2)
+    check_tensor(logits, "logits", min_dim=0)  # a tensor of real numbers; its shape is checked next
     if logits.dim() != 2:
+        fix = "logits[None]" if logits.dim() == 1 else "model(ids).logits[:, -1]"
         raise ValueError(f"logits must be (N, vocab), the scores of the last position, but logits.shape="
-                         f"{tuple(logits.shape)}; pass model(ids).logits[:, -1].")
+                         f"{tuple(logits.shape)}; pass {fix}.")
     temperature, top_k = _check_choice(temperature, top_k, generator)
     if temperature == 0.0:
         return logits.argmax(dim=-1, keepdim=True)  # (N, vocab) -> (N, 1)

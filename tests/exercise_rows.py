@@ -697,9 +697,17 @@ def _generation_rows():
         out, keys, values = step(cache_k, cache_v, q, k, v)
         return 2 * out, keys, values
 
+    def zeroes_the_cache(cache_k, cache_v, q, k, v):  # right numbers, and the caller's cache wiped
+        out, keys, values = step(cache_k, cache_v, q, k, v)
+        cache_k.mul_(0)
+        return out, keys, values
+
+    def in_float64(cache_k, cache_v, q, k, v):
+        return tuple(t.double() for t in step(cache_k, cache_v, q, k, v))
+
     gallery = {"no bug": {"well-formed": 1.0, "agreeing": 1.0}, "top-left mask while decoding": {"agreeing": 0.0},
                "top-left mask in a chunked prefill": {"agreeing": 0.3}, "no mask in the prefill": {"agreeing": 0.85},
-               "positions not offset": {"agreeing": 0.42}, "positions one off": {"agreeing": 1.0}}
+               "positions not offset": {"agreeing": 0.43}, "positions one off": {"agreeing": 1.0}}
     right = {"top-left mask while decoding": "none", "top-left mask in a chunked prefill": "some",
              "no mask in the prefill": "most", "positions not offset": "some", "positions one off": "all"}
 
@@ -715,11 +723,13 @@ def _generation_rows():
                         (output_only, "return three things, (output, keys, values)"),
                         (query_as_output, "the output has the wrong shape: expected (1, 2, 1, 3)"),
                         (keys_not_kept_whole, "the keys has the wrong shape: expected (1, 2, 5, 4)"),
-                        (doubled, "every shape is right, but the output differs from the reference (largest")],
+                        (doubled, "every shape is right, but the output differs from the reference (largest"),
+                        (zeroes_the_cache, "your function changed its input `cache_k` in place (*= or .mul_())"),
+                        (in_float64, "for float32 inputs your result is float64")],
                  crashes=[(features, "")], mistakes=mistakes, passed_says="correct on 3"),
         Exercise(predict, correct=[right],
                  wrong=[({**right, "no mask in the prefill": "all"}, "4 of 5 right"),
-                        ({**right, "positions not offset": "none"}, "measured 42% ('some')"),
+                        ({**right, "positions not offset": "none"}, "measured 43% ('some')"),
                         ({**right, "top-left mask while decoding": "a few"}, "a prediction is one of"),
                         ({"positions not offset": "some"}, "predict every bug first")],
                  stubs=(None, {}, dict.fromkeys(right, ...)), not_attempted="no predictions yet"),

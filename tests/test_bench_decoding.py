@@ -77,3 +77,16 @@ def test_a_grouped_query_step_allocates_far_less_than_G_times_its_cache():
             "cache_bytes": 4}, 1: {"ratio": 0.3, "peak_bytes": 1, "cache_bytes": 1}}
     assert [(t[1], t[3]) for t in grouped_query_targets(fake)] == [(0.7, 0.6), (0.3, 0.5), (1.0, 1.0),
                                                                    (1 / 16, 1.0)]
+
+
+def test_the_attention_core_is_the_folded_attention_of_one_new_query():
+    from attention_lib import ungroup_heads
+    from attention_lib.bench.grouped_query import SHAPE, attention_core_step
+
+    H, Dh = SHAPE["num_heads"], SHAPE["embed_dim"] // SHAPE["num_heads"]
+    g = torch.Generator().manual_seed(3)  # the draws attention_core_step makes, in its order
+    q = torch.randn(1, H, 1, Dh, generator=g)
+    k, v = torch.randn(1, 4, 10, Dh, generator=g), torch.randn(1, 4, 10, Dh, generator=g)
+    expected = torch.nn.functional.scaled_dot_product_attention(q, k.repeat_interleave(4, dim=1),
+                                                                v.repeat_interleave(4, dim=1))  # (1, H, 1, Dh)
+    torch.testing.assert_close(ungroup_heads(attention_core_step(4, 10, seed=3)(), H), expected)

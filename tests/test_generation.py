@@ -119,7 +119,7 @@ def test_errors(kwargs, error, match):
     (torch.zeros(2, 5), {"temperature": "hot"}, TypeError, "temperature must be a number"),
     (torch.zeros(2, 5), {"temperature": 1.0, "generator": 0}, TypeError, "generator must be a torch.Generator"),
     (torch.zeros(2, 3, 5), {}, ValueError, r"logits must be \(N, vocab\).*logits\[:, -1\]"),
-    (torch.zeros(5), {}, ValueError, "logits must have at least 2 dimensions"),
+    (torch.zeros(5), {}, ValueError, r"logits must be \(N, vocab\).*shape=\(5,\); pass logits\[None\]"),
     (torch.zeros(2, 5, dtype=torch.long), {}, TypeError, "logits must be a floating-point tensor"),
     ([[0.0, 1.0]], {}, TypeError, "logits must be a torch.Tensor"),
 ])

@@ -6,10 +6,19 @@ import torch
 
 from attention_lib import generate
 from attention_lib.bench import time_per_token
-from attention_lib.experiments.generation import BUGS, bug_gallery, complete_with, generate_with_bug, logit_error
+from attention_lib.experiments.generation import (
+    BUGS,
+    bug_gallery,
+    complete_with,
+    gallery_prompts,
+    generate_with_bug,
+    logit_error,
+    top_word_flips,
+)
 from attention_lib.training.generation import (
     check_sentences,
     complete,
+    encode,
     make_texts,
     prompts_before_the_verb,
     quality,
@@ -26,7 +35,7 @@ from attention_lib.training.generation.shipped import (
     save_lm,
     shipped_path,
 )
-from attention_lib.training.generation.texts import subject_position, verb_position
+from attention_lib.training.generation.texts import MAX_LEN, subject_position, verb_position
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # see conftest.py
 
@@ -108,7 +117,10 @@ def test_the_bug_gallery_breaks_the_grammar_and_every_bug_still_writes_words():
             assert gallery[bug]["agreeing"] <= 0.9, bug
         assert gallery[bug]["logits off"] >= 0.1, bug  # every bug shows in the logits
     assert gallery["no bug"]["logits off"] <= 1e-4
-    assert gallery["positions one off"]["agreeing"] >= 0.9  # the words hide it; only the logits show it
+    assert gallery["positions one off"]["agreeing"] >= 0.9  # the grammar checker passes it...
+    assert gallery["positions one off"]["text changed"] >= 0.1  # ...though it changes the words of many texts
+    assert gallery["positions one off"]["top word flips"] > 0
+    assert gallery["no bug"]["text changed"] == gallery["no bug"]["top word flips"] == 0
     prompts = prompts_before_the_verb(make_texts(20, seed=1500))
     for bug in BUGS:
         written = complete_with(model, prompts, bug)
@@ -121,6 +133,23 @@ def test_the_logits_show_the_off_by_one_offset_that_the_words_hide():
     assert logit_error(model, texts) <= 1e-4
     assert logit_error(model, texts, "positions one off") >= 0.1
     assert logit_error(model, texts, "top-left mask in a chunked prefill", prompt_length=8) >= 0.1
+
+
+def test_the_gallery_scores_verbs_that_a_decoding_step_wrote():
+    model = load_lm("mha", 0)[0]
+    prompts = gallery_prompts(100)
+    verbs = verb_position(torch.stack([t[:MAX_LEN] for t in complete_with(model, prompts)]))
+    lengths = torch.tensor([len(p) for p in prompts])
+    assert bool((verbs > lengths).all())  # position len(p) is the prefill's word; every verb came after it
+
+
+def test_logit_error_leaves_out_the_padding_after_a_text():
+    model = load_lm("mha", 0)[0]
+    text = encode("<bos> the cat near the dogs purrs softly .")[None]
+    padded = torch.cat([text, torch.zeros(1, 6, dtype=text.dtype)], dim=1)
+    for bug in ("positions one off", "positions not offset"):
+        assert logit_error(model, padded, bug) == pytest.approx(logit_error(model, text, bug), abs=1e-4), bug
+        assert top_word_flips(model, padded, bug) == top_word_flips(model, text, bug), bug
 
 
 def test_an_unknown_bug_is_refused():

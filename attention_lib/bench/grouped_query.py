@@ -13,6 +13,9 @@ multiply-adds per product on ``2 · Hkv · S · Dh`` numbers of cache, so it rea
 ``G = H / Hkv`` times and is bound by the memory it reads, not by arithmetic (Shazeer 2019; Pope et al., 2022;
 Ainslie et al., 2023). The targets: 4 KV heads in at most 0.6x MHA's time, 1 KV head in at most 0.5x, and no step
 allocating ``G`` times its cache (what broadcasting the group dimension did: an expanded copy of the keys).
+That proportion is the memory-bound argument (a GPU at long context). The layer's step also runs its four
+projections, whose weights shrink far less than the cache ((2 E² + 2 E · Hkv · Dh) numbers), so the attention core
+alone, the folded queries against the cached keys and values (:func:`attention_core_step`), is timed too.
 """
 
 from __future__ import annotations
@@ -21,8 +24,9 @@ import statistics
 
 import torch
 
+from ..attention import calculate_attention
 from ..cache import KVCache
-from ..grouped_query import GroupedQueryAttention
+from ..grouped_query import GroupedQueryAttention, group_heads
 from .measure import MiB, peak_memory, time_paired
 
 #: The layer timed, and the key/value heads compared (16: MHA; 4: GQA, G = 4; 1: MQA, G = 16).
@@ -60,22 +64,51 @@ def prefilled_step(num_kv_heads: int, S: int, *, seed: int = 0):
     return step, cache
 
 
+def attention_core_step(num_kv_heads: int, S: int, *, seed: int = 0):
+    """The attention of one decoding step alone, without the projections: ``core() -> (1, Hkv, G, Dh)``.
+
+    One query per head, folded into its group's rows, ``(1, H, 1, Dh) -> (1, Hkv, G, Dh)``, against ``S`` cached
+    keys and values ``(1, Hkv, S, Dh)``: what :class:`~attention_lib.GroupedQueryAttention` computes between its
+    projections.
+
+    Example:
+        >>> tuple(attention_core_step(4, 8)().shape)
+        (1, 4, 4, 64)
+    """
+    H, Dh = SHAPE["num_heads"], SHAPE["embed_dim"] // SHAPE["num_heads"]
+    g = torch.Generator().manual_seed(seed)
+    q = torch.randn(1, H, 1, Dh, generator=g)  # (N, H, L, Dh): the new token's queries
+    k, v = torch.randn(1, num_kv_heads, S, Dh, generator=g), torch.randn(1, num_kv_heads, S, Dh, generator=g)
+
+    @torch.no_grad()
+    def core() -> torch.Tensor:
+        return calculate_attention(group_heads(q, num_kv_heads), k, v)[0]  # (1, Hkv, G, Dh)
+
+    return core
+
+
 def time_grouped_query(S: int = 8192, *, repeats: int = 7) -> dict[int, dict[str, float]]:
-    """Per KV-head count: ``{"seconds": median step, "ratio": paired median ratio to MHA's step, "cache_bytes":
-    the layer's keys and values, "peak_bytes": the step's peak allocation}``.
+    """Per KV-head count: ``{"seconds": median step, "ratio": paired median ratio to MHA's step, "core_ratio":
+    the same for the attention core alone (:func:`attention_core_step`), "cache_bytes": the layer's keys and
+    values, "peak_bytes": the step's peak allocation}``.
 
     Example:
         >>> result = time_grouped_query(64, repeats=1)
-        >>> sorted(result), result[16]["ratio"], result[4]["cache_bytes"] * 4 == result[16]["cache_bytes"]
-        ([1, 4, 16], 1.0, True)
+        >>> sorted(result), result[16]["ratio"], result[16]["core_ratio"]
+        ([1, 4, 16], 1.0, 1.0)
+        >>> result[4]["cache_bytes"] * 4 == result[16]["cache_bytes"]
+        True
     """
     steps = {kv: prefilled_step(kv, S) for kv in KV_HEADS}
     times = time_paired({kv: step for kv, (step, _) in steps.items()}, (), repeats)
+    cores = time_paired({kv: attention_core_step(kv, S) for kv in KV_HEADS}, (), repeats)
     result = {}
     for kv, (step, cache) in steps.items():
         ratios = [a / b for a, b in zip(times[kv], times[KV_HEADS[0]], strict=True)]
+        core_ratios = [a / b for a, b in zip(cores[kv], cores[KV_HEADS[0]], strict=True)]
         result[kv] = {"seconds": statistics.median(times[kv]), "ratio": statistics.median(ratios),
-                      "cache_bytes": cache.allocated_bytes(), "peak_bytes": peak_memory(step)}
+                      "core_ratio": statistics.median(core_ratios), "cache_bytes": cache.allocated_bytes(),
+                      "peak_bytes": peak_memory(step)}
     return result
 
 
@@ -101,11 +134,13 @@ def print_grouped_query(result: dict[int, dict[str, float]], S: int, repeats: in
     print(f"\n== grouped-query attention (CPU): one decoding step at S={S:,}, GroupedQueryAttention {SHAPE} "
           f"(head size {SHAPE['embed_dim'] // SHAPE['num_heads']}), batch 1, need_weights=False, torch threads "
           f"{torch.get_num_threads()}; medians of {repeats} interleaved repeats")
-    print(f"  {'KV heads':>8} {'G':>3} {'ms':>9} {'x MHA':>6} {'cache MiB':>10} {'peak MiB':>9} "
+    print(f"  {'KV heads':>8} {'G':>3} {'ms':>9} {'x MHA':>6} {'core x MHA':>10} {'cache MiB':>10} {'peak MiB':>9} "
           f"{'peak / (G x cache)':>19}")
     for kv, r in result.items():
         G = SHAPE["num_heads"] // kv
-        print(f"  {kv:>8} {G:>3} {r['seconds'] * 1e3:>9.3f} {r['ratio']:>6.2f} {r['cache_bytes'] / MiB:>10.2f} "
+        core = r.get("core_ratio", float("nan"))
+        print(f"  {kv:>8} {G:>3} {r['seconds'] * 1e3:>9.3f} {r['ratio']:>6.2f} {core:>10.2f} "
+              f"{r['cache_bytes'] / MiB:>10.2f} "
               f"{r['peak_bytes'] / MiB:>9.3f} {r['peak_bytes'] / (G * r['cache_bytes']):>19.4f}")
     targets = grouped_query_targets(result)
     print("\n== grouped-query targets (a time target is judged on a quiet machine)")

@@ -61,6 +61,11 @@ def _unscaled(cache_k, cache_v, q, k, v):
     return torch.softmax(q @ keys.transpose(-2, -1), dim=-1) @ values, keys, values
 
 
+def _scaled_by_value_size(cache_k, cache_v, q, k, v):
+    out, keys, values = _reference(cache_k, cache_v, q, k, v)
+    return torch.softmax(q @ keys.transpose(-2, -1) / math.sqrt(v.shape[-1]), dim=-1) @ values, keys, values
+
+
 def _softmax_over_queries(cache_k, cache_v, q, k, v):
     out, keys, values = _reference(cache_k, cache_v, q, k, v)
     return torch.softmax(q @ keys.transpose(-2, -1) / math.sqrt(q.shape[-1]), dim=-2) @ values, keys, values
@@ -86,6 +91,8 @@ MISTAKES: list[tuple[Callable, str]] = [
                 "is_causal=True) for one query over S keys. The newest query sits at the end: it may see every "
                 "key, so it needs no mask at all."),
     (_unscaled, "the scores were not scaled: divide q @ keys.transpose(-2, -1) by sqrt(d_k) before the softmax."),
+    (_scaled_by_value_size, "the scores were divided by the square root of the values' size, Dv: the scale is "
+                            "sqrt(d_k), the size of the queries and keys (q.shape[-1]), which the product sums over."),
     (_softmax_over_queries, "the softmax ran over the queries (dim=-2), and there is only one: run it over the keys, "
                             "dim=-1, so the new token's weights sum to 1."),
     (_values_not_appended, "the values were not appended: the new token's value must join the cache as its key "
@@ -137,8 +144,28 @@ def check_decoding_step(fn: Callable) -> CheckResult:
         found = f"a tuple of {len(got)}" if isinstance(got, tuple | list) else f"one {type(got).__name__}"
         return CheckResult("failed", f"❌ {name}: return three things, (output, keys, values): the new token's "
                            f"output and the cache with its key and value appended; but got {found}.")
-    return check_function(fn, _reference, _step_inputs, name=name, mistakes=MISTAKES, atol=1e-5, rtol=1e-4,
-                          explain=_explain_step)
+    result = check_function(fn, _reference, _step_inputs, name=name, mistakes=MISTAKES, atol=1e-5, rtol=1e-4,
+                            explain=_explain_step)
+    if result.status == "passed":  # right numbers: the caller's cache and the new token must come back unchanged
+        changed = _changed_input(fn)
+        if changed is not None:
+            return CheckResult("failed", f"❌ {name}: right numbers, but {changed}")
+    return result
+
+
+def _changed_input(fn: Callable) -> str | None:
+    """Which input ``fn`` changed in place (the caller's cache), said as a hint, or ``None``."""
+    for trial in range(len(_SIZES)):
+        args = _step_inputs(trial)
+        before = [a.clone() for a in args]
+        run = run_learner(fn, args, copy=False)
+        for arg, a, was in zip(("cache_k", "cache_v", "q", "k", "v"), args, before, strict=True):
+            if not torch.equal(a, was):
+                ops = ", ".join(dict.fromkeys(run.in_place)) or "an in-place operation"
+                return (f"your function changed its input `{arg}` in place ({ops}): the caller's cache is no "
+                        f"longer what it was, and the next step would read it wiped. torch.cat already makes new "
+                        f"tensors: return those, and leave the inputs as they are.")
+    return None
 
 
 #: How much of the writing stays right, in words, and the share of agreeing sentences each word stands for.
@@ -156,9 +183,11 @@ WHY = {
     "positions not offset": "each new token is turned as if at position 0, so every distance between it and the "
                             "cached keys is wrong; the prompt's own keys are right, and some sentences survive "
                             "that, others do not.",
-    "positions one off": "each new token is turned as if one position further on: every distance to the cached keys "
-                         "is one too long, a small change in every score. The words hardly change; the logits do "
-                         "(compare them with one whole pass: the gallery's 'logits off').",
+    "positions one off": "each new token is turned as if one position further on: its distances to the prompt's keys "
+                         "are one too long (those to the keys the steps wrote are right). The grammar checker passes "
+                         "the sentences, yet many of them are not the words a correct decode writes (the gallery's "
+                         "'text changed'); the checker reads only structure and agreement, not which noun, adjective "
+                         "or phrase was chosen. Compared with one whole pass, the logits show it ('logits off').",
 }
 
 

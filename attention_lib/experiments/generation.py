@@ -1,7 +1,8 @@
 """Lesson 15's experiments: the classic cache bugs, measured with the grammar checker, and where the cache pays.
 
-Built step by step in ``notebooks/15_generation.ipynb``. Each bug is one that users of real libraries report; each
-runs without an error and writes fluent words, and :func:`bug_gallery` measures what it does to the grammar:
+Built step by step in ``notebooks/15_generation.ipynb``. The first two bugs are reported by users of real libraries
+(the issues are named); the other three are the lesson's own, slips of the same kind. Each runs without an error and
+writes words, and :func:`bug_gallery` measures what it does to the grammar and to the words:
 
 - ``"top-left mask while decoding"``: SDPA's ``is_causal=True`` (or ``causal_mask(L, S)``) for one new query
   over a cache of ``S`` keys: it sees key 0 alone (pytorch/pytorch#103082, #144858);
@@ -11,9 +12,10 @@ runs without an error and writes fluent words, and :func:`bug_gallery` measures 
 - ``"no mask in the prefill"``: the prompt read without a mask, so its cached keys and values have seen the future;
 - ``"positions not offset"``: every new token rotated as if it were at position 0 (LLMs-from-scratch's
   ``current_pos``; transformers' ``position_ids``);
-- ``"positions one off"``: every new token rotated as if it were one position further (the offset counted from 1).
-  RoPE's scores depend on distance, so this changes every score a little: the grammar checker passes it, and only
-  the logits (against one whole causal pass) show it (:func:`logit_error`).
+- ``"positions one off"``: every new token rotated as if it were one position further (the offset counted from 1):
+  its distances to the prompt's keys are one too long (those to the keys the steps wrote are right). It changes
+  which words are written (``"text changed"``, against a correct decode) more often than the grammar checker can
+  tell, and the logits (against one whole causal pass) show it (:func:`logit_error`).
 
 Every way of decoding here runs the package's one loop, :func:`attention_lib.generation.generation_steps`, with the
 bug in how the prompt or a new token is read.
@@ -27,7 +29,7 @@ import torch
 
 from ..generation import generation_steps
 from ..masks import causal_mask
-from ..training.generation.texts import END, MAX_LEN, check_sentences, make_texts, prompts_before_the_verb, rates
+from ..training.generation.texts import END, MAX_LEN, PAD, check_sentences, make_texts, prompts_before_the_verb, rates
 
 #: The bugs :func:`generate_with_bug` knows, each with what it does wrong.
 BUGS = {
@@ -108,25 +110,49 @@ def generate_with_bug(model, prompt: torch.Tensor, max_new_tokens: int, bug: str
 
 
 @torch.no_grad()
+def _forced(model, text: torch.Tensor, bug: str | None, prompt_length: int):
+    """The next-token logits of ``text`` read token by token (with ``bug``) and in one whole causal pass, positions
+    ``prompt_length - 1 .. T - 2``, and which of them count: those whose next token is a word (not padding)."""
+    whole = model(text).logits  # (N, T, vocab)
+    forced = iter(text[:, t:t + 1] for t in range(prompt_length, text.shape[1]))
+    read = _step(model, bug) or (lambda new, cache, S: model(new, cache))
+    steps = generation_steps(model, text[:, :prompt_length], text.shape[1] - prompt_length,
+                             prefill=_prefill(model, bug), step=lambda new, cache, S: read(next(forced), cache, S))
+    stepwise = torch.cat([step.output.logits[:, -1:] for step in steps], dim=1)  # the prompt's last position, then
+    counted = text[:, prompt_length:] != PAD  # (N, T - P): the input is a word of the text, up to its full stop
+    return stepwise, whole[:, prompt_length - 1:-1], counted
+
+
+@torch.no_grad()
 def logit_error(model, text: torch.Tensor, bug: str | None = None, *, prompt_length: int = 3) -> float:
     """The largest difference between the next-token logits of ``text (N, T)`` read token by token (with ``bug``)
-    after a prompt of ``prompt_length``, and those of one whole causal pass, positions ``prompt_length - 1 ..
-    T - 2``: ~1e-6 without a bug.
+    after a prompt of ``prompt_length``, and those of one whole causal pass: ~1e-6 without a bug.
 
-    Built step by step in ``notebooks/15_generation.ipynb``: the test that finds a bug the words do not show.
+    Built step by step in ``notebooks/15_generation.ipynb``: the test that finds a bug the words do not show. Only
+    the positions of the text count, ``prompt_length - 1`` up to its full stop: after it a padded text is padding,
+    which training never scored.
 
     Example:
         >>> from attention_lib.training.generation import encode, load_lm
         >>> logit_error(load_lm("mha")[0], encode("<bos> the cat purrs softly .")[None]) < 1e-4
         True
     """
-    whole = model(text).logits  # (N, T, vocab)
-    forced = iter(text[:, t:t + 1] for t in range(prompt_length, text.shape[1]))
-    read = _step(model, bug) or (lambda new, cache, S: model(new, cache))
-    steps = generation_steps(model, text[:, :prompt_length], text.shape[1] - prompt_length,
-                             prefill=_prefill(model, bug), step=lambda new, cache, S: read(next(forced), cache, S))
-    logits = [step.output.logits[:, -1:] for step in steps]  # the prompt's last position, then one per token read
-    return float((torch.cat(logits, dim=1) - whole[:, prompt_length - 1:-1]).abs().max())
+    stepwise, whole, counted = _forced(model, text, bug, prompt_length)
+    return float((stepwise - whole).abs().amax(dim=-1)[counted].max())
+
+
+@torch.no_grad()
+def top_word_flips(model, text: torch.Tensor, bug: str | None = None, *, prompt_length: int = 3) -> float:
+    """The share of the positions :func:`logit_error` compares at which the best-scored next word differs between
+    ``text`` read token by token (with ``bug``) and one whole causal pass: 0 without a bug.
+
+    Example:
+        >>> from attention_lib.training.generation import encode, load_lm
+        >>> top_word_flips(load_lm("mha")[0], encode("<bos> the cat purrs softly .")[None])
+        0.0
+    """
+    stepwise, whole, counted = _forced(model, text, bug, prompt_length)
+    return float((stepwise.argmax(-1) != whole.argmax(-1))[counted].float().mean())
 
 
 def complete_with(model, prompts: Sequence[torch.Tensor], bug: str | None = None) -> list[torch.Tensor]:
@@ -141,19 +167,45 @@ def complete_with(model, prompts: Sequence[torch.Tensor], bug: str | None = None
     return out
 
 
-def bug_gallery(model, *, n: int = 200, seed: int = 1500) -> dict[str, dict[str, float]]:
-    """What each bug does: ``{bug or "no bug": {"well-formed": ..., "agreeing": ..., "logits off": ...}}``.
+def gallery_prompts(n: int = 200, *, seed: int = 1500) -> list[torch.Tensor]:
+    """The gallery's prompts: ``n`` seeded sentences of the training structures, each cut one word before the word
+    that precedes its verb, so that the prefill writes that word and the verb is written by a decoding step.
 
-    Built step by step in ``notebooks/15_generation.ipynb``. ``n`` seeded sentences of the grammar's training
-    structures are cut before their verb; each way of decoding continues every prompt, and
-    :func:`~attention_lib.training.generation.check_sentences` reads the results. ``"logits off"`` is
-    :func:`logit_error` on 50 whole texts of the same seed read after a prompt of 6 tokens (two chunks).
+    Example:
+        >>> from attention_lib.training.generation import decode
+        >>> decode(gallery_prompts(1, seed=1500)[0])
+        '<bos> the big dogs near the big cats behind the big dog behind the white'
     """
-    prompts = prompts_before_the_verb(make_texts(n, seed=seed, split="train"))
+    return [p[:-1] for p in prompts_before_the_verb(make_texts(n, seed=seed, split="train"))]
+
+
+def bug_gallery(model, *, n: int = 200, seed: int = 1500) -> dict[str, dict[str, float]]:
+    """What each bug does: ``{bug or "no bug": {"well-formed", "agreeing", "text changed", "logits off",
+    "top word flips"}}``.
+
+    Built step by step in ``notebooks/15_generation.ipynb``. The :func:`gallery_prompts` (the verb is written by a
+    decoding step, which three of the bugs change, not by the prefill) are continued every way, and
+    :func:`~attention_lib.training.generation.check_sentences` reads the results; ``"text changed"`` is the share
+    of continuations that differ from the correct decode's. ``"logits off"`` is :func:`logit_error` and ``"top word
+    flips"`` :func:`top_word_flips` on 50 whole texts of the same seed read after a prompt of 6 tokens (two chunks).
+    """
+    prompts = gallery_prompts(n, seed=seed)
     texts = make_texts(50, seed=seed, split="train")[:, :MAX_LEN]
-    return {name: rates(check_sentences(complete_with(model, prompts, bug)))
-            | {"logits off": logit_error(model, texts, bug, prompt_length=6)}
-            for name, bug in (("no bug", None), *((b, b) for b in BUGS))}
+    right = complete_with(model, prompts)
+    gallery = {}
+    for name, bug in (("no bug", None), *((b, b) for b in BUGS)):
+        written = right if bug is None else complete_with(model, prompts, bug)
+        changed = sum(not torch.equal(_upto_end(a), _upto_end(b)) for a, b in zip(written, right, strict=True))
+        gallery[name] = rates(check_sentences(written)) | {
+            "text changed": changed / len(prompts), "logits off": logit_error(model, texts, bug, prompt_length=6),
+            "top word flips": top_word_flips(model, texts, bug, prompt_length=6)}
+    return gallery
+
+
+def _upto_end(text: torch.Tensor) -> torch.Tensor:
+    """A written text up to and including its first full stop (all of it if it has none)."""
+    ends = (text == END).nonzero()
+    return text[:int(ends[0]) + 1] if len(ends) else text
 
 
 @torch.no_grad()
