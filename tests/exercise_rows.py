@@ -410,6 +410,11 @@ SHUFFLE_PREDICTIONS = Exercise(
 
 
 # -- 12: reversal_target(digits (N, L)) -> (N, L), and where the trained model looks (8 positions) ---------------------
+def reversed_in_place(d):
+    d[:] = d.flip(-1).clone()  # the batch's inputs are reversed too
+    return d
+
+
 REVERSAL_TARGET = Exercise(
     check_reversal_target,
     correct=[lambda d: d.flip(-1), lambda d: d[:, torch.arange(d.shape[1] - 1, -1, -1)]],
@@ -420,6 +425,9 @@ REVERSAL_TARGET = Exercise(
         (lambda d: d.flip(-1)[:, :-1], "expected shape"),
         (lambda d: d[:, [7 - i for i in range(8)]], "assumes every input has 8 digits"),
         (lambda d: torch.stack([d[:, 7 - i] for i in range(d.shape[1])], dim=1), "a hard-coded 7 - i"),
+        (reversed_in_place, "your function overwrote its input"),
+        (lambda d: d.flip(-1).float(), "right digits, but as float32"),
+        (lambda d: d.copy_(d.flip(-1)), "`.copy_()`"),
     ],
     crashes=[(lambda d: 1 / 0, "ZeroDivisionError"), (lambda d: d[:, ::-1], "negative steps such as ::-1"),
              (lambda d: d[..., ::-1], "reverse a dimension with .flip")],
@@ -764,25 +772,63 @@ def _remove_attractors_rows() -> list[Exercise]:
         return check_remove_attractors(by_hand, prediction)
 
     prediction_checked.__name__ = "check_remove_attractors_prediction"
+    def every_verb_of_every_sentence(w, v, a):
+        out = w.clone()
+        rows = w[:, v].masked_fill(a[:, None], 0.0)  # (N, N, S): every sentence's verb row in every sentence
+        out[:, v] = rows / rows.sum(-1, keepdim=True)
+        return out
+
+    def spread_evenly(w, v, a):
+        kept = w.masked_fill(a[:, None], 0.0)
+        share = (w - kept).sum(-1, keepdim=True) / (~a[:, None]).sum(-1, keepdim=True)
+        return torch.where(verb_rows(w, v), kept + share * (~a[:, None]), w)
+
+    def on_key_0(w, v, a):
+        kept = w.masked_fill(a[:, None], 0.0)
+        kept[..., 0] += (w - kept).sum(-1)
+        return torch.where(verb_rows(w, v), kept, w)
+
+    def rows_masked(w, v, a):  # attractors[:, :, None] lines them up with the queries
+        kept = w.masked_fill(a[:, :, None], 0.0)
+        return torch.where(verb_rows(w, v), kept / kept.sum(-1, keepdim=True), w)
+
+    def over_dim_1(w, v, a):
+        kept = w.masked_fill(a[:, None], 0.0)
+        return torch.where(verb_rows(w, v), kept / kept.sum(1, keepdim=True), w)
+
+    from attention_lib.exercises.learning_to_attend import _removal_mistakes
+
     return [
         Exercise(function_checked, correct=[by_hand, with_a_loop],
                  wrong=[(lambda w, v, a: torch.where(verb_rows(w, v), w.masked_fill(a[:, None], 0.0), w),
                          "no longer sums to 1"),
                         (lambda w, v, a: by_hand(w, torch.zeros_like(v), a), "values differ from the reference"),
                         (lambda w, v, a: remove_keys(w, rows=None, keys=a), "not allowed here"),
-                        (lambda w, v, a: zero_rows(w, rows=v), "you zeroed the whole verb row"),
+                        (lambda w, v, a: zero_rows(w, rows=v), "not allowed here"),
+                        (lambda w, v, a: w.masked_fill(a[:, None], 0.0) / w.masked_fill(a[:, None], 0.0).sum(
+                            -1, keepdim=True), "you changed every row"),
+                        (lambda w, v, a: torch.where(verb_rows(w, v), 0.0, w), "you zeroed the whole verb row"),
                         (lambda w, v, a: by_hand(w, v, ~a), "you kept only the attractors"),
                         (lambda w, v, a: torch.where(verb_rows(w, v), w.masked_fill(a[:, None], float("-inf"))
                                                      .softmax(-1), w), "a softmax of weights"),
                         (lambda w, v, a: by_hand(w.transpose(1, 2), v, a).transpose(1, 2), "the verb's column"),
                         (lambda w, v, a: by_hand(w, v, a)[:, :, 1:], "expected shape"),
-                        (in_place, "changed the weights it was given (in place)")],
+                        (in_place, "changed the weights it was given (in place)"),
+                        (every_verb_of_every_sentence, "weights[:, verb] picks, in every sentence"),
+                        (rows_masked, "attractors[:, :, None] is (N, S, 1)"),
+                        (lambda w, v, a: by_hand(w, v - 1, a), "you changed the row before the verb"),
+                        (over_dim_1, "you divided by the sums over dim 1"),
+                        (spread_evenly, "you shared the removed weight out evenly"),
+                        (on_key_0, "you put all the removed weight on key 0")],
                  crashes=[(lambda w, v, a: w @ a, "")],
+                 mistakes=_removal_mistakes(remove_keys),
                  passed_says="correct on 3 fixed test inputs, and you predicted 0.95"),
         Exercise(prediction_checked, correct=[0.99, 1.0, torch.tensor(0.9)],
-                 wrong=[(0.36, "your intervention is right, but you predicted 0.36"),
-                        (99, "a share, not a percentage"), ("most", "a share between 0 and 1")],
+                 wrong=[(99, "a share, not a percentage"), ("most", "a share between 0 and 1")],
                  stubs=(..., None), not_attempted="predict first"),
+        # A right function with an honest wrong prediction: the function passes, the prediction is said to be off.
+        Exercise(prediction_checked, correct=[0.36, 0.5], wrong=[], stubs=(),
+                 passed_says="your function is correct on 3 fixed test inputs. 🔮 Your prediction was off"),
     ]
 
 
