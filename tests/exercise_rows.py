@@ -66,8 +66,8 @@ def scores_shape_if_elif(q, k):
 
 SCORES_SHAPE = Exercise(
     check_scores_shape,
-    correct=[lambda q, k: (*q[:-1], k[-2]), lambda q, k: [*q[:-1], k[-2]],
-             lambda q, k: torch.Size([*q[:-1], k[-2]]), lambda q, k: tuple(q[:-1]) + (k[-2],)],
+    correct=[lambda q, k: (*q[:-1], k[-2]), lambda q, k: torch.Size([*q[:-1], k[-2]]),
+             lambda q, k: tuple(q[:-1]) + (k[-2],)],
     wrong=[*welcome.MISTAKES,
            (lambda q, k: tuple((torch.empty(q) @ torch.empty(k).transpose(-2, -1)).shape),
             "without computing the product: your function called `torch.empty`"),
