@@ -92,8 +92,9 @@ def check_soft_lookup(soft_lookup: Callable[[torch.Tensor, torch.Tensor, torch.T
 
     Built step by step in ``notebooks/02_library_search.ipynb``; the worked solution is in
     ``notebooks/solutions/02_library_search_solution.ipynb``. Five fixed queues of readers (one with a single
-    reader, one with values of one feature; the first again in float64); only plain PyTorch operations are allowed: the library's attention (``al.calculate_attention`` and the
-    rest), PyTorch's ``scaled_dot_product_attention`` and a detour out of PyTorch are refused.
+    reader, one with values of one feature; the first again in float64); only plain PyTorch operations are allowed:
+    the library's attention (``al.calculate_attention`` and the rest), PyTorch's ``scaled_dot_product_attention`` and
+    a detour out of PyTorch are refused.
 
     Args:
         soft_lookup: ``(query, key, value) -> answer`` with ``query: (N, E)``, one question per reader, and

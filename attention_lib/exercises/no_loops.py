@@ -10,16 +10,15 @@ functions and SDPA, a detour through Python lists or NumPy, and any loop whose w
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import inspect
+from collections.abc import Callable
 
 import torch
 
 from ._allowed import PLAIN, PLAIN_SAID, PRODUCTS, SOFTMAX, Allowed
 from ._checker import CheckResult, also_checked, check_function
-from ._hints import HINTS
 from ._compare import difference
+from ._hints import HINTS
 from ._running import loop_growth, run_learner
 
 #: The temperature of the exercise: the cosine, between -1 and 1, is divided by it.
