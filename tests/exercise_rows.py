@@ -266,7 +266,7 @@ def encoding_in_place(length, dim):
     angle = position / 10000 ** (two_i / dim)  # (L, E / 2)
     pe = torch.zeros(length, dim, dtype=torch.float64)
     pe[:, 0::2], pe[:, 1::2] = torch.sin(angle), torch.cos(angle)
-    return pe
+    return pe.float()  # the word vectors' dtype
 
 
 SINUSOIDAL_ENCODING = Exercise(
@@ -335,6 +335,8 @@ CROSS_ATTENTION = Exercise(
              lambda q, s, n: calculate_attention(q, s, s, attn_mask=torch.zeros(
                  pad(n, s.shape[-2]).shape, dtype=q.dtype).masked_fill(~pad(n, s.shape[-2]), float("-inf")))],
     wrong=[
+        (lambda q, s, n: calculate_attention(q, s, s, attn_mask=torch.zeros(pad(n, s.size(-2)).shape).masked_fill(
+            ~pad(n, s.size(-2)), -1e9)), "-1e9 gives (lesson 08)"),
         (cross_by_hand, "a sentence of length 0"),  # the -inf version by hand: NaN where a sentence is empty
         (cross_by_hand, "give it exact zeros"),
         (cross_in_place, "in place (x[...] = ...)"),
@@ -490,6 +492,10 @@ INDUCTION_SCORE = Exercise(
     correct=[lambda w, k: stripe(w, k, 1),
              lambda w, k: torch.stack([w[:, :, i, i - k + 1] for i in range(k, 2 * k)], -1).mean(dim=(0, -1))],
     wrong=[
+        (lambda w, k: w.diagonal(offset=-(k - 1), dim1=-2, dim2=-1)[..., 1:].mean(dim=(0, -1)),
+         "you went to the end of the stripe"),
+        (lambda w, k: (lambda K: w[..., torch.arange(K, 2 * K), torch.arange(1, K + 1)].mean(dim=(0, -1)))(
+            w.size(-1) // 2), "you took k as half the sequence"),
         (lambda w, k: w.diagonal(offset=-k, dim1=-2, dim2=-1)[..., :k].mean(dim=(0, -1)), "the earlier copy"),
         (lambda w, k: w.diagonal(offset=-(k - 1), dim1=-2, dim2=-1).mean(dim=(0, -1)), "only the queries of the copy"),
         (lambda w, k: stripe(w, k, 0), "skip its first entry"),
@@ -614,24 +620,36 @@ def kernel_rows() -> list[Exercise]:
              "queries come in blocks of BLOCK_L"),
             (kernel_with(("weights = tl.exp2(scores - new_max[:, None])", "weights = scores - new_max[:, None]")),
              "the update is lesson 10's"),
-            (kernel_with(("mask=rows[:, None] < L)", ")")), "wrote past the last query"),
+            (kernel_with(("mask=rows[:, None] < L)", ")")),
+             "stored numbers outside the Out tensor. Hint: store with mask"),
             (kernel_with(*ev_is_e), "Ev = VALUE_DIM numbers per position"),  # was told "store with mask=rows < L"
             (kernel_with(*ev_is_e), "on E = 32, Ev = 16"),
-            (kernel_with(q_rows_dense), "views into one packed QKV buffer"),
-            (kernel_with(k_rows_dense), "on packed QKV: rows 48 numbers apart"),
-            (kernel_with(k_rows_dense), "Step from row to row with the strides given"),
+            (kernel_with(q_rows_dense), "views into packed buffers"),
+            (kernel_with(k_rows_dense), "on packed rows: q's 48, k's 40 and v's 24 numbers apart"),
+            (kernel_with(k_rows_dense), "Step from row to row with each tensor's own stride"),
             (kernel_with(("k = tl.load(k_ptrs, mask=cols[:, None] < S, other=0.0)", "k = tl.load(k_ptrs)")),
              "read outside the key tensor"),
             (kernel_with(("mask=rows[:, None] < L, other=0.0)", ")")), "read outside the query tensor"),
             (kernel_with(("mask=rows[:, None] < L, other=0.0)", ")")), "into the padding after it"),
             (attention_forward_kernel, "put @triton.jit on the line above"),
+            # the blind tester's kernels: each names its own slip (or the places it may hide), none another's
+            (kernel_with(("tl.exp2(running_max - new_max)", "tl.exp2(new_max - running_max)")),
+             "the correction, old minus new, tl.exp2(running_max - new_max)"),
+            (kernel_with(("for start in range(0, full_end, BLOCK_S):", "for start in range(0, full_end - BLOCK_S, "
+                          "BLOCK_S):")), "the loop, range(0, S, BLOCK_S), which visits every tile"),
+            (kernel_with(("tl.store(Lse + bh * L + rows", "tl.store(Lse + rows")), "lands in the same place"),
+            (kernel_with(("tl.dot(weights.to(v.dtype), v", "tl.dot(weights.to(tl.float16).to(v.dtype), v")),
+             "a step loses precision, such as weights cast to float16"),
+            (kernel_with(("cols[:, None] * k_stride_s", "cols[:, None] * v_stride_s")), "each tensor's own stride"),
+            (kernel_with(("rows[:, None] * out_stride_l", "rows[:, None] * q_stride_l")),
+             "stored numbers outside the Out tensor. Hint: every store must land inside its own tensor"),
         ],
         crashes=[(kernel_with(("tl.sum(weights, axis=1)", "tl.sum(weights, axis=2)")), "fixed shape"),
                  (kernel_with(v_with_head_dim), "value_dims = tl.arange(0, VALUE_DIM)")],
         mistakes=kernel_exercise.MISTAKES,
         stubs=(kernel_with(("    cols = start + tl.arange",
                             "    raise NotImplementedError\n    cols = start + tl.arange")),),
-        passed_says="log-sum-exp on 7 cases",
+        passed_says="is checked only when the kernel runs compiled on a GPU",
     )
     causal = Exercise(
         check_causal_kernel,
@@ -655,6 +673,9 @@ def kernel_rows() -> list[Exercise]:
             (kernel_with(non_causal_all_masked),
              "on one tile of 16 keys, right, but your kernel loads 1 of its 1 tiles"),
             (kernel_with(*ev_is_e), "Ev = VALUE_DIM numbers per position"),
+            (kernel_with(("block * BLOCK_L // BLOCK_S * BLOCK_S", "block * BLOCK_L")), "visit some keys twice"),
+            (kernel_with(("block * BLOCK_L // BLOCK_S * BLOCK_S", "block * BLOCK_S")), "visit some keys twice"),
+            (kernel_with(("(block + 1) * BLOCK_L)", "block * BLOCK_L + 1)")), "not at the block's first query"),
         ],
         mistakes=kernel_exercise.CAUSAL_MISTAKES,
         stubs=(kernel_with(("    if IS_CAUSAL:  # and every key", "    if IS_CAUSAL:\n"
@@ -665,6 +686,119 @@ def kernel_rows() -> list[Exercise]:
 
 
 ROWS += kernel_rows()
+
+
+# -- 00-13: answers a tester wrote without reading the checkers, each failing with its own hint (or passing) ---------
+def _blind_rows() -> list[Exercise]:
+    import numpy as np
+
+    from attention_lib.exercises import (
+        check_calculate_attention,
+        check_induction_score,
+        check_log_softmax,
+        check_matchmaker,
+        check_merge_heads,
+        check_soft_lookup,
+        check_split_heads,
+        check_weights_no_loops,
+    )
+
+    ninf = float("-inf")
+
+    def log_softmax(s, detach_lse=False, detach_max=False):
+        shifted = s - (s.amax(-1, keepdim=True).detach() if detach_max else s.amax(-1, keepdim=True))
+        lse = shifted.exp().sum(-1, keepdim=True).log()
+        return shifted - (lse.detach() if detach_lse else lse)
+
+    def attention(q, k, v, part=None):  # (N, L, E) and the rest, with one part cut off from autograd
+        k, v = (k.detach() if part == "key" else k), (v.detach() if part == "value" else v)
+        w = torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(q.size(-1)), -1)
+        return (w.detach() if part == "weights" else w) @ v, w
+
+    def online(m, s, o, sc, v, slip=None):
+        new = torch.maximum(m, sc.amax(-1, keepdim=True))
+        if slip == "nan_to_num":  # the forward pass is right, its backward holds NaN
+            correction, w = torch.exp(m - new).nan_to_num(0.0), torch.exp(sc - new).nan_to_num(0.0)
+        else:
+            shift = new.masked_fill(new == ninf, 0.0)
+            correction, w = torch.exp(m - shift), torch.exp(sc - shift)
+            w = w.detach() if slip == "detach" else w
+        new = new.clamp_min(-1e30) if slip == "clamp" else new
+        return new, s * correction + w.sum(-1, keepdim=True), o * correction + w @ v
+
+    def cross(q, s, n, slip=None):
+        mask = padding_mask(n, s.size(-2))
+        if slip == "-1e9":
+            return calculate_attention(q, s, s, attn_mask=torch.zeros(mask.shape, dtype=q.dtype).masked_fill(~mask,
+                                                                                                            -1e9))
+        keys = s.detach() if slip == "detach" else s
+        return calculate_attention(q, keys, keys, attn_mask=mask, is_causal=slip == "causal")
+
+    def cosine(q, k, temperature=0.1, eps=0.0, ignore=False):
+        q, k = q / (q.norm(dim=-1, keepdim=True) + eps), k / (k.norm(dim=-1, keepdim=True) + eps)
+        return torch.softmax(q @ k.transpose(-2, -1) / (0.1 if ignore else temperature), -1)
+
+    def lookup(q, k, v, dim=-1, squeeze=(-2,)):
+        w = torch.softmax(q.unsqueeze(-2) @ k.transpose(-2, -1) / math.sqrt(q.size(-1)), dim)
+        return (w @ v).squeeze(*squeeze)
+
+    def split(x, h):
+        return x.reshape(*x.shape[:2], h, -1).permute(1, 2, 0, 3)
+
+    def stripe(w, k, end=None):
+        K = w.size(-1) // 2 if end == "half" else k
+        return w[..., torch.arange(K, w.size(-1) if end == "L" else 2 * K),
+                 torch.arange(1, (w.size(-1) - K if end == "L" else K) + 1)].mean(dim=(0, -1))
+
+    return [
+        Exercise(check_log_softmax, correct=[lambda s: log_softmax(s, detach_max=True)], stubs=(),
+                 wrong=[(lambda s: log_softmax(s, detach_lse=True), "the gradient with respect to `scores` differs")]),
+        Exercise(check_calculate_attention, correct=[], stubs=(),
+                 wrong=[(lambda q, k, v, part=part: (lambda o, w: (o.transpose(0, 1), w))(*attention(
+                     q.transpose(0, 1), k.transpose(0, 1), v.transpose(0, 1), part)), f"with respect to `{said}`")
+                        for part, said in (("key", "key"), ("value", "value"), ("weights", "query"))]),
+        Exercise(check_online_softmax_update, correct=[online], stubs=(),
+                 wrong=[(lambda *a: online(*a, slip="detach"), "detach nothing"),
+                        (lambda *a: online(*a, slip="nan_to_num"), "the gradient with respect to `running_max` is NaN"),
+                        (lambda *a: online(*a, slip="clamp"), "yours is -1e+30 and the reference's -inf")]),
+        Exercise(check_cross_attention, correct=[cross], stubs=(),
+                 wrong=[(lambda q, s, n: cross(q, s, n, "detach"), "the gradient with respect to `sentences`"),
+                        (lambda q, s, n: cross(q, s, n, "-1e9"), "-1e9 gives (lesson 08)")],
+                 crashes=[(lambda q, s, n: cross(q, s, n, "causal"), "cross-attention has no causal mask")]),
+        Exercise(check_weights_no_loops, correct=[cosine], stubs=(),
+                 wrong=[(lambda q, k, temperature=0.1: cosine(q, k, ignore=True),
+                         "it ignores its `temperature` argument"),
+                        (lambda q, k: cosine(q, k, eps=1e-8), "a small constant added to a norm")],
+                 passed_says="at the temperatures 0.1 and 0.5"),
+        Exercise(check_soft_lookup, correct=[lookup], stubs=(),
+                 wrong=[(lambda q, k, v: lookup(q, k, v, squeeze=()), "drops every dimension of size 1"),
+                        (lambda q, k, v: lookup(q, k, v, dim=0), "dim=0 runs over the first dimension")],
+                 passed_says="one with a single reader, one with values of one feature"),
+        Exercise(check_sinusoidal_encoding, correct=[], stubs=(),
+                 wrong=[(lambda n, d: encoding_in_place(n, d).double(), "your table is float64")]),
+        Exercise(check_split_heads, correct=[split], stubs=(), passed_says="the first again in float64",
+                 wrong=[(lambda x, h: split(x.float(), h), "for float64 inputs your function returned float32")]),
+        Exercise(check_merge_heads, correct=[], stubs=(),
+                 wrong=[(lambda x: x.float().permute(2, 0, 1, 3).flatten(2), "your function returned float32")]),
+        Exercise(check_scores_shape, correct=[], stubs=(),
+                 wrong=[(lambda q, k: [*q[:-1], k[-2]], "your function returned a list"),
+                        (lambda q, k: tuple(np.int64(x) for x in (*q[:-1], k[-2])), "not a Python int"),
+                        (lambda q, k: (*torch.broadcast_shapes(q[:-2], k[:-2]), q[-2], k[-2]),
+                         "your function called `torch.broadcast_shapes`")]),
+        Exercise(check_matchmaker, stubs=(),
+                 correct=[lambda q, k: torch.stack(torch.broadcast_tensors(q.unsqueeze(-2), k.unsqueeze(-3))).prod(0)
+                          .sum(-1),
+                          lambda q, k: torch.ops.aten.sum.dim_IntList(torch.ops.aten.mul(q.unsqueeze(-2),
+                                                                                         k.unsqueeze(-3)), [-1])],
+                 wrong=[(lambda q, k: torch.ops.aten.matmul(q, k.transpose(-2, -1)),
+                         "your function called `torch.ops.aten.matmul`")]),
+        Exercise(check_induction_score, correct=[stripe], stubs=(),
+                 wrong=[(lambda w, k: stripe(w, k, "half"), "you took k as half the sequence"),
+                        (lambda w, k: stripe(w, k, "L"), "you went to the end of the stripe")]),
+    ]
+
+
+ROWS += _blind_rows()
 
 
 # -- 15: one decoding step with a cache, and what each cache bug does to the grammar ---------------------------------
