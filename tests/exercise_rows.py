@@ -606,7 +606,7 @@ def kernel_rows() -> list[Exercise]:
                          ("v = tl.load(v_ptrs, mask=cols[:, None] < S, other=0.0)", "v = tl.load(v_ptrs)")),
              "read past the end of key or value"),
             (kernel_with(every_tile_masked, (ragged_mask, "tl.where(cols[None, :] < S, float(\"-inf\"), scores)")),
-             "a mask that says the opposite"),
+             "upside down it gives every score -inf"),
             (kernel_with((ragged_mask, "tl.where(cols[None, :] < S - 1, scores, float(\"-inf\"))")),
              "leaves out the last key, S - 1"),
             (kernel_with(("output = running_output / running_sum[:, None]", "output = running_output")),
@@ -640,7 +640,8 @@ def kernel_rows() -> list[Exercise]:
             (kernel_with(("tl.store(Lse + bh * L + rows", "tl.store(Lse + rows")), "lands in the same place"),
             (kernel_with(("tl.dot(weights.to(v.dtype), v", "tl.dot(weights.to(tl.float16).to(v.dtype), v")),
              "a step loses precision, such as weights cast to float16"),
-            (kernel_with(("cols[:, None] * k_stride_s", "cols[:, None] * v_stride_s")), "each tensor's own stride"),
+            (kernel_with(("q, K_head, V_head, k_stride_s, v_stride_s", "q, K_head, V_head, q_stride_l, v_stride_s")),
+             "each tensor's own stride"),  # every case but the packed one has equal row strides for q and k
             (kernel_with(("rows[:, None] * out_stride_l", "rows[:, None] * q_stride_l")),
              "stored numbers outside the Out tensor. Hint: every store must land inside its own tensor"),
         ],
@@ -930,7 +931,7 @@ def _remove_attractors_rows() -> list[Exercise]:
         kept = w.masked_fill(a[:, None], 0.0)
         return torch.where(verb_rows(w, v), kept / kept.sum(1, keepdim=True), w)
 
-    from attention_lib.exercises.learning_to_attend import _removal_mistakes
+    from attention_lib.exercises._removal import removal_mistakes
 
     return [
         Exercise(function_checked, correct=[by_hand, with_a_loop],
@@ -955,7 +956,7 @@ def _remove_attractors_rows() -> list[Exercise]:
                         (spread_evenly, "you shared the removed weight out evenly"),
                         (on_key_0, "you put all the removed weight on key 0")],
                  crashes=[(lambda w, v, a: w @ a, "")],
-                 mistakes=_removal_mistakes(remove_keys),
+                 mistakes=removal_mistakes(remove_keys),
                  passed_says="correct on 3 fixed test inputs, and you predicted 0.95"),
         Exercise(prediction_checked, correct=[0.99, 1.0, torch.tensor(0.9)],
                  wrong=[(99, "a share, not a percentage"), ("most", "a share between 0 and 1")],
