@@ -66,8 +66,8 @@ def scores_shape_if_elif(q, k):
 
 SCORES_SHAPE = Exercise(
     check_scores_shape,
-    correct=[lambda q, k: (*q[:-1], k[-2]), lambda q, k: [*q[:-1], k[-2]],
-             lambda q, k: torch.Size([*q[:-1], k[-2]]), lambda q, k: tuple(q[:-1]) + (k[-2],)],
+    correct=[lambda q, k: (*q[:-1], k[-2]), lambda q, k: torch.Size([*q[:-1], k[-2]]),
+             lambda q, k: tuple(q[:-1]) + (k[-2],)],
     wrong=[*welcome.MISTAKES,
            (lambda q, k: tuple((torch.empty(q) @ torch.empty(k).transpose(-2, -1)).shape),
             "without computing the product: your function called `torch.empty`"),
@@ -266,7 +266,7 @@ def encoding_in_place(length, dim):
     angle = position / 10000 ** (two_i / dim)  # (L, E / 2)
     pe = torch.zeros(length, dim, dtype=torch.float64)
     pe[:, 0::2], pe[:, 1::2] = torch.sin(angle), torch.cos(angle)
-    return pe
+    return pe.float()  # the word vectors' dtype
 
 
 SINUSOIDAL_ENCODING = Exercise(
@@ -335,6 +335,8 @@ CROSS_ATTENTION = Exercise(
              lambda q, s, n: calculate_attention(q, s, s, attn_mask=torch.zeros(
                  pad(n, s.shape[-2]).shape, dtype=q.dtype).masked_fill(~pad(n, s.shape[-2]), float("-inf")))],
     wrong=[
+        (lambda q, s, n: calculate_attention(q, s, s, attn_mask=torch.zeros(pad(n, s.size(-2)).shape).masked_fill(
+            ~pad(n, s.size(-2)), -1e9)), "-1e9 gives (lesson 08)"),
         (cross_by_hand, "a sentence of length 0"),  # the -inf version by hand: NaN where a sentence is empty
         (cross_by_hand, "give it exact zeros"),
         (cross_in_place, "in place (x[...] = ...)"),
@@ -410,6 +412,11 @@ SHUFFLE_PREDICTIONS = Exercise(
 
 
 # -- 12: reversal_target(digits (N, L)) -> (N, L), and where the trained model looks (8 positions) ---------------------
+def reversed_in_place(d):
+    d[:] = d.flip(-1).clone()  # the batch's inputs are reversed too
+    return d
+
+
 REVERSAL_TARGET = Exercise(
     check_reversal_target,
     correct=[lambda d: d.flip(-1), lambda d: d[:, torch.arange(d.shape[1] - 1, -1, -1)]],
@@ -420,6 +427,9 @@ REVERSAL_TARGET = Exercise(
         (lambda d: d.flip(-1)[:, :-1], "expected shape"),
         (lambda d: d[:, [7 - i for i in range(8)]], "assumes every input has 8 digits"),
         (lambda d: torch.stack([d[:, 7 - i] for i in range(d.shape[1])], dim=1), "a hard-coded 7 - i"),
+        (reversed_in_place, "your function overwrote its input"),
+        (lambda d: d.flip(-1).float(), "right digits, but as float32"),
+        (lambda d: d.copy_(d.flip(-1)), "`.copy_()`"),
     ],
     crashes=[(lambda d: 1 / 0, "ZeroDivisionError"), (lambda d: d[:, ::-1], "negative steps such as ::-1"),
              (lambda d: d[..., ::-1], "reverse a dimension with .flip")],
@@ -482,6 +492,10 @@ INDUCTION_SCORE = Exercise(
     correct=[lambda w, k: stripe(w, k, 1),
              lambda w, k: torch.stack([w[:, :, i, i - k + 1] for i in range(k, 2 * k)], -1).mean(dim=(0, -1))],
     wrong=[
+        (lambda w, k: w.diagonal(offset=-(k - 1), dim1=-2, dim2=-1)[..., 1:].mean(dim=(0, -1)),
+         "you went to the end of the stripe"),
+        (lambda w, k: (lambda K: w[..., torch.arange(K, 2 * K), torch.arange(1, K + 1)].mean(dim=(0, -1)))(
+            w.size(-1) // 2), "you took k as half the sequence"),
         (lambda w, k: w.diagonal(offset=-k, dim1=-2, dim2=-1)[..., :k].mean(dim=(0, -1)), "the earlier copy"),
         (lambda w, k: w.diagonal(offset=-(k - 1), dim1=-2, dim2=-1).mean(dim=(0, -1)), "only the queries of the copy"),
         (lambda w, k: stripe(w, k, 0), "skip its first entry"),
@@ -592,7 +606,7 @@ def kernel_rows() -> list[Exercise]:
                          ("v = tl.load(v_ptrs, mask=cols[:, None] < S, other=0.0)", "v = tl.load(v_ptrs)")),
              "read past the end of key or value"),
             (kernel_with(every_tile_masked, (ragged_mask, "tl.where(cols[None, :] < S, float(\"-inf\"), scores)")),
-             "a mask that says the opposite"),
+             "upside down it gives every score -inf"),
             (kernel_with((ragged_mask, "tl.where(cols[None, :] < S - 1, scores, float(\"-inf\"))")),
              "leaves out the last key, S - 1"),
             (kernel_with(("output = running_output / running_sum[:, None]", "output = running_output")),
@@ -606,24 +620,37 @@ def kernel_rows() -> list[Exercise]:
              "queries come in blocks of BLOCK_L"),
             (kernel_with(("weights = tl.exp2(scores - new_max[:, None])", "weights = scores - new_max[:, None]")),
              "the update is lesson 10's"),
-            (kernel_with(("mask=rows[:, None] < L)", ")")), "wrote past the last query"),
+            (kernel_with(("mask=rows[:, None] < L)", ")")),
+             "stored numbers outside the Out tensor. Hint: store with mask"),
             (kernel_with(*ev_is_e), "Ev = VALUE_DIM numbers per position"),  # was told "store with mask=rows < L"
             (kernel_with(*ev_is_e), "on E = 32, Ev = 16"),
-            (kernel_with(q_rows_dense), "views into one packed QKV buffer"),
-            (kernel_with(k_rows_dense), "on packed QKV: rows 48 numbers apart"),
-            (kernel_with(k_rows_dense), "Step from row to row with the strides given"),
+            (kernel_with(q_rows_dense), "views into packed buffers"),
+            (kernel_with(k_rows_dense), "on packed rows: q's 48, k's 40 and v's 24 numbers apart"),
+            (kernel_with(k_rows_dense), "Step from row to row with each tensor's own stride"),
             (kernel_with(("k = tl.load(k_ptrs, mask=cols[:, None] < S, other=0.0)", "k = tl.load(k_ptrs)")),
              "read outside the key tensor"),
             (kernel_with(("mask=rows[:, None] < L, other=0.0)", ")")), "read outside the query tensor"),
             (kernel_with(("mask=rows[:, None] < L, other=0.0)", ")")), "into the padding after it"),
             (attention_forward_kernel, "put @triton.jit on the line above"),
+            # the blind tester's kernels: each names its own slip (or the places it may hide), none another's
+            (kernel_with(("tl.exp2(running_max - new_max)", "tl.exp2(new_max - running_max)")),
+             "the correction, old minus new, tl.exp2(running_max - new_max)"),
+            (kernel_with(("for start in range(0, full_end, BLOCK_S):", "for start in range(0, full_end - BLOCK_S, "
+                          "BLOCK_S):")), "the loop, range(0, S, BLOCK_S), which visits every tile"),
+            (kernel_with(("tl.store(Lse + bh * L + rows", "tl.store(Lse + rows")), "lands in the same place"),
+            (kernel_with(("tl.dot(weights.to(v.dtype), v", "tl.dot(weights.to(tl.float16).to(v.dtype), v")),
+             "a step loses precision, such as weights cast to float16"),
+            (kernel_with(("q, K_head, V_head, k_stride_s, v_stride_s", "q, K_head, V_head, q_stride_l, v_stride_s")),
+             "each tensor's own stride"),  # every case but the packed one has equal row strides for q and k
+            (kernel_with(("rows[:, None] * out_stride_l", "rows[:, None] * q_stride_l")),
+             "stored numbers outside the Out tensor. Hint: every store must land inside its own tensor"),
         ],
         crashes=[(kernel_with(("tl.sum(weights, axis=1)", "tl.sum(weights, axis=2)")), "fixed shape"),
                  (kernel_with(v_with_head_dim), "value_dims = tl.arange(0, VALUE_DIM)")],
         mistakes=kernel_exercise.MISTAKES,
         stubs=(kernel_with(("    cols = start + tl.arange",
                             "    raise NotImplementedError\n    cols = start + tl.arange")),),
-        passed_says="log-sum-exp on 7 cases",
+        passed_says="is checked only when the kernel runs compiled on a GPU",
     )
     causal = Exercise(
         check_causal_kernel,
@@ -647,6 +674,9 @@ def kernel_rows() -> list[Exercise]:
             (kernel_with(non_causal_all_masked),
              "on one tile of 16 keys, right, but your kernel loads 1 of its 1 tiles"),
             (kernel_with(*ev_is_e), "Ev = VALUE_DIM numbers per position"),
+            (kernel_with(("block * BLOCK_L // BLOCK_S * BLOCK_S", "block * BLOCK_L")), "visit some keys twice"),
+            (kernel_with(("block * BLOCK_L // BLOCK_S * BLOCK_S", "block * BLOCK_S")), "visit some keys twice"),
+            (kernel_with(("(block + 1) * BLOCK_L)", "block * BLOCK_L + 1)")), "not at the block's first query"),
         ],
         mistakes=kernel_exercise.CAUSAL_MISTAKES,
         stubs=(kernel_with(("    if IS_CAUSAL:  # and every key", "    if IS_CAUSAL:\n"
@@ -657,6 +687,119 @@ def kernel_rows() -> list[Exercise]:
 
 
 ROWS += kernel_rows()
+
+
+# -- 00-13: answers a tester wrote without reading the checkers, each failing with its own hint (or passing) ---------
+def _blind_rows() -> list[Exercise]:
+    import numpy as np
+
+    from attention_lib.exercises import (
+        check_calculate_attention,
+        check_induction_score,
+        check_log_softmax,
+        check_matchmaker,
+        check_merge_heads,
+        check_soft_lookup,
+        check_split_heads,
+        check_weights_no_loops,
+    )
+
+    ninf = float("-inf")
+
+    def log_softmax(s, detach_lse=False, detach_max=False):
+        shifted = s - (s.amax(-1, keepdim=True).detach() if detach_max else s.amax(-1, keepdim=True))
+        lse = shifted.exp().sum(-1, keepdim=True).log()
+        return shifted - (lse.detach() if detach_lse else lse)
+
+    def attention(q, k, v, part=None):  # (N, L, E) and the rest, with one part cut off from autograd
+        k, v = (k.detach() if part == "key" else k), (v.detach() if part == "value" else v)
+        w = torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(q.size(-1)), -1)
+        return (w.detach() if part == "weights" else w) @ v, w
+
+    def online(m, s, o, sc, v, slip=None):
+        new = torch.maximum(m, sc.amax(-1, keepdim=True))
+        if slip == "nan_to_num":  # the forward pass is right, its backward holds NaN
+            correction, w = torch.exp(m - new).nan_to_num(0.0), torch.exp(sc - new).nan_to_num(0.0)
+        else:
+            shift = new.masked_fill(new == ninf, 0.0)
+            correction, w = torch.exp(m - shift), torch.exp(sc - shift)
+            w = w.detach() if slip == "detach" else w
+        new = new.clamp_min(-1e30) if slip == "clamp" else new
+        return new, s * correction + w.sum(-1, keepdim=True), o * correction + w @ v
+
+    def cross(q, s, n, slip=None):
+        mask = padding_mask(n, s.size(-2))
+        if slip == "-1e9":
+            return calculate_attention(q, s, s, attn_mask=torch.zeros(mask.shape, dtype=q.dtype).masked_fill(~mask,
+                                                                                                            -1e9))
+        keys = s.detach() if slip == "detach" else s
+        return calculate_attention(q, keys, keys, attn_mask=mask, is_causal=slip == "causal")
+
+    def cosine(q, k, temperature=0.1, eps=0.0, ignore=False):
+        q, k = q / (q.norm(dim=-1, keepdim=True) + eps), k / (k.norm(dim=-1, keepdim=True) + eps)
+        return torch.softmax(q @ k.transpose(-2, -1) / (0.1 if ignore else temperature), -1)
+
+    def lookup(q, k, v, dim=-1, squeeze=(-2,)):
+        w = torch.softmax(q.unsqueeze(-2) @ k.transpose(-2, -1) / math.sqrt(q.size(-1)), dim)
+        return (w @ v).squeeze(*squeeze)
+
+    def split(x, h):
+        return x.reshape(*x.shape[:2], h, -1).permute(1, 2, 0, 3)
+
+    def stripe(w, k, end=None):
+        K = w.size(-1) // 2 if end == "half" else k
+        return w[..., torch.arange(K, w.size(-1) if end == "L" else 2 * K),
+                 torch.arange(1, (w.size(-1) - K if end == "L" else K) + 1)].mean(dim=(0, -1))
+
+    return [
+        Exercise(check_log_softmax, correct=[lambda s: log_softmax(s, detach_max=True)], stubs=(),
+                 wrong=[(lambda s: log_softmax(s, detach_lse=True), "the gradient with respect to `scores` differs")]),
+        Exercise(check_calculate_attention, correct=[], stubs=(),
+                 wrong=[(lambda q, k, v, part=part: (lambda o, w: (o.transpose(0, 1), w))(*attention(
+                     q.transpose(0, 1), k.transpose(0, 1), v.transpose(0, 1), part)), f"with respect to `{said}`")
+                        for part, said in (("key", "key"), ("value", "value"), ("weights", "query"))]),
+        Exercise(check_online_softmax_update, correct=[online], stubs=(),
+                 wrong=[(lambda *a: online(*a, slip="detach"), "detach nothing"),
+                        (lambda *a: online(*a, slip="nan_to_num"), "the gradient with respect to `running_max` is NaN"),
+                        (lambda *a: online(*a, slip="clamp"), "yours is -1e+30 and the reference's -inf")]),
+        Exercise(check_cross_attention, correct=[cross], stubs=(),
+                 wrong=[(lambda q, s, n: cross(q, s, n, "detach"), "the gradient with respect to `sentences`"),
+                        (lambda q, s, n: cross(q, s, n, "-1e9"), "-1e9 gives (lesson 08)")],
+                 crashes=[(lambda q, s, n: cross(q, s, n, "causal"), "cross-attention has no causal mask")]),
+        Exercise(check_weights_no_loops, correct=[cosine], stubs=(),
+                 wrong=[(lambda q, k, temperature=0.1: cosine(q, k, ignore=True),
+                         "it ignores its `temperature` argument"),
+                        (lambda q, k: cosine(q, k, eps=1e-8), "a small constant added to a norm")],
+                 passed_says="at the temperatures 0.1 and 0.5"),
+        Exercise(check_soft_lookup, correct=[lookup], stubs=(),
+                 wrong=[(lambda q, k, v: lookup(q, k, v, squeeze=()), "drops every dimension of size 1"),
+                        (lambda q, k, v: lookup(q, k, v, dim=0), "dim=0 runs over the first dimension")],
+                 passed_says="one with a single reader, one with values of one feature"),
+        Exercise(check_sinusoidal_encoding, correct=[], stubs=(),
+                 wrong=[(lambda n, d: encoding_in_place(n, d).double(), "your table is float64")]),
+        Exercise(check_split_heads, correct=[split], stubs=(), passed_says="the first again in float64",
+                 wrong=[(lambda x, h: split(x.float(), h), "for float64 inputs your function returned float32")]),
+        Exercise(check_merge_heads, correct=[], stubs=(),
+                 wrong=[(lambda x: x.float().permute(2, 0, 1, 3).flatten(2), "your function returned float32")]),
+        Exercise(check_scores_shape, correct=[], stubs=(),
+                 wrong=[(lambda q, k: [*q[:-1], k[-2]], "your function returned a list"),
+                        (lambda q, k: tuple(np.int64(x) for x in (*q[:-1], k[-2])), "not a Python int"),
+                        (lambda q, k: (*torch.broadcast_shapes(q[:-2], k[:-2]), q[-2], k[-2]),
+                         "your function called `torch.broadcast_shapes`")]),
+        Exercise(check_matchmaker, stubs=(),
+                 correct=[lambda q, k: torch.stack(torch.broadcast_tensors(q.unsqueeze(-2), k.unsqueeze(-3))).prod(0)
+                          .sum(-1),
+                          lambda q, k: torch.ops.aten.sum.dim_IntList(torch.ops.aten.mul(q.unsqueeze(-2),
+                                                                                         k.unsqueeze(-3)), [-1])],
+                 wrong=[(lambda q, k: torch.ops.aten.matmul(q, k.transpose(-2, -1)),
+                         "your function called `torch.ops.aten.matmul`")]),
+        Exercise(check_induction_score, correct=[stripe], stubs=(),
+                 wrong=[(lambda w, k: stripe(w, k, "half"), "you took k as half the sequence"),
+                        (lambda w, k: stripe(w, k, "L"), "you went to the end of the stripe")]),
+    ]
+
+
+ROWS += _blind_rows()
 
 
 # -- 15: one decoding step with a cache, and what each cache bug does to the grammar ---------------------------------
@@ -774,25 +917,63 @@ def _remove_attractors_rows() -> list[Exercise]:
         return check_remove_attractors(by_hand, prediction)
 
     prediction_checked.__name__ = "check_remove_attractors_prediction"
+    def every_verb_of_every_sentence(w, v, a):
+        out = w.clone()
+        rows = w[:, v].masked_fill(a[:, None], 0.0)  # (N, N, S): every sentence's verb row in every sentence
+        out[:, v] = rows / rows.sum(-1, keepdim=True)
+        return out
+
+    def spread_evenly(w, v, a):
+        kept = w.masked_fill(a[:, None], 0.0)
+        share = (w - kept).sum(-1, keepdim=True) / (~a[:, None]).sum(-1, keepdim=True)
+        return torch.where(verb_rows(w, v), kept + share * (~a[:, None]), w)
+
+    def on_key_0(w, v, a):
+        kept = w.masked_fill(a[:, None], 0.0)
+        kept[..., 0] += (w - kept).sum(-1)
+        return torch.where(verb_rows(w, v), kept, w)
+
+    def rows_masked(w, v, a):  # attractors[:, :, None] lines them up with the queries
+        kept = w.masked_fill(a[:, :, None], 0.0)
+        return torch.where(verb_rows(w, v), kept / kept.sum(-1, keepdim=True), w)
+
+    def over_dim_1(w, v, a):
+        kept = w.masked_fill(a[:, None], 0.0)
+        return torch.where(verb_rows(w, v), kept / kept.sum(1, keepdim=True), w)
+
+    from attention_lib.exercises._removal import removal_mistakes
+
     return [
         Exercise(function_checked, correct=[by_hand, with_a_loop],
                  wrong=[(lambda w, v, a: torch.where(verb_rows(w, v), w.masked_fill(a[:, None], 0.0), w),
                          "no longer sums to 1"),
                         (lambda w, v, a: by_hand(w, torch.zeros_like(v), a), "values differ from the reference"),
                         (lambda w, v, a: remove_keys(w, rows=None, keys=a), "not allowed here"),
-                        (lambda w, v, a: zero_rows(w, rows=v), "you zeroed the whole verb row"),
+                        (lambda w, v, a: zero_rows(w, rows=v), "not allowed here"),
+                        (lambda w, v, a: w.masked_fill(a[:, None], 0.0) / w.masked_fill(a[:, None], 0.0).sum(
+                            -1, keepdim=True), "you changed every row"),
+                        (lambda w, v, a: torch.where(verb_rows(w, v), 0.0, w), "you zeroed the whole verb row"),
                         (lambda w, v, a: by_hand(w, v, ~a), "you kept only the attractors"),
                         (lambda w, v, a: torch.where(verb_rows(w, v), w.masked_fill(a[:, None], float("-inf"))
                                                      .softmax(-1), w), "a softmax of weights"),
                         (lambda w, v, a: by_hand(w.transpose(1, 2), v, a).transpose(1, 2), "the verb's column"),
                         (lambda w, v, a: by_hand(w, v, a)[:, :, 1:], "expected shape"),
-                        (in_place, "changed the weights it was given (in place)")],
+                        (in_place, "changed the weights it was given (in place)"),
+                        (every_verb_of_every_sentence, "weights[:, verb] picks, in every sentence"),
+                        (rows_masked, "attractors[:, :, None] is (N, S, 1)"),
+                        (lambda w, v, a: by_hand(w, v - 1, a), "you changed the row before the verb"),
+                        (over_dim_1, "you divided by the sums over dim 1"),
+                        (spread_evenly, "you shared the removed weight out evenly"),
+                        (on_key_0, "you put all the removed weight on key 0")],
                  crashes=[(lambda w, v, a: w @ a, "")],
+                 mistakes=removal_mistakes(remove_keys),
                  passed_says="correct on 3 fixed test inputs, and you predicted 0.95"),
         Exercise(prediction_checked, correct=[0.99, 1.0, torch.tensor(0.9)],
-                 wrong=[(0.36, "your intervention is right, but you predicted 0.36"),
-                        (99, "a share, not a percentage"), ("most", "a share between 0 and 1")],
+                 wrong=[(99, "a share, not a percentage"), ("most", "a share between 0 and 1")],
                  stubs=(..., None), not_attempted="predict first"),
+        # A right function with an honest wrong prediction: the function passes, the prediction is said to be off.
+        Exercise(prediction_checked, correct=[0.36, 0.5], wrong=[], stubs=(),
+                 passed_says="your function is correct on 3 fixed test inputs. 🔮 Your prediction was off"),
     ]
 
 

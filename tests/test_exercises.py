@@ -128,6 +128,8 @@ SOFT_LOOKUP = Exercise(
              lambda q, k, v: torch.stack([sm(k[n] @ q[n] / math.sqrt(q.size(-1)), dim=-1) @ v[n]
                                           for n in range(q.size(0))])],
     wrong=[
+        (lambda q, k, v: (sm((k * q[:, None]).sum(-1) / math.sqrt(q.size(-1)), dim=0)[:, None] @ v)[:, 0],
+         "dim=0 runs over the first dimension"),
         (lambda q, k, v: (sm((k * q[:, None]).sum(-1) / math.sqrt(q.size(-1)), dim=-1)[:, None] @ k)[:, 0],
          "you mixed the keys"),
         (lookup_scaled(lambda q, k, v: 1.0), "divide the scores by √d_k"),
@@ -155,7 +157,7 @@ SOFT_LOOKUP = Exercise(
              (lambda q, k, v: sm(k @ q / math.sqrt(q.size(-1)), dim=-1) @ v, "query.unsqueeze(-1) is (2, 3, 1)"),
              (lambda q, k: k @ q, "with 3 arguments, (query, key, value)")],
     mistakes=library_search.MISTAKES,
-    passed_says="3 fixed queues of readers",
+    passed_says="5 fixed queues of readers",
 )
 
 
@@ -1234,7 +1236,7 @@ FRESH_WRONG = [
      "for float64 inputs your function returned float32"),
     (check_tune_in, lambda x, f: sm(f[:, None] * (x @ T(x)), -1, dtype=torch.float32) @ x,
      "in float64 your function raised RuntimeError"),
-    (check_soft_lookup, fresh_lookup_softmax_over_readers, "the values differ"),
+    (check_soft_lookup, fresh_lookup_softmax_over_readers, "dim=0 runs over the first dimension"),
     (check_soft_lookup, fresh_lookup_scaled_by_N, "divide by √E, not √N"),
     (check_matchmaker, lambda q, k: (q.unsqueeze(-2) * k.unsqueeze(-3)).mean(-1), ".mean(dim=-1) also divides"),
     (check_matchmaker, lambda q, k: torch.cosine_similarity(q.unsqueeze(-2), k.unsqueeze(-3), dim=-1),

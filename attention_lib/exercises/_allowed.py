@@ -26,7 +26,8 @@ METADATA = frozenset({"shape", "size", "dim", "ndim", "ndimension", "numel", "dt
                       "is_cuda", "is_meta", "get_device"})
 #: Moving numbers around: indexing, reshapes, transposes, joining and splitting, copies, dtype changes.
 LAYOUT = frozenset({"getitem", "setitem", "unsqueeze", "squeeze", "reshape", "view", "view_as", "reshape_as",
-                    "expand", "expand_as", "broadcast_to", "flatten", "unflatten", "transpose", "swapaxes",
+                    "expand", "expand_as", "broadcast_to", "broadcast_tensors", "flatten", "unflatten", "transpose",
+                    "swapaxes",
                     "swapdims", "permute", "movedim", "moveaxis", "T", "mT", "t", "contiguous", "clone", "detach",
                     "stack", "cat", "concat", "concatenate", "narrow", "select", "split", "chunk", "unbind",
                     "index_select", "gather", "take_along_dim", "flip", "fliplr", "flipud", "roll", "diagonal", "diag",
@@ -159,6 +160,8 @@ def plain_name(name: str) -> tuple[str, bool]:
 def shown(name: str, func=None) -> str:
     """How the learner wrote the call ``name``: ``torch.linalg.matmul``, ``.tolist()``, ``@ / torch.matmul``."""
     plain, _ = plain_name(name)
+    if type(func).__name__ in {"OpOverload", "OpOverloadPacket"}:  # torch.ops.aten.sum.dim_IntList, as written
+        return f"torch.ops.{func}"
     if plain in _SHOWN:
         return _SHOWN[plain]
     for prefix, module in (("linalg_", "torch.linalg."), ("special_", "torch.special."), ("fft_", "torch.fft."),

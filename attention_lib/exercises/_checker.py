@@ -105,7 +105,8 @@ def check_function(learner_fn: Callable, reference_fn: Callable, make_inputs: Ca
         inputs_said: what the inputs are, for the message of a correct answer (``"3 fixed test inputs"`` by
             default); the float64 and backward trials are added to it.
         float64: also run the first input in float64: the result must be float64 and float64-accurate.
-        backward: also run backward through the answer (see :func:`~attention_lib.exercises._trials.backward_slip`).
+        backward: also run backward through the answer on every input, and compare the gradients with the
+            reference's (see :func:`~attention_lib.exercises._trials.backward_slip`).
 
     Returns:
         A :class:`CheckResult`.
@@ -180,8 +181,11 @@ def check_function(learner_fn: Callable, reference_fn: Callable, make_inputs: Ca
         return CheckResult("failed", f"❌ {name}: right numbers, but " + (loop_hint or HINTS["python_loop"]).format(
             few=few, many=many))
     slip = float64_slip(learner_fn, reference_fn, make_inputs(0), allowed) if float64 else None
-    if slip is None and backward:
-        slip = backward_slip(learner_fn, make_inputs(0), allowed, _params(reference_fn, len(make_inputs(0))))
+    for trial in range(trials if backward else 0):  # every input: a fully masked row may be in any of them
+        if slip is not None:
+            break
+        args = make_inputs(trial)
+        slip = backward_slip(learner_fn, args, allowed, _params(reference_fn, len(args)), reference_fn)
     if slip is not None:
         return CheckResult("failed", f"❌ {name}: not quite. Hint: {slip}")
     return CheckResult("passed", f"✅ {name}: correct on {inputs_said or f'{trials} fixed test inputs'}"

@@ -146,7 +146,15 @@ def _library_name(code) -> str:
 
 
 def op_name(func) -> str:
-    """A readable name for a function PyTorch hands to a ``TorchFunctionMode`` (``"matmul"``, ``"T"``, ...)."""
+    """A readable name for a function PyTorch hands to a ``TorchFunctionMode`` (``"matmul"``, ``"T"``, ...).
+
+    An ATen operator called directly (``torch.ops.aten.sum.dim_IntList``, ``torch.ops.aten.mul``) is named by its
+    operator, ``"sum"``, ``"mul"``: it is the same operation as ``torch.sum`` or ``*``.
+    """
+    if isinstance(func, torch._ops.OpOverload):
+        return func.overloadpacket.__name__
+    if isinstance(func, torch._ops.OpOverloadPacket):
+        return func.__name__
     owner = getattr(func, "__self__", None)  # a property such as .T is seen through its descriptor's __get__
     name = getattr(owner, "__name__", None) if getattr(func, "__name__", "") == "__get__" else None
     return name or getattr(func, "__name__", repr(func))

@@ -27,6 +27,15 @@ CHANGED_INPUT = ("your function changed its input `{name}` in place ({ops}): the
 DETACHED = ("your result is cut off from its inputs (.detach(), .data, or a new tensor built from the numbers), so "
             "no gradient can flow back through it and a model could not train through it. Compute it from the "
             "inputs with tensor operations.")
+GRAD_DIFFERS = ("right on the way forward, but the gradient with respect to `{name}` differs from the reference's "
+                "({differs}): part of your computation is cut off from autograd (.detach(), .data, torch.no_grad(), "
+                "or numbers rebuilt as a new tensor), so a model training through it would learn from wrong "
+                "gradients. Compute every step from the inputs with tensor operations, and detach nothing.")
+GRAD_NAN = ("right on the way forward, but the gradient with respect to `{name}` is NaN at {count} of {total} places "
+            "where the reference's is a number: a step computes NaN or inf (0 / 0, -inf - (-inf), exp of -inf "
+            "times 0) that the forward pass then cleans (nan_to_num, where), but its backward still multiplies by "
+            "it. Keep NaN from being formed at all: pick safe inputs with torch.where before the step, then the "
+            "masked result after it.")
 FLOAT64_DTYPE = ("right in float32, but for float64 inputs your function returned {got}: it converts to, or builds "
                  "tensors in, another dtype. Keep the inputs' dtype: make new tensors with dtype=x.dtype (or "
                  "torch.zeros_like(x), x.new_zeros(...)), and leave out .float() and dtype=torch.float32.")
@@ -37,6 +46,13 @@ FLOAT64_CRASH = ("right in float32, but on the same inputs in float64 your funct
 FLOAT64_PRECISION = ("right in float32, but on float64 inputs your result differs from the reference ({differs}): "
                      "somewhere it computes in float32. Keep the inputs' dtype all the way (no .float(), no "
                      "dtype=torch.float32).")
+#: The same, when the function converts no dtype: the numbers themselves are a little off.
+FLOAT64_SMALL_CHANGE = ("right to float32's precision, but on float64 inputs your result differs from the reference "
+                        "({differs}), more than float64's rounding: your function computes something slightly "
+                        "different, such as a small constant added to a norm or a sum (an eps of 1e-8) or a score "
+                        "clamped. Compute exactly the formula asked, with nothing added.")
+#: Operations that change a tensor's dtype.
+_CONVERSIONS = {"float", "half", "to", "type", "type_as"}
 
 
 def _tensors(x) -> list[torch.Tensor]:
@@ -71,15 +87,20 @@ def float64_slip(fn: Callable, reference: Callable, args: tuple, allowed: Allowe
     for got, want in zip(got_all, expected_all, strict=False):
         differs = difference(got, want, atol=1e-9, rtol=1e-9) if want.is_floating_point() else None
         if differs is not None and got.shape == want.shape:
-            return FLOAT64_PRECISION.format(differs=differs)
+            return (FLOAT64_PRECISION if run.ops & _CONVERSIONS else FLOAT64_SMALL_CHANGE).format(differs=differs)
     return None
 
 
-def backward_slip(fn: Callable, args: tuple, allowed: Allowed | None, params: Sequence[str]) -> str | None:
-    """Whether autograd can run backward through ``fn`` on ``args``: the hint if not, else ``None``.
+def backward_slip(fn: Callable, args: tuple, allowed: Allowed | None, params: Sequence[str],
+                  reference: Callable | None = None) -> str | None:
+    """Whether autograd can run backward through ``fn`` on ``args`` and give the reference's gradients: the hint if
+    not, else ``None``.
 
     Every float tensor goes in as a tensor that needs gradients and is not a leaf (the output of a model's layer,
-    which may be changed in place in the forward pass); the result's finite numbers are summed and backward runs.
+    which may be changed in place in the forward pass); the result's finite numbers, each weighted by a fixed random
+    number (a plain sum of softmax weights has no gradient), are summed and backward runs. With ``reference``, the
+    gradient of every input must equal the reference's (:func:`torch.testing.assert_close`): a part cut off by
+    ``.detach()`` or a NaN that ``nan_to_num`` hid on the way forward shows up there.
 
     Example:
         >>> def in_place(s):
@@ -102,7 +123,7 @@ def backward_slip(fn: Callable, args: tuple, allowed: Allowed | None, params: Se
     outputs = [t for t in _tensors(run.result) if t.is_floating_point()]
     if outputs and not any(t.requires_grad for t in outputs):
         return DETACHED
-    total = sum(torch.where(t.isfinite(), t, 0.0).sum() for t in outputs if t.requires_grad)
+    total = _weighted_total(outputs)
     if isinstance(total, torch.Tensor):
         try:
             total.backward()
@@ -113,6 +134,43 @@ def backward_slip(fn: Callable, args: tuple, allowed: Allowed | None, params: Se
     for name, a, was in zip(params, inputs, before, strict=False):
         if was is not None and was.is_floating_point() and not _same(a.detach(), was):
             return CHANGED_INPUT.format(name=name, ops=ops)
+    return _gradients_differ(leaves, args, reference, params) if reference is not None else None
+
+
+def _weighted_total(outputs: list[torch.Tensor]):
+    """The finite numbers of ``outputs``, each times a fixed random weight, summed (``0`` without outputs)."""
+    generator = torch.Generator().manual_seed(0)
+    total = 0
+    for t in outputs:
+        if t.requires_grad:
+            weight = torch.rand(t.shape, generator=generator, dtype=t.dtype) + 0.5
+            total = total + torch.where(t.isfinite(), t * weight, 0.0).sum()
+    return total
+
+
+def _gradients_differ(leaves: list, args: tuple, reference: Callable, params: Sequence[str]) -> str | None:
+    """The hint when the learner's gradients (on ``leaves``) differ from the reference's on the same ``args``."""
+    mine = [a.detach().clone().requires_grad_() if isinstance(a, torch.Tensor) and a.is_floating_point() else a
+            for a in args]
+    try:
+        expected = reference(*(a.clone() if isinstance(a, torch.Tensor) and a.requires_grad else a for a in mine))
+        total = _weighted_total([t for t in _tensors(expected) if t.is_floating_point()])
+        if not isinstance(total, torch.Tensor):
+            return None
+        total.backward()
+    except RuntimeError:  # a reference autograd cannot run backward through has no gradient to compare
+        return None
+    for name, got, want in zip(params, leaves, mine, strict=False):
+        if not isinstance(want, torch.Tensor) or not want.requires_grad:
+            continue
+        got_grad = got.grad if got.grad is not None else torch.zeros_like(got)
+        want_grad = want.grad if want.grad is not None else torch.zeros_like(want)
+        nan = got_grad.isnan() & ~want_grad.isnan()
+        if bool(nan.any()):
+            return GRAD_NAN.format(name=name, count=int(nan.sum()), total=nan.numel())
+        differs = difference(got_grad, want_grad)
+        if differs is not None:
+            return GRAD_DIFFERS.format(name=name, differs=differs)
     return None
 
 

@@ -14,7 +14,7 @@ import torch
 
 from ..multihead import merge_heads, split_heads
 from ._allowed import PLAIN, Allowed
-from ._checker import CheckResult, check_function
+from ._checker import CheckResult, also_checked, check_function
 from ._hints import HINTS
 
 #: (L, N, H, Dh) per trial: L, N and H all different (so that a dimension in the wrong place shows up as a wrong
@@ -180,8 +180,9 @@ def check_split_heads(fn) -> CheckResult:
         ❌ split_heads: expected shape (2, 4, 3, 2), but got (3, 4, 2, 2). Hint: you got (L, H, N, Dh): ...
     """
     result = check_function(fn, _split_reference, _split_inputs, name="split_heads", mistakes=SPLIT_MISTAKES,
-                            allowed=ALLOWED, shape_hint=_split_shape_hint)
-    return CheckResult("passed", f"✅ split_heads: correct on {_SAID}. Well done!") if result.passed else result
+                            allowed=ALLOWED, shape_hint=_split_shape_hint, float64=True)
+    return CheckResult("passed", f"✅ split_heads: correct on {_SAID}{also_checked(True, False)}. Well done!") \
+        if result.passed else result
 
 
 def check_merge_heads(fn) -> CheckResult:
@@ -195,5 +196,6 @@ def check_merge_heads(fn) -> CheckResult:
         'passed'
     """
     result = check_function(fn, _merge_reference, _merge_inputs, name="merge_heads", mistakes=MERGE_MISTAKES,
-                            allowed=ALLOWED, shape_hint=_merge_shape_hint)
-    return CheckResult("passed", f"✅ merge_heads: correct on {_SAID}. Well done!") if result.passed else result
+                            allowed=ALLOWED, shape_hint=_merge_shape_hint, float64=True)
+    return CheckResult("passed", f"✅ merge_heads: correct on {_SAID}{also_checked(True, False)}. Well done!") \
+        if result.passed else result

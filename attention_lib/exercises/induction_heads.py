@@ -95,6 +95,12 @@ INDUCTION_MISTAKES = [
     (lambda w, k: w.diagonal(offset=-1, dim1=-2, dim2=-1).mean(dim=(0, -1)), "that is the previous-token score."),
     (lambda w, k: w.diagonal(offset=-(k - 1), dim1=-2, dim2=-1)[..., 1:k].mean(dim=(0, -1)), "the score counts all k "
      "queries of the copy, k to 2k - 1: the last one too, although the token after it is random."),
+    (lambda w, k: w.diagonal(offset=-(k - 1), dim1=-2, dim2=-1)[..., 1:].mean(dim=(0, -1)), "you went to the end of "
+     "the stripe: only the k queries of the copy count, positions k to 2k - 1, and the sequence goes on after the "
+     "copy. Stop there: [..., 1:k + 1]."),
+    (lambda w, k: (lambda K: w[..., torch.arange(K, 2 * K), torch.arange(1, K + 1)].mean(dim=(0, -1)))(w.size(-1) // 2),
+     "you took k as half the sequence, L // 2, but the sequences are longer than the two copies (tokens follow the "
+     "copy): use the k the function is given, the length of the repeated block."),
 ]
 
 

@@ -12,6 +12,7 @@ from ._allowed import CREATION, ELEMENTWISE, LAYOUT, METADATA, REDUCTIONS, Allow
 from ._checker import CheckResult, check_function
 from ._compare import whole_number
 from ._crashes import explain_crash
+from ._removal import REMOVAL_ALLOWED, removal_mistakes
 from ._running import run_learner
 
 #: Tensor operations that move, compare and pick digits; a detour through Python lists or NumPy is refused.
@@ -73,9 +74,27 @@ def check_reversal_target(fn: Callable[[torch.Tensor], torch.Tensor]) -> CheckRe
         ],
         shape_hint="keep the shape (N, L): one reversed row per example.", allowed=ALLOWED,
     )
+    if result.passed:
+        result = _reversal_slips(fn, name, eight)
     if result.passed:  # the inputs are fixed, not random: say which
         return CheckResult("passed", f"✅ {name}: correct on fixed batches of 8, 5, 4 and 3 digits. Well done!")
     return result
+
+
+def _reversal_slips(fn: Callable, name: str, digits: torch.Tensor) -> CheckResult:
+    """A right reversal that changes its input or returns another dtype than the digits' int64 fails here."""
+    given = digits.clone()
+    run = run_learner(fn, (given,), ALLOWED, copy=False)
+    if not torch.equal(given, digits):
+        return CheckResult("failed", f"❌ {name}: right digits, but your function overwrote its input (in place, "
+                           f"e.g. digits.copy_(...) or digits[:] = ...): the batch's inputs are then reversed too, "
+                           f"and the model would learn to copy. Return a new tensor, digits.flip(-1), and leave "
+                           f"`digits` as it is.")
+    if isinstance(run.result, torch.Tensor) and run.result.dtype != digits.dtype:
+        return CheckResult("failed", f"❌ {name}: right digits, but as {str(run.result.dtype).removeprefix('torch.')}"
+                           f": a target is a class index per position, int64 like the digits (cross-entropy takes "
+                           f"no float targets of this shape). Leave out .float(): digits.flip(-1) keeps the dtype.")
+    return CheckResult("passed", "")
 
 
 def _learned_rows(trained=None) -> list[int]:
@@ -180,27 +199,8 @@ def check_remove_attractors(fn: Callable, prediction) -> CheckResult:
         attractors[:, 0] = False  # every row keeps a key to share its weight out to
         return weights, verb, attractors
 
-    def rows_of(w, verb):  # (N, L, 1): True on each sentence's verb row
-        return (torch.arange(w.shape[1]) == verb[:, None])[..., None]
-
-    mistakes = [
-        (lambda w, v, a: torch.where(rows_of(w, v), w.masked_fill(a[:, None], 0.0), w),
-         "the verb row no longer sums to 1: after taking the attractors' weight away, divide the row by what is "
-         "left, row / row.sum(-1, keepdim=True), so the weight it took from them goes to the other keys."),
-        (lambda w, v, a: remove_keys(w, rows=None, keys=a), "you changed every row; only the verb's row is read "
-                                                            "for the answer, so change only weights[n, verb[n]]."),
-        (lambda w, v, a: remove_keys(w, rows=v, keys=~a), "you kept only the attractors: `attractors` is True on "
-                                                          "the keys to remove, so mask where it is True."),
-        (lambda w, v, a: torch.where(rows_of(w, v), 0.0, w), "you zeroed the whole verb row; keep its weight on "
-                                                             "the other keys, renormalised."),
-        (lambda w, v, a: torch.where(rows_of(w, v), w.masked_fill(a[:, None], float("-inf")).softmax(-1), w),
-         "a softmax of weights is not a renormalisation: the weights are already percentages, so divide the kept "
-         "ones by their sum instead of taking exp again."),
-        (lambda w, v, a: remove_keys(w.transpose(1, 2), rows=v, keys=a).transpose(1, 2),
-         "you changed the verb's column (what others take from the verb); a row is a query: weights[n, verb[n], :]."),
-    ]
-    result = check_function(fn, lambda w, v, a: remove_keys(w, rows=v, keys=a), inputs, name=name, mistakes=mistakes,
-                            forbidden={remove_keys: "write it yourself: `remove_keys` is the package's answer."},
+    result = check_function(fn, lambda w, v, a: remove_keys(w, rows=v, keys=a), inputs, name=name,
+                            mistakes=removal_mistakes(remove_keys), allowed=REMOVAL_ALLOWED,
                             shape_hint="return one head's weights, the shape you were given: (N, L, S).")
     if not result.passed:
         return result
@@ -230,4 +230,6 @@ def check_remove_attractors(fn: Callable, prediction) -> CheckResult:
     if abs(float(prediction) - after) <= 0.1:
         return CheckResult("passed", f"✅ {name}: correct on 3 fixed test inputs, and you predicted {prediction:.2f}: "
                            f"{why} Well reasoned!")
-    return CheckResult("failed", f"❌ {name}: your intervention is right, but you predicted {prediction:.2f}: {why}")
+    # The function is the exercise; the prediction was made honestly, before looking: it is graded on its own.
+    return CheckResult("passed", f"✅ {name}: your function is correct on 3 fixed test inputs. 🔮 Your prediction was "
+                       f"off: you predicted {prediction:.2f}, and {why}")

@@ -20,8 +20,10 @@ from ._hints import HINTS, recipe_mistakes
 
 #: (N, S, E, Ev) of each trial. The first has E == Ev, so that mixing the keys instead of the values is caught
 #: with its own hint rather than as a shape error; N, S, E and Ev differ otherwise, so that √S or √Ev in place of
-#: √E gives a different answer, and a question that meets every library shows up as a shape (N, N, Ev).
-_TRIALS = ((2, 4, 3, 3), (3, 5, 4, 2), (4, 6, 2, 5))
+#: √E gives a different answer, and a question that meets every library shows up as a shape (N, N, Ev). The last two
+#: have one reader (N = 1) and one feature per value (Ev = 1), where ``.squeeze()`` drops more than the question's
+#: own dimension.
+_TRIALS = ((2, 4, 3, 3), (3, 5, 4, 2), (4, 6, 2, 5), (1, 3, 4, 2), (3, 4, 3, 1))
 
 
 def _inputs(trial: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -51,7 +53,7 @@ def _hard(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor) -> torch.
 MISTAKES = [
     *recipe_mistakes(("blend_keys", "no_scale", "scale_by_d_k", "scale_multiplied", "scale_half",
                       "scale_half_inline", "scale_by_S",
-                      "scale_by_Ev", "scale_by_N", "no_softmax"),
+                      "scale_by_Ev", "scale_by_N", "no_softmax", "softmax_dim_0"),
                      result=lambda r: r.output.squeeze(-2), inputs=_one_row),
     (_hard, HINTS["hard_lookup"]),
 ]
@@ -73,6 +75,10 @@ def _shape_hint(args: tuple, got: tuple | None) -> str:
     N, S, Ev = key.size(0), key.size(1), value.size(-1)
     if got == (N, N, Ev):
         return EVERY_LIBRARY
+    if got is not None and len(got) < 2 and (N == 1 or Ev == 1):
+        which = "one reader (N = 1)" if N == 1 else "values of one feature (Ev = 1)"
+        return (f"with {which}, your answer lost that dimension too: .squeeze() drops every dimension of size 1. "
+                f"Drop only the question's own, .squeeze(-2), so that the answer stays (N, Ev).")
     if got == (N, 1, Ev):
         return "one answer per reader, (N, Ev): drop the size-1 dimension with .squeeze(-2)."
     if got == (N, S):
@@ -85,9 +91,10 @@ def check_soft_lookup(soft_lookup: Callable[[torch.Tensor, torch.Tensor, torch.T
     """Check the learner's ``soft_lookup(query, key, value)`` of ``notebooks/02_library_search.ipynb``.
 
     Built step by step in ``notebooks/02_library_search.ipynb``; the worked solution is in
-    ``notebooks/solutions/02_library_search_solution.ipynb``. Three fixed queues of readers (the first again in
-    float64); only plain PyTorch operations are allowed: the library's attention (``al.calculate_attention`` and the
-    rest), PyTorch's ``scaled_dot_product_attention`` and a detour out of PyTorch are refused.
+    ``notebooks/solutions/02_library_search_solution.ipynb``. Five fixed queues of readers (one with a single
+    reader, one with values of one feature; the first again in float64); only plain PyTorch operations are allowed:
+    the library's attention (``al.calculate_attention`` and the rest), PyTorch's ``scaled_dot_product_attention`` and
+    a detour out of PyTorch are refused.
 
     Args:
         soft_lookup: ``(query, key, value) -> answer`` with ``query: (N, E)``, one question per reader, and
@@ -109,6 +116,7 @@ def check_soft_lookup(soft_lookup: Callable[[torch.Tensor, torch.Tensor, torch.T
     """
     return check_function(
         soft_lookup, _reference, _inputs, name="soft_lookup", mistakes=MISTAKES, shape_hint=_shape_hint,
-        allowed=ALLOWED, float64=True,
-        inputs_said="3 fixed queues of readers, with different numbers of readers, keys and features",
+        allowed=ALLOWED, float64=True, trials=len(_TRIALS),
+        inputs_said=f"{len(_TRIALS)} fixed queues of readers, with different numbers of readers, keys and features "
+                    f"(one with a single reader, one with values of one feature)",
     )

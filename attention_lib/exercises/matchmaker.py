@@ -53,7 +53,7 @@ FLIPPED = ("rows are queries and columns are keys: the scores are (..., L, S). Y
 
 #: What the exercise may use: elementwise products and sums, with broadcasting, reshapes and indexing; no product
 #: routine in any spelling, and no detour out of PyTorch.
-ALLOWED = Allowed(METADATA | LAYOUT | CREATION | ELEMENTWISE | {"sum", "mean", "amax", "max"},
+ALLOWED = Allowed(METADATA | LAYOUT | CREATION | ELEMENTWISE | {"sum", "mean", "amax", "max", "prod"},
                   said="elementwise products and sums, with broadcasting (unsqueeze, indexing with None), reshapes and "
                        "indexing", instead=dict.fromkeys(MATRIX_PRODUCTS, NO_MATMUL), library_hint=NO_MATMUL)
 

@@ -217,7 +217,18 @@ def _which_result_is_wrong(fn: Callable) -> CheckResult | None:
                 finite = torch.isfinite(e) & torch.isfinite(g.detach().to(e.dtype))
                 diff = (g.detach().to(e.dtype) - e)[finite].abs().max().item() if bool(finite.any()) else float("nan")
                 nans = int(torch.isnan(g.detach()).sum())
-                return _failed(f"{name} (result {position + 1} of 3) is wrong: largest difference {diff:.3g}"
+                mine = g.detach().to(e.dtype)
+                apart = (mine.isinf() != e.isinf()) | ((mine.isinf() & e.isinf()) & (mine != e))
+                where = ""
+                if bool(apart.any()):
+                    index = tuple(int(i) for i in apart.nonzero()[0])
+                    where = (f"; at {int(apart.sum())} places one of yours and the reference's is infinite and the "
+                             f"other not, e.g. at {index} yours is {mine[index].item():.3g} and the reference's "
+                             f"{e[index].item():.3g}" + (" (a query that has seen no key keeps the max -inf)"
+                                                          if e[index].item() == -_INF else ""))
+                largest = f"largest difference {diff:.3g} where both are finite" if where else \
+                    f"largest difference {diff:.3g}"
+                return _failed(f"{name} (result {position + 1} of 3) is wrong: {largest}{where}"
                                + (f", and it holds {nans} NaN" if nans else "") + ".")
     return None
 

@@ -10,14 +10,16 @@ functions and SDPA, a detour through Python lists or NumPy, and any loop whose w
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable
 
 import torch
 
 from ._allowed import PLAIN, PLAIN_SAID, PRODUCTS, SOFTMAX, Allowed
 from ._checker import CheckResult, also_checked, check_function
+from ._compare import difference
 from ._hints import HINTS
-from ._running import loop_growth
+from ._running import loop_growth, run_learner
 
 #: The temperature of the exercise: the cosine, between -1 and 1, is divided by it.
 TEMPERATURE = 0.1
@@ -41,13 +43,21 @@ def _unit(x: torch.Tensor, dim: int = -1) -> torch.Tensor:
     return x / x.norm(dim=dim, keepdim=True)
 
 
-def _weights(scores: torch.Tensor, dim: int = -1) -> torch.Tensor:
-    return torch.softmax(scores / TEMPERATURE, dim=dim)
+def _weights(scores: torch.Tensor, dim: int = -1, temperature: float = TEMPERATURE) -> torch.Tensor:
+    return torch.softmax(scores / temperature, dim=dim)
 
 
-def _reference(query: torch.Tensor, key: torch.Tensor) -> torch.Tensor:
+def _reference(query: torch.Tensor, key: torch.Tensor, temperature: float = TEMPERATURE) -> torch.Tensor:
     # (N, L, E) @ (N, E, S) -> (N, L, S): the cosine of every pair
-    return _weights(_unit(query) @ _unit(key).transpose(-2, -1))
+    return _weights(_unit(query) @ _unit(key).transpose(-2, -1), temperature=temperature)
+
+
+#: The other temperature tried when the learner's function takes one (``temperature=0.1`` in the stub).
+OTHER_TEMPERATURE = 0.5
+
+TEMPERATURE_IGNORED = ("right at the temperature 0.1, but called with temperature={other} your function returned "
+                       "other weights than softmax(cosine / {other}) ({differs}): it ignores its `temperature` "
+                       "argument (a 0.1 written into the code?). Divide the cosines by `temperature`.")
 
 
 def _row_lengths_everywhere(query, key):
@@ -138,11 +148,35 @@ def check_weights_no_loops(fn: Callable) -> CheckResult:
     )
     if not result.passed:
         return result
+    ignored = _temperature_ignored(fn)
+    if ignored is not None:
+        return CheckResult("failed", f"❌ {name}: {ignored}")
     growth = loop_growth(fn, [_inputs(trial) for trial in range(len(_SHAPES))])
     if growth is not None:
         what, smallest, largest = growth
         return CheckResult("failed", f"❌ {name}: " + LOOP_HINT.format(what=what, smallest=smallest,
                                                                        largest=largest))
+    tried = f", at the temperatures 0.1 and {OTHER_TEMPERATURE}" if _takes_temperature(fn) else ""
     return CheckResult("passed", f"✅ {name}: correct on three fixed batches (one square; in the others N, L, S "
-                                 f"and E all differ){also_checked(True, False)}, in tensor operations with no Python "
-                                 f"loop. Well done!")
+                                 f"and E all differ){tried}{also_checked(True, False)}, in tensor operations with no "
+                                 f"Python loop. Well done!")
+
+
+def _takes_temperature(fn: Callable) -> bool:
+    try:
+        return "temperature" in inspect.signature(fn).parameters
+    except (TypeError, ValueError):
+        return False
+
+
+def _temperature_ignored(fn: Callable) -> str | None:
+    """For a function with a ``temperature`` parameter (the stub's ``temperature=0.1``): the hint when it gives the
+    wrong weights at another temperature, else ``None``."""
+    if not _takes_temperature(fn):
+        return None
+    query, key = _inputs(1)
+    run = run_learner(lambda q, k: fn(q, k, temperature=OTHER_TEMPERATURE), (query, key), ALLOWED)
+    if run.error is not None or run.refused is not None:
+        return None
+    differs = difference(run.result, _reference(query, key, OTHER_TEMPERATURE))
+    return None if differs is None else TEMPERATURE_IGNORED.format(other=OTHER_TEMPERATURE, differs=differs)

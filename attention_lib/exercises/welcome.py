@@ -76,7 +76,9 @@ def check_scores_shape(scores_shape: Callable[[tuple, tuple], tuple]) -> CheckRe
     ``notebooks/solutions/00_welcome_solution.ipynb``.
 
     The shape must come from the tuples alone: a function that computes the product (even on empty or
-    ``meta`` tensors) fails with a hint: no PyTorch operation is allowed. It is tried on four fixed pairs of shapes,
+    ``meta`` tensors) or calls one of PyTorch's functions (``torch.broadcast_shapes``) fails with a hint: no PyTorch
+    operation is allowed. The answer is a tuple of Python ints (a ``torch.Size`` is one): a list or NumPy's
+    ``int64`` sizes fail with a message that says so. It is tried on four fixed pairs of shapes,
     with zero to three batch dimensions; a shape of the wrong length, or one that holds anything but ints
     (``"4"``, ``4.0``), fails with a
     message that says so.
@@ -92,7 +94,57 @@ def check_scores_shape(scores_shape: Callable[[tuple, tuple], tuple]) -> CheckRe
         >>> check_scores_shape(lambda q, k: (*q[:-1], k[-2])).status
         'passed'
     """
-    return check_function(scores_shape, _reference, _inputs, name="scores_shape", mistakes=MISTAKES,
-                          atol=0.0, rtol=0.0, allowed=ALLOWED, explain=_explain, trials=len(_TRIALS),
-                          inputs_said="4 fixed pairs of shapes, with 0, 1, 2 and 3 batch dimensions, without any "
-                                      "PyTorch operation")
+    result = check_function(scores_shape, _reference, _inputs, name="scores_shape", mistakes=MISTAKES,
+                            atol=0.0, rtol=0.0, allowed=ALLOWED, explain=_explain, trials=len(_TRIALS),
+                            inputs_said="4 fixed pairs of shapes, with 0, 1, 2 and 3 batch dimensions, without any "
+                                        "PyTorch operation")
+    if not result.passed:
+        return result
+    for trial in range(len(_TRIALS)):
+        called = _torch_function_called(scores_shape, _inputs(trial))
+        if called is not None:
+            return CheckResult("failed", f"❌ scores_shape: not allowed here. Hint: "
+                                         f"{HINTS['shape_computed'].format(call=f'`{called}`')}")
+        said = _not_a_tuple_of_ints(scores_shape(*_inputs(trial)))
+        if said is not None:
+            return CheckResult("failed", f"❌ scores_shape: right sizes, but {said}")
+    return result
+
+
+def _not_a_tuple_of_ints(got) -> str | None:
+    """What is wrong with a right shape that is not a tuple of Python ints (a list, NumPy's int64), or ``None``."""
+    if not isinstance(got, tuple):
+        return (f"your function returned a {type(got).__name__}; a shape is a tuple, as torch.Size is (tuple(...) "
+                f"or (*query_shape[:-1], key_shape[-2])).")
+    odd = next((size for size in got if type(size) is not int), None)
+    if odd is not None:
+        return (f"your shape holds {odd!r} of type {type(odd).__module__}.{type(odd).__name__}, not a Python int; "
+                f"the sizes in query_shape and key_shape are Python ints already: take them as they are, without "
+                f"NumPy.")
+    return None
+
+
+def _torch_function_called(fn: Callable, args: tuple) -> str | None:
+    """The first of PyTorch's own Python functions (``torch.broadcast_shapes``) that ``fn``'s code calls directly, by
+    name; the watch of PyTorch operations does not see them, since they compute no tensor."""
+    import sys
+
+    torch_dir = torch.__file__.rsplit("/", 1)[0]
+    found = []
+
+    def profile(frame, event, arg):
+        if found or event != "call" or not frame.f_code.co_filename.startswith(torch_dir):
+            return
+        caller = frame.f_back
+        if caller is not None and not caller.f_code.co_filename.startswith(torch_dir):
+            found.append(f"torch.{frame.f_code.co_name}")
+
+    previous = sys.getprofile()
+    sys.setprofile(profile)
+    try:
+        fn(*args)
+    except Exception:  # noqa: BLE001 - it ran on these inputs in check_function; only its calls matter here
+        pass
+    finally:
+        sys.setprofile(previous)
+    return found[0] if found else None

@@ -3,7 +3,8 @@ causal version, FlashAttention's way (:mod:`~attention_lib.exercises.triton_kern
 :mod:`~attention_lib.exercises.triton_kernel.cases`."""
 
 from .cases import CASES, CAUSAL_CASES, case_inputs
-from .checkers import CAUSAL_MISTAKES, HINTS, MISTAKES, check_attention_kernel, check_causal_kernel
+from .checkers import check_attention_kernel, check_causal_kernel
+from .hints import CAUSAL_MISTAKES, HINTS, MISTAKES
 
 __all__ = ["CASES", "CAUSAL_CASES", "CAUSAL_MISTAKES", "HINTS", "MISTAKES", "case_inputs", "check_attention_kernel",
            "check_causal_kernel"]

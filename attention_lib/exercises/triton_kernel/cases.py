@@ -38,7 +38,7 @@ class Case:
     is_causal: bool
     blocks: tuple[int, int]
     slip: str
-    packed: bool = False  # query, key and value are views of one (B, S, E + E + Ev) buffer: rows 2E + Ev apart
+    packed: bool = False  # query, key and value are views of packed buffers: rows 2E + Ev, E + Ev + 8, Ev + 8 apart
 
     @property
     def B(self) -> int:  # noqa: N802 - the kernel's B = N * H
@@ -53,7 +53,8 @@ CASES = (
     Case("2 sentences x 3 heads", (2, 3), 20, 37, 16, 16, False, (16, 16), "heads"),
     Case("E = 32, Ev = 16", (1, 2), 20, 37, 32, 16, False, (16, 16), "value dim"),
     Case("BLOCK_L = 32, BLOCK_S = 16", (2, 2), 40, 37, 16, 16, False, (32, 16), "blocks"),
-    Case("packed QKV: rows 48 numbers apart", (1, 2), 40, 40, 16, 16, False, (16, 16), "row strides", packed=True),
+    Case("packed rows: q's 48, k's 40 and v's 24 numbers apart", (1, 2), 40, 40, 16, 16, False, (16, 16),
+         "row strides", packed=True),
 )
 
 #: The causal cases :func:`~.checkers.check_causal_kernel` adds after :data:`CASES`.
@@ -74,7 +75,8 @@ def case_inputs(case: Case, device="cpu") -> tuple[torch.Tensor, torch.Tensor, t
 
     Each is a view into a ``(B, rows + 16, .)`` buffer whose rows past the end hold large keys, ``NaN`` values and
     ``NaN`` queries; causal with ``S > L``, the keys no query may see
-    hold them too. Packed, the three are column slices of one buffer (the layout of a fused QKV projection). The
+    hold them too. Packed, they are column slices of packed buffers whose rows are 2E + Ev, E + Ev + 8 and Ev + 8
+    numbers apart (a fused QKV projection's layout, each with its own row stride). The
     keys of tile ``j`` (of 16) are scaled by ``j + 1``, so that the maximum grows from tile to tile. The whole
     buffers move to ``device``, then the views are cut: the padding is there on a GPU too.
     """
@@ -86,12 +88,13 @@ def case_inputs(case: Case, device="cpu") -> tuple[torch.Tensor, torch.Tensor, t
     never = never_visited(case)
     if never < S:  # causal: the tiles after the last query's tile are in every query's future
         k[:, never:], v[:, never:] = 4.0, float("nan")
-    if case.packed:  # one (B, S + 16, E + E + Ev) buffer: [q | k | v] in every row
-        buffer = torch.full((B, max(case.L, S) + PAD, 2 * E + Ev), float("nan"))
-        buffer[:, :, E:2 * E] = 4.0
-        buffer[:, :case.L, :E], buffer[:, :S, E:2 * E], buffer[:, :S, 2 * E:] = q, k, v
-        buffer = buffer.to(device)
-        return buffer[:, :case.L, :E], buffer[:, :S, E:2 * E], buffer[:, :S, 2 * E:]
+    if case.packed:  # views of packed buffers whose rows are 2E + Ev, E + Ev + 8 and Ev + 8 numbers apart
+        qkv = torch.full((B, case.L + PAD, 2 * E + Ev), float("nan"))  # a fused QKV projection's rows: [q | k | v]
+        kv = torch.full((B, S + PAD, E + Ev + 8), 4.0)  # a KV projection's rows: [k | v | 8 more]
+        vs = torch.full((B, S + PAD, Ev + 8), float("nan"))
+        qkv[:, :case.L, :E], kv[:, :S, :E], vs[:, :S, :Ev] = q, k, v
+        qkv, kv, vs = qkv.to(device), kv.to(device), vs.to(device)
+        return qkv[:, :case.L, :E], kv[:, :S, :E], vs[:, :S, :Ev]
     query, key, value = (torch.full((B, n + PAD, d), fill) for n, d, fill in (
         (case.L, E, float("nan")), (S, E, 4.0), (S, Ev, float("nan"))))
     query[:, :case.L], key[:, :S], value[:, :S] = q, k, v
@@ -153,6 +156,8 @@ class Ran:
     masked_key_loads: int | None
     key_loads: int | None
     read_outside: str | None = None
+    wrote_outside: str | None = None  # "Out" or "Lse": a store landed outside that tensor
+    only_past_the_end: bool = False  # ... only in the rows after the last query
 
 
 def run_case(kernel, case: Case) -> Ran:
@@ -164,13 +169,22 @@ def run_case(kernel, case: Case) -> Ran:
     device = torch.device("cuda" if compiled else "cpu")
     query, key, value = case_inputs(case, device)
     B, L = case.B, case.L
-    buffer = torch.full((B, L + PAD, case.Ev), FILL, device=device)
-    lse = torch.full((B * L + PAD,), FILL, device=device)
+    # Out and Lse lie inside allocations large enough for any store computed from the kernel's arguments (another
+    # tensor's strides, a missing mask): a store outside them lands in memory the checker owns and watches.
+    inputs = (query, key, value)
+    reach = B * max(t.stride(0) for t in inputs) + (L + PAD) * max(t.stride(1) for t in inputs)
+    out_memory = torch.full((B * (L + PAD) * case.Ev + reach,), FILL, device=device)
+    lse_memory = torch.full((B * L + reach,), FILL, device=device)
+    output = out_memory[:B * (L + PAD) * case.Ev].view(B, L + PAD, case.Ev)[:, :L]
+    lse = lse_memory[:B * L].view(B, L)
     watch = contextlib.nullcontext({}) if compiled else watching_reads({"query": query, "key": key, "value": value})
     with warnings.catch_warnings(), watch as seen:  # a wrong kernel makes NumPy warn about 0 / 0: the check says it
         warnings.simplefilter("ignore", RuntimeWarning)
-        launch(query, key, value, buffer[:, :L], lse[:B * L].view(B, L), is_causal=case.is_causal, scale=None,
+        launch(query, key, value, output, lse, is_causal=case.is_causal, scale=None,
                block_sizes=case.blocks, kernel=kernel if compiled else interpreted(kernel))
-    untouched = bool((buffer[:, L:] == FILL).all() and (lse[B * L:] == FILL).all())
-    return Ran(buffer[:, :L].cpu(), lse[:B * L].view(B, L).cpu(), untouched, seen.get("masked"), seen.get("all"),
-               seen.get("outside"))
+    rows = out_memory[:B * (L + PAD) * case.Ev].view(B, L + PAD, case.Ev)[:, L:]  # Out's rows past the last query
+    elsewhere = not bool((out_memory[B * (L + PAD) * case.Ev:] == FILL).all())
+    past = not bool((rows == FILL).all()) or not bool((lse_memory[B * L:] == FILL).all())
+    wrote_outside = "Out" if elsewhere or not bool((rows == FILL).all()) else "Lse" if past else None
+    return Ran(output.cpu(), lse.cpu(), not (past or elsewhere), seen.get("masked"), seen.get("all"),
+               seen.get("outside"), wrote_outside, past and not elsewhere)

@@ -19,90 +19,9 @@ from ...memory_efficient.triton_kernel import import_triton
 from .._checker import CheckResult
 from . import cases as _cases
 from .cases import CASES, CAUSAL_CASES, Case, allowed, attention, case_inputs, expected_output, run_case
+from .hints import HINTS
 
 _NAME = "attention kernel"
-
-#: Every hint the checkers give for a wrong answer, by the slip it names.
-HINTS = {
-    "update": "the update is lesson 10's, in base 2: scores = tl.dot(q, tl.trans(k)) * scale * 1.4426950408889634 "
-              "(times log2(e)); new_max = tl.maximum(running_max, tl.max(scores, axis=1)); correction = "
-              "tl.exp2(running_max - new_max); weights = tl.exp2(scores - new_max[:, None]); then the sum and the "
-              "output.",
-    "no rescale": "with several tiles of keys the maximum grows: multiply running_sum and running_output by "
-                  "correction = tl.exp2(running_max - new_max) before adding this tile's weights, and set "
-                  "running_max = new_max for the next tile.",
-    "ragged tile unmasked": "the last tile of keys runs past S: load k and v with mask=cols[:, None] < S, other=0.0, "
-                            "and give those keys the score -inf with tl.where(cols[None, :] < S, scores, "
-                            "float('-inf')) (a score of 0 would still get a weight).",
-    "read past the end": "your kernel read past the end of key or value (NaN there): load k and v with "
-                         "mask=cols[:, None] < S, other=0.0, and give those keys the score -inf.",
-    "inverted mask": "every score of this case is a real key's, so a -inf can only come from a mask that says the "
-                     "opposite: tl.where(condition, scores, float('-inf')) keeps the scores where the condition is "
-                     "True, so the condition is cols[None, :] < S (the key exists).",
-    "edge": "your kernel leaves out the last key, S - 1: key j exists when j < S, so the mask is cols < S (not "
-            "cols < S - 1).",
-    "no division": "running_output is a sum of weights times values, not yet divided by the sum of the weights: "
-                   "after the loop, output = running_output / running_sum[:, None] (one division, at the end).",
-    "heads": "each program works on one (sentence, head), bh = tl.program_id(1): every pointer needs that head's "
-             "offset, Q + bh * q_stride_bh, K + bh * k_stride_bh, V + bh * v_stride_bh, Out + bh * out_stride_bh "
-             "(and Lse + bh * L); use the strides given: there are gaps between the heads here.",
-    "heads share keys": "your heads all read head 0's {which}: add the per-head offset to K's and V's pointers, "
-                        "K + bh * k_stride_bh and V + bh * v_stride_bh, as Q has bh * q_stride_bh.",
-    "value dim": "the values and the output have Ev = VALUE_DIM numbers per position, the queries and keys E = "
-                 "HEAD_DIM: load v and store the output with value_dims = tl.arange(0, VALUE_DIM), and make "
-                 "running_output (BLOCK_L, VALUE_DIM).",
-    "blocks": "queries come in blocks of BLOCK_L, rows = block * BLOCK_L + tl.arange(0, BLOCK_L), and keys in tiles "
-              "of BLOCK_S, cols = start + tl.arange(0, BLOCK_S) with start stepping by BLOCK_S: here the two differ.",
-    "wrote past": "store with mask=rows[:, None] < L (and rows < L for the log-sum-exp), at this head's offset.",
-    "lse": "keep running_max and running_sum for the whole row: lse = (running_max + tl.log2(running_sum)) * "
-           "0.6931471805599453, times ln 2 back from base 2.",
-    "lse in base 2": "your log-sum-exp is in base 2 (1.44 times too large): the running max and sum count in powers "
-                     "of 2, so lse = (running_max + tl.log2(running_sum)) * 0.6931471805599453 (times ln 2).",
-    "no causal mask": "with IS_CAUSAL, query i sees keys 0..i only: in the tiles on the diagonal mask the others "
-                      "with tl.where(cols[None, :] <= rows[:, None], scores, float('-inf')).",
-    "own key lost": "some query lost every key, even its own (0 / 0 = NaN): with IS_CAUSAL, visit the tiles up to "
-                    "and including the diagonal one, and keep cols <= rows (a query sees itself).",
-    "future tiles visited": "the tiles of keys entirely in the future must be skipped, not computed and masked "
-                            "(their values hold NaN here, and 0 * NaN is NaN): with IS_CAUSAL, stop the loop at "
-                            "key_end = tl.minimum(S, (block + 1) * BLOCK_L), after the block's last query.",
-    "key_end in BLOCK_S": "the loop must reach the block's last query, (block + 1) * BLOCK_L - 1: stop at key_end = "
-                          "tl.minimum(S, (block + 1) * BLOCK_L), counted in BLOCK_L (queries per block), not "
-                          "BLOCK_S (keys per tile); with BLOCK_L = 32 and BLOCK_S = 16 yours stops half way.",
-    "row strides": "the rows of q, k, v and the output are not HEAD_DIM (or VALUE_DIM) apart here: they are views "
-                   "into one packed QKV buffer, whose rows are 2 * E + Ev numbers apart. Step from row to row with the "
-                   "strides given: rows[:, None] * q_stride_l, cols[:, None] * k_stride_s and v_stride_s, "
-                   "rows[:, None] * out_stride_l.",
-    "read outside": "your kernel read past {which} (into the padding after it, which holds NaN here): every load "
-                    "must stay inside the tensor, at its own offset and strides, with mask=cols[:, None] < S (keys "
-                    "and values) or rows[:, None] < L (queries) on the tiles that run past the end.",
-    "full_end past S": "with IS_CAUSAL and more queries than keys (L > S), a block's first query can lie past the last "
-                       "key, and full_end = block * BLOCK_L // BLOCK_S * BLOCK_S then runs past S: take the smaller "
-                       "of the two, full_end = tl.minimum(S // BLOCK_S * BLOCK_S, block * BLOCK_L // BLOCK_S * "
-                       "BLOCK_S), so that the unmasked loop never passes S's last full tile.",
-    "full tiles masked": "right, but your kernel loads {masked} of its {loads} tiles of keys with a mask where "
-                         "{needed} need one: the full tiles (every key exists and, with IS_CAUSAL, comes before every "
-                         "query of the block) need none. Loop over them first without masks, start in range(0, "
-                         "full_end, BLOCK_S), then over the edge tiles from full_end to key_end with masks; full_end "
-                         "is where the tile holding the block's first query starts (and never past S's last full "
-                         "tile).",
-}
-
-
-def _mistakes(*slips: str) -> list[tuple[str, str]]:
-    """``(slip, the fixed part of its hint)`` for each slip."""
-    return [(slip, HINTS[slip].format(which="keys and values") if slip == "heads share keys" else
-             HINTS[slip].split("{needed} need one: ")[-1].split("{which} ")[-1]) for slip in slips]
-
-
-#: The hints :func:`check_attention_kernel` gives for wrong answers (a crash on ``Ev != E`` names VALUE_DIM too).
-MISTAKES = _mistakes("update", "no rescale", "ragged tile unmasked", "read past the end", "inverted mask", "edge",
-                     "no division", "heads", "heads share keys", "blocks", "row strides", "read outside", "wrote past",
-                     "lse", "lse in base 2")
-#: The hints :func:`check_causal_kernel` adds.
-CAUSAL_MISTAKES = _mistakes("no causal mask", "own key lost", "future tiles visited", "key_end in BLOCK_S",
-                            "full_end past S", "full tiles masked")
-
-
 def _close(a: torch.Tensor, b: torch.Tensor) -> bool:
     return a.shape == b.shape and torch.allclose(a.float(), b.float(), atol=1e-5, rtol=1e-4)
 
@@ -126,7 +45,35 @@ def _slip_in_output(case: Case, query, key, value, output: torch.Tensor) -> str 
         last_key = (torch.arange(case.L) // case.blocks[0] + 1) * case.blocks[1] - 1  # key_end counted in BLOCK_S
         if _close(output, attention(query, key, value, allowed(case, last_key), scale)[0]):
             return "key_end in BLOCK_S"
+        BL, BS = case.blocks
+        loops = {"full_end off a tile": [lambda b: b * BL, lambda b: b * BS], "key_end short": [None]}
+        for slip, full_ends in loops.items():
+            for full_end in full_ends:
+                key_end = (lambda b: min(case.S, b * BL + 1)) if slip == "key_end short" else None
+                if _close(output, _two_loops(case, query, key, value, full_end, key_end)):
+                    return slip
     return None
+
+
+def _two_loops(case: Case, query, key, value, full_end=None, key_end=None) -> torch.Tensor:
+    """What the causal kernel's two loops give with another ``full_end(block)`` or ``key_end(block)``: each key
+    counted once per visit (twice where the loops overlap), unmasked before ``full_end``, masked from it."""
+    BL, BS = case.blocks
+    count = torch.zeros(case.L, case.S, dtype=torch.float64)
+    for block, (right_full, right_key) in enumerate(_cases._key_ends(case)):
+        rows = torch.arange(block * BL, min(case.L, (block + 1) * BL))
+        full = min(full_end(block), case.S // BS * BS) if full_end else right_full
+        end = key_end(block) if key_end else right_key
+        for start in range(0, full, BS):
+            count[rows, start:min(start + BS, case.S)] += 1
+        for start in range(full, end, BS):
+            cols = torch.arange(start, min(start + BS, case.S))
+            count[rows[:, None], cols[None, :]] += (cols[None, :] <= rows[:, None]).double()
+    scores = query.double() @ key.double().transpose(-2, -1) * case.E ** -0.5
+    scores = scores.masked_fill(count == 0, float("-inf"))
+    weights = torch.exp(scores - scores.amax(dim=-1, keepdim=True)) * count
+    used = (count > 0).any(dim=0)[:, None]
+    return (weights @ value.double().masked_fill(~used, 0.0)) / weights.sum(dim=-1, keepdim=True)
 
 
 def _diagnose(case: Case, ran, expected: torch.Tensor) -> str:
@@ -141,6 +88,8 @@ def _diagnose(case: Case, ran, expected: torch.Tensor) -> str:
     slip = _slip_in_output(case, *case_inputs(case), ran.output)
     if slip is not None and slip.startswith("heads share keys"):
         return HINTS["heads share keys"].format(which=slip.split(": ")[1])
+    if slip is None and (ran.output - expected).abs().max().item() < 1e-2:
+        return HINTS["precision"]
     return HINTS[slip or case.slip]
 
 
@@ -170,9 +119,14 @@ def _check(kernel, cases: tuple[Case, ...], passed: str, count_masks: bool) -> C
             return _crashed(error, case)
         expected, expected_lse = expected_output(case, *case_inputs(case))
         if not ran.untouched:
-            hint = HINTS["value dim"] if case.E != case.Ev else HINTS["wrote past"]  # Ev = E: the stores run over
-            return CheckResult("failed", f"❌ {_NAME}: on {case.name}, your kernel wrote past the last query. Hint: "
-                               f"{hint}")
+            if not ran.only_past_the_end:  # far outside: another tensor's strides
+                hint = HINTS["wrote outside"]
+            elif case.E != case.Ev:  # Ev = E: the stores run over
+                hint = HINTS["value dim"]
+            else:
+                hint = HINTS["wrote past"]
+            return CheckResult("failed", f"❌ {_NAME}: on {case.name}, your kernel stored numbers outside the "
+                               f"{ran.wrote_outside} tensor. Hint: {hint}")
         if ran.read_outside is not None:
             right = "right output, but" if _close(ran.output, expected) else "wrong output:"
             return CheckResult("failed", f"❌ {_NAME}: on {case.name}, {right} your kernel read outside the "
@@ -185,8 +139,9 @@ def _check(kernel, cases: tuple[Case, ...], passed: str, count_masks: bool) -> C
                                f"{_diagnose(case, ran, expected)}")
         if not _close(ran.lse, expected_lse):
             base_2 = _close(ran.lse, expected_lse / math.log(2))
+            shared = case.B > 1 and bool((ran.lse[1:] == _cases.FILL).all())  # every head wrote head 0's place
             return CheckResult("failed", f"❌ {_NAME}: right output but wrong log-sum-exp on {case.name}. Hint: "
-                               f"{HINTS['lse in base 2' if base_2 else 'lse']}")
+                               f"{HINTS['lse in base 2' if base_2 else 'lse heads' if shared else 'lse']}")
         runs.append((case, ran))
     for case, ran in runs:  # in the interpreter: which tiles it loaded
         if not (count_masks and ran.key_loads is not None):
@@ -218,7 +173,8 @@ def check_attention_kernel(kernel) -> CheckResult:
         'passed'
     """
     return _check(kernel, CASES, f"right output and log-sum-exp on {len(CASES)} cases (one tile, several tiles, "
-                  f"ragged, 2 x 3 heads, E != Ev, BLOCK_L != BLOCK_S, packed QKV rows with gaps).", count_masks=False)
+                  f"ragged, 2 x 3 heads, E != Ev, BLOCK_L != BLOCK_S, packed rows with gaps).{_PRECISION_SAID}",
+                  count_masks=False)
 
 
 def check_causal_kernel(kernel) -> CheckResult:
@@ -238,7 +194,12 @@ def check_causal_kernel(kernel) -> CheckResult:
     """
     return _check(kernel, CASES + CAUSAL_CASES, f"right on {len(CASES) + len(CAUSAL_CASES)} cases, causal with "
                   f"L < S, L > S and BLOCK_L != BLOCK_S included; in every case the future tiles skipped and only "
-                  f"the edge tiles loaded with a mask.", count_masks=True)
+                  f"the edge tiles loaded with a mask.{_PRECISION_SAID}", count_masks=True)
+
+
+#: What the interpreter cannot check: it computes every tl.dot in float32, whatever input_precision says.
+_PRECISION_SAID = (" (Triton's interpreter computes every tl.dot in full float32, so input_precision=PRECISION, which "
+                   "keeps TF32 out of a float32 dot, is checked only when the kernel runs compiled on a GPU.)")
 
 
 def _crashed(error: BaseException, case: Case) -> CheckResult:

@@ -93,6 +93,11 @@ CROSS_MISTAKES = [
     (lambda q, s, n: _by_hand(q, s, s, _pad(n, s.shape[-2]), divisor=q.shape[-2] ** 0.5),
      "divide the scores by sqrt(E), the size of each word's vector (question.size(-1)), not by sqrt(L), the number "
      "of question words (question.size(-2))."),
+    (lambda q, s, n: calculate_attention(q, s, s, attn_mask=torch.zeros(_pad(n, s.shape[-2]).shape, dtype=q.dtype)
+                                         .masked_fill(~_pad(n, s.shape[-2]), -1e9)),
+     "the sentence of length 0 got a uniform average over its padding, 1/S on every key it must not see: that is "
+     "what a large negative fill such as -1e9 gives (lesson 08), since -1e9 - (-1e9) = 0. Pass the bool mask itself, "
+     "True = may attend (al.padding_mask(lengths, S)): a query with no key to see then gets exact zeros."),
     (lambda q, s, n: _by_hand(q, s, s, _pad(n, s.shape[-2])), EMPTY_SENTENCE),
     (lambda q, s, n: _by_hand(q, s, s, _pad(n, s.shape[-2]), dim=-2),
      "the softmax runs over the keys, the sentence's words (dim=-1), so each question word's weights add up to 1."),
@@ -107,6 +112,9 @@ MASK_OVER_THE_QUESTION = ("the mask has one column per key, and the keys are the
 VALUES_FROM_THE_QUESTION = ("the values come from the sentences too: every key needs exactly one value, so the "
                             "keys and the values are the same sequence, calculate_attention(question, sentences, "
                             "sentences, attn_mask=...).")
+NOT_CAUSAL = ("cross-attention has no causal mask: the question comes after the sentences are written, so each "
+              "question word may look at every real word of its sentence, past or future. Drop is_causal=True and "
+              "keep only the padding mask.")
 BLEND_WITH_THE_QUESTION = ("blend the sentences' values: output = weights @ sentences. The weights (N, L, S) have one "
                            "column per sentence word, and the sentences (N, S, E) one row per word; the question only "
                            "asks, so its vectors are not in the blend.")
@@ -120,7 +128,9 @@ def _explain_error(fn, message: str) -> str:
         return message
     (N, L, E), S = question.shape, sentences.shape[-2]
     said, hint = str(run.error), None
-    if "attn_mask" in said and f"attn_mask.shape=({N}, {S})" in said:
+    if "not both" in said and "is_causal" in said:
+        hint = NOT_CAUSAL
+    elif "attn_mask" in said and f"attn_mask.shape=({N}, {S})" in said:
         hint = MASK_WITHOUT_QUERY_DIM
     elif ("attn_mask" in said and f"attn_mask.shape=({N}, 1, {L})" in said) or f"padded length S={L}" in said:
         hint = MASK_OVER_THE_QUESTION

@@ -133,6 +133,13 @@ def check_sinusoidal_encoding(fn) -> CheckResult:
                                        "[None, :].")
     if not result.passed:
         return result
+    got, expected = fn(*_sizes(0)), sinusoidal_encoding(*_sizes(0))
+    if got.dtype != expected.dtype:
+        return CheckResult("failed", f"❌ sinusoidal encoding: right numbers, but your table is "
+                           f"{str(got.dtype).removeprefix('torch.')}, and the reference's is "
+                           f"{str(expected.dtype).removeprefix('torch.')}, the dtype of the word vectors it is added "
+                           f"to (torch's default): added to them, a float64 table turns every activation into float64. "
+                           f"Compute in float64 if you like, then return it with .to(torch.get_default_dtype()).")
     sizes = ", ".join(f"{length} x {dim}" for length, dim in map(_sizes, range(3)))
     return CheckResult("passed", f"✅ sinusoidal encoding: correct on three fixed sizes (length x dim: {sizes}). "
                                  f"Well done!")
