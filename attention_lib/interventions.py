@@ -12,6 +12,8 @@ the values with what it returns. Three such functions are here:
 - :func:`remove_keys`: a row's weight on some keys taken away and the rest renormalised ("never looks there");
 - :func:`zero_rows`: a row (or every row) set to zero, so the head writes nothing there (zero ablation).
 
+:func:`patch_head` replaces a head's *output* instead, with one :func:`record_head` took on another input.
+
 Shape legend, as everywhere in the package: ``N`` sentences, ``H`` heads, ``L`` queries, ``S`` keys; one head's
 weights are ``(N, L, S)``, row = the query attending.
 """
@@ -128,7 +130,7 @@ def zero_rows(weights: torch.Tensor, rows=None) -> torch.Tensor:
 
 
 def _edited_attention(module: MultiHeadAttention, heads: Sequence[int], edit, query, key, value, attn_mask,
-                      is_causal, need_weights):
+                      is_causal, need_weights, patch=None):
     """The module's forward written out with the recipe's steps, one head's weights passed through ``edit``."""
     H, Dh = module.num_heads, module.head_dim
     # (N, L, E) -> (N, H, L, Dh); keys and values (N, S, E) -> (N, H, S, Dh)
@@ -149,7 +151,10 @@ def _edited_attention(module: MultiHeadAttention, heads: Sequence[int], edit, qu
                              f"was given, but returned {found}.")
         per_head[h] = edited.to(weights.dtype)
     weights = torch.stack(per_head, 1)  # (N, H, L, S)
-    mixed = module.out_proj(merge_heads(blend(weights, v)))  # (N, H, L, S) @ (N, H, S, Dh) -> (N, L, E)
+    outputs = blend(weights, v)  # (N, H, L, S) @ (N, H, S, Dh) -> (N, H, L, Dh)
+    if patch is not None:
+        outputs = patch(outputs)  # (N, H, L, Dh), one head's output replaced or recorded
+    mixed = module.out_proj(merge_heads(outputs))  # (N, H, L, Dh) -> (N, L, E)
     return mixed, (weights if need_weights else None)
 
 
@@ -190,11 +195,18 @@ def edit_head(attention: MultiHeadAttention, head: int | Sequence[int],
         >>> torch.equal(weights[0, 1], mha(x, x, x)[1][0, 1].detach())  # head 1 as it was
         True
     """
-    if not isinstance(attention, MultiHeadAttention):
-        raise TypeError(f"edit_head edits a MultiHeadAttention, but got {type(attention).__name__}; pass the "
-                        f"attention module itself, e.g. model.blocks[0].attention or model.layers[0].")
     if not callable(edit):
         raise TypeError(f"edit must be a function of one head's weights (N, L, S), but got {type(edit).__name__}.")
+    with _hooked(attention, head, edit):
+        yield
+
+
+@contextmanager
+def _hooked(attention, head, edit, patch=None) -> Iterator[list[int]]:
+    """Run ``attention`` through :func:`_edited_attention` inside the block; yields the heads, checked."""
+    if not isinstance(attention, MultiHeadAttention):
+        raise TypeError(f"an intervention edits a MultiHeadAttention, but got {type(attention).__name__}; pass the "
+                        f"attention module itself, e.g. model.blocks[0].attention or model.layers[0].")
     heads = [head] if isinstance(head, int) else list(head)
     for h in heads:
         check_index(h, "head", attention.num_heads)
@@ -216,12 +228,72 @@ def edit_head(attention: MultiHeadAttention, head: int | Sequence[int],
             raise ValueError("edit_head works on plain multi-head attention: no cache, rotary positions, sliding "
                              "window or grouped key/value heads.")
         return _edited_attention(module, heads, edit, call["query"], call["key"], call["value"], call["attn_mask"],
-                                 call["is_causal"], call["need_weights"])
+                                 call["is_causal"], call["need_weights"], patch)
 
     handle = attention.register_forward_hook(hook, with_kwargs=True)
     _EDITED.add(attention)
     try:
-        yield
+        yield heads
     finally:
         handle.remove()
         _EDITED.discard(attention)
+
+
+
+@contextmanager
+def record_head(attention: MultiHeadAttention, head: int) -> Iterator[list[torch.Tensor]]:
+    """Inside the block, append head ``head``'s output ``(N, L, Dh)`` (``weights @ values``, before ``out_proj``)
+    to the list it yields, at each call of ``attention``: what :func:`patch_head` writes into another run."""
+    records: list[torch.Tensor] = []
+
+    def keep(outputs):  # (N, H, L, Dh)
+        records.append(outputs[:, head].detach().clone())
+        return outputs
+
+    with _hooked(attention, head, lambda w: w, keep):
+        yield records
+
+
+@contextmanager
+def patch_head(attention: MultiHeadAttention, head: int, output: torch.Tensor, rows=None) -> Iterator[None]:
+    """Inside the ``with`` block, replace head ``head``'s output at ``rows`` by ``output``: activation patching.
+
+    Built step by step in ``notebooks/12_learning_to_attend.ipynb``. Where :func:`edit_head` changes where a head
+    looks, this changes what it writes: its blend of the values, before ``out_proj``, taken from ``output``,
+    usually recorded by :func:`record_head` on another input of the same shape (a "clean" sentence).
+
+    Args:
+        attention: a :class:`~attention_lib.MultiHeadAttention`, in eval mode or without dropout.
+        head: the head whose output is replaced; ``output``: ``(N, L, Dh)``, what it writes instead.
+        rows: one query position per sentence (an int or ``(N,)`` ints), or ``None`` for every row.
+
+    Raises:
+        TypeError: if ``attention`` is not a ``MultiHeadAttention`` or ``output`` is not a tensor.
+        ValueError: if the head is out of range, or (while running) ``output`` is not of the head's shape.
+
+    Example:
+        >>> _ = torch.manual_seed(0)
+        >>> mha = MultiHeadAttention(embed_dim=4, num_heads=2).eval()
+        >>> x, clean = torch.randn(1, 3, 4), torch.randn(1, 3, 4)
+        >>> with torch.no_grad(), record_head(mha, 0) as recorded:
+        ...     _ = mha(clean, clean, clean)
+        >>> recorded[0].shape  # (N, L, Dh)
+        torch.Size([1, 3, 2])
+        >>> with torch.no_grad(), patch_head(mha, 0, recorded[0], rows=2):
+        ...     out, _ = mha(x, x, x)
+        >>> torch.equal(out[:, :2], mha(x, x, x)[0][:, :2].detach())  # rows 0 and 1 as they were
+        True
+    """
+    check_is_tensor(output, "output")
+
+    def replace(outputs):  # (N, H, L, Dh)
+        if output.shape != outputs[:, head].shape:
+            raise ValueError(f"output must have the head's output shape (N, L, Dh) = {tuple(outputs[:, head].shape)}"
+                             f", but output.shape={tuple(output.shape)}; record it with record_head on an input of "
+                             f"the same shape.")
+        patched = outputs.clone()
+        patched[:, head] = torch.where(_rows(outputs[:, head], rows), output.to(outputs.dtype), outputs[:, head])
+        return patched
+
+    with _hooked(attention, head, lambda w: w, replace):
+        yield

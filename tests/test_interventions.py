@@ -6,7 +6,7 @@ import pytest
 import torch
 
 import attention_lib as al
-from attention_lib.interventions import edit_head, force_onto, remove_keys, zero_rows
+from attention_lib.interventions import edit_head, force_onto, patch_head, record_head, remove_keys, zero_rows
 
 
 def small_module(seed=0, E=6, H=3):
@@ -108,7 +108,7 @@ def test_works_inside_a_model_and_on_the_fast_path():
 
 def test_errors():
     mha = small_module()
-    with pytest.raises(TypeError, match="edit_head edits a MultiHeadAttention, but got Linear"):
+    with pytest.raises(TypeError, match="edits a MultiHeadAttention, but got Linear"):
         with edit_head(torch.nn.Linear(2, 2), 0, zero_rows):
             pass
     with pytest.raises(TypeError, match="edit must be a function"):
@@ -174,3 +174,136 @@ def test_lesson_12s_measurements_agree_with_a_computation_by_hand():
     cells = by_attractor_position(model, "P S P V", n=200, seed=5)
     assert sum(count for _, count in cells.values()) == 200
     assert set(cells) == {(0, 0, 0), (0, 1, 0), (1, 0, 0), (1, 1, 0)}  # each P before the subject or between
+
+
+def by_hand_outputs(mha, x):
+    """Each head's output ``(N, L, Dh)``, ``softmax(q k^T / sqrt(Dh)) @ v``, written out."""
+    Dh = mha.head_dim
+    outputs = []
+    for h in range(mha.num_heads):
+        cols = slice(h * Dh, (h + 1) * Dh)
+        q, k, v = (x @ p.weight[cols].T + p.bias[cols] for p in (mha.q_proj, mha.k_proj, mha.v_proj))
+        outputs.append(torch.softmax(q @ k.transpose(1, 2) / math.sqrt(Dh), -1) @ v)
+    return outputs
+
+
+def test_record_head_gives_the_heads_output_by_hand():
+    mha = small_module()
+    x = torch.randn(2, 4, 6)
+    with torch.no_grad(), record_head(mha, 1) as recorded:
+        mha(x, x, x)
+    torch.testing.assert_close(recorded[0], by_hand_outputs(mha, x)[1].detach())
+
+
+def test_patching_a_heads_output_equals_the_computation_by_hand():
+    mha = small_module()
+    x, clean = torch.randn(2, 4, 6), torch.randn(2, 4, 6)
+    rows = torch.tensor([3, 1])
+    with torch.no_grad(), record_head(mha, 2) as recorded:
+        mha(clean, clean, clean)
+    with torch.no_grad(), patch_head(mha, 2, recorded[0], rows=rows):
+        out, _ = mha(x, x, x)
+    with torch.no_grad():
+        outputs = by_hand_outputs(mha, x)
+        clean_head = by_hand_outputs(mha, clean)[2]
+        for i, row in enumerate(rows.tolist()):
+            outputs[2][i, row] = clean_head[i, row]  # only the chosen row of each sentence comes from the clean input
+        expected = torch.cat(outputs, -1) @ mha.out_proj.weight.T + mha.out_proj.bias
+    torch.testing.assert_close(out, expected)
+    assert not torch.allclose(out, mha(x, x, x)[0].detach())  # the patch changed something
+
+
+def test_patch_head_checks_the_output_shape_and_type():
+    mha = small_module()
+    x = torch.randn(2, 4, 6)
+    with pytest.raises(ValueError, match=r"output must have the head's output shape \(N, L, Dh\) = \(2, 4, 2\)"):
+        with torch.no_grad(), patch_head(mha, 0, torch.zeros(2, 4, 3)):
+            mha(x, x, x)
+    with pytest.raises(TypeError, match="output"):
+        with patch_head(mha, 0, [[0.0]]):
+            pass
+    with pytest.raises(TypeError, match="edits a MultiHeadAttention, but got Linear"):
+        with patch_head(torch.nn.Linear(2, 2), 0, torch.zeros(1)):
+            pass
+
+
+def test_patching_a_row_with_zeros_equals_zeroing_its_weights():
+    torch.manual_seed(1)
+    mha = al.MultiHeadAttention(6, 3).eval()
+    x, rows = torch.randn(2, 4, 6), torch.tensor([2, 0])
+    with torch.no_grad():
+        with patch_head(mha, 1, torch.zeros(2, 4, 2), rows=rows):
+            patched, _ = mha(x, x, x)
+        with edit_head(mha, 1, lambda w: zero_rows(w, rows=rows)):
+            zeroed, _ = mha(x, x, x)
+    torch.testing.assert_close(patched, zeroed)
+
+
+def test_lesson_12s_controls_agree_with_a_computation_by_hand():
+    from attention_lib.training.learning_to_attend import (
+        AGREEMENT,
+        agreeing_counterpart,
+        attractor_keys,
+        by_attractor_slot,
+        load_trained,
+        patch_by_attractors,
+    )
+    from attention_lib.training.learning_to_attend.causes import _sentences
+
+    model = load_trained("agreement").model
+    x, y = _sentences(AGREEMENT, ["P S P V", "P P S V"], 40, 3, "2", attractors=2)
+    clean, nouns, phrases = agreeing_counterpart(AGREEMENT, x)
+    parse, parse_clean = AGREEMENT.parse(x), AGREEMENT.parse(clean)
+    assert torch.equal(nouns, attractor_keys(AGREEMENT, x, parse.subject))
+    assert nouns.sum(1).eq(2).all()
+    assert not attractor_keys(AGREEMENT, clean, parse_clean.subject).any()  # every attractor now agrees
+    assert parse.structure == parse_clean.structure
+    assert torch.equal(parse.subject, parse_clean.subject)
+    changed = clean != x
+    assert (changed & ~phrases).sum() == 0
+    assert (nouns & ~changed).sum() == 0
+    the = AGREEMENT.vocab.index("the")
+    assert (clean[changed & ~nouns] == the).all()  # and there, only "a" turned "the"
+    rows = patch_by_attractors(model, ["P S P V", "P P S V"], layer=1, head=0, n=20, seed=3)
+    assert [r.attractors for r in rows] == [1, 2]
+    answer = y[torch.arange(40), parse.verb]
+    right, agreeing, patched_weights = [], [], []
+    for i in range(40):  # one sentence at a time
+        v = int(parse.verb[i])
+        with torch.no_grad():
+            out, out_clean = model(x[i:i + 1]), model(clean[i:i + 1])
+            clean_row = out_clean.attention[1][0, 0, v]
+
+            def clean_weights(w, v=v, clean_row=clean_row):
+                w = w.clone()
+                w[0, v] = clean_row
+                return w
+
+            with edit_head(model.blocks[1].attention, 0, clean_weights):
+                patched_weights.append(int(model(x[i:i + 1]).logits[0, v].argmax()) == int(answer[i]))
+        right.append(int(out.logits[0, v].argmax()) == int(answer[i]))
+        agreeing.append(float(clean_row[nouns[i]].sum()))
+    assert rows[1].accuracy == pytest.approx(sum(right) / 40)
+    assert rows[1].weight_agreeing == pytest.approx(sum(agreeing) / 40, abs=1e-5)
+    assert rows[1].patched_weights == pytest.approx(sum(patched_weights) / 40)
+    cells = by_attractor_slot(model, "P P S V", n=200, seed=5)
+    assert sum(count for _, count in cells.values()) == 200
+    assert set(cells) == {"P P S V", "P* P S V", "P P* S V", "P* P* S V"}
+
+
+def test_head_by_head_zeroes_each_head_as_by_hand():
+    from attention_lib.training.learning_to_attend import AGREEMENT, head_by_head, load_trained
+    from attention_lib.training.learning_to_attend.causes import _sentences
+
+    model = load_trained("agreement").model
+    accuracy, heads = head_by_head(model, "P S P V", n=30, seed=4)
+    x, y = _sentences(AGREEMENT, ["P S P V"], 30, 4, "heads")
+    parse = AGREEMENT.parse(x)
+    for (layer, head), (on_subject, zeroed) in heads.items():
+        right = []
+        for i in range(30):
+            v = int(parse.verb[i])
+            with torch.no_grad(), edit_head(model.blocks[layer].attention, head, lambda w, v=v: zero_rows(w, rows=v)):
+                right.append(int(model(x[i:i + 1]).logits[0, v].argmax()) == int(y[i, v]))
+            assert 0.0 <= on_subject <= 1.0
+        assert zeroed == pytest.approx(sum(right) / 30)

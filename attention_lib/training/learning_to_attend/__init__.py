@@ -11,7 +11,9 @@
   (``python3 course.py remake weights-12`` remakes them);
 - :mod:`~attention_lib.training.learning_to_attend.band_figures`: the lesson's trained figures, for its bands;
 - :mod:`~attention_lib.training.learning_to_attend.causes`: what the verb-to-subject head causes, measured by
-  intervention (forced, stripped of attractors, zeroed), and the accuracy by where the attractors stand.
+  intervention (forced, stripped of attractors, zeroed), and the accuracy by where the attractors stand;
+- :mod:`~attention_lib.training.learning_to_attend.controls`: its controls: agreeing counterparts, patching the
+  head's weights and output from them, the accuracy by attractor slot, and every head zeroed in turn.
 """
 
 from ..grammar import AGREEMENT, ATTRACTORS, HELDOUT_STRUCTURES, STRUCTURES, SUBJECT_FIRST, AgreementTask
@@ -24,6 +26,7 @@ from .causes import (
     format_positions,
     intervene_by_attractors,
 )
+from .controls import Patched, agreeing_counterpart, by_attractor_slot, head_by_head, patch_by_attractors
 from .probes import format_probes, probe_agreement, probe_attraction, subject_head, subject_shares
 from .recipe import build_model, evaluate, train
 from .shipped import TrainedModel, load_trained, save_trained
@@ -35,3 +38,4 @@ __all__ = ["AGREEMENT", "ATTRACTORS", "BEYOND", "HELDOUT_STRUCTURES", "HELDOUT_T
            "probe_agreement", "probe_attraction", "save_trained", "spread", "subject_head", "subject_shares", "train"]
 __all__ += ["Intervened", "attractor_keys", "by_attractor_position", "format_interventions", "format_positions",
             "intervene_by_attractors"]
+__all__ += ["Patched", "agreeing_counterpart", "by_attractor_slot", "head_by_head", "patch_by_attractors"]

@@ -154,7 +154,8 @@ def _intervene(model, attention, layer: int, head: int, m: int, task: AgreementT
 def format_interventions(rows: dict[str, Sequence[Intervened]], columns: Sequence[str]) -> str:
     """A table of :func:`intervene_by_attractors` results: one line per model and field, one column per count.
 
-    ``columns`` are :class:`Intervened` fields; shares print as percentages, weights with two decimals.
+    ``columns`` are :class:`Intervened` (or :class:`~.controls.Patched`) fields; shares print as percentages,
+    weights with two decimals.
 
     Example:
         >>> row = Intervened(1, 10, 0.9, 0.8, 0.1, 0.9, 1, 0.05, 1.0, 1.0, 0.6, 0.2, 0.9, 0.9)
@@ -175,7 +176,7 @@ def format_interventions(rows: dict[str, Sequence[Intervened]], columns: Sequenc
                 value = getattr(by_count[m], column) if m in by_count else None
                 if value is None or value != value:  # absent, or nan (no sentence counts)
                     cells.append(f"{'-':>7s}")
-                elif column == "weight_on_attractors":
+                elif column.startswith("weight"):
                     cells.append(f"{value:7.2f}")
                 else:
                     cells.append(f"{round(100 * value):5d} %")
