@@ -5,7 +5,8 @@ MQA). MLA compresses instead: each token's input ``x (E)`` is projected down to 
 and every head's key (its position-free part, ``Dn``) and value (``Dv``) are projections *up* from it,
 ``W_uk c`` and ``W_uv c``. RoPE cannot pass through that projection, so a small **decoupled rotary key**
 ``k_rope (Dr)``, one for all heads, carries the positions. The cache holds ``c`` and ``k_rope``: ``r + Dr``
-numbers per token per layer (576 in DeepSeek-V3, against 40,960 for the same model with MHA).
+numbers per token per layer (576 in DeepSeek-V3, against 40,960 for the same model with MHA and every head's
+192-wide key, or 32,768 as DeepSeek-V2's paper counts MHA, ``2 · n_h · d_h``).
 
 Two forms compute the same attention:
 

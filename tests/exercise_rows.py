@@ -1002,8 +1002,24 @@ def _latent_and_paged_rows() -> list[Exercise]:
     def float_index(store, table, length):
         return store[table.float()]
 
-    gallery = {"latent rotated, not the rotary key": {"reads right": 0.0},
-               "block table off by one block": {"reads right": 0.0}, "copy-on-write forgotten": {"reads right": 0.7}}
+    def block_size_guessed(store, table, length):  # right whenever length / blocks, rounded up, happens to be B
+        B = -(-length // len(table))
+        return torch.stack([store[table[p // B], p % B] for p in range(length)], dim=1)
+
+    def one_short(store, table, length):
+        return store[table].flatten(0, 1)[:length - 1].transpose(0, 1)
+
+    def full_blocks_only(store, table, length):
+        return store[table[:length // store.shape[1]]].flatten(0, 1).transpose(0, 1)
+
+    def writes_the_store(store, table, length):  # the right keys, then the pool overwritten
+        keys = store[table].flatten(0, 1)[:length].transpose(0, 1).clone()
+        store.zero_()
+        return keys
+
+    gallery = {"latent rotated, not the rotary key": {"right logits": 0.0},
+               "block table off by one block": {"right logits": 0.0},
+               "copy-on-write forgotten": {"right logits": 0.7}}
     right = {"latent rotated, not the rotary key": "none", "block table off by one block": "none",
              "copy-on-write forgotten": "most"}
 
@@ -1015,8 +1031,12 @@ def _latent_and_paged_rows() -> list[Exercise]:
         Exercise(lesson17.check_read_through_table, correct=[by_hand, through_the_package],
                  wrong=[*((fn, hint[:40]) for fn, hint in lesson17.MISTAKES),
                         (whole_blocks, "keep the first length = 10 positions only"),
-                        (heads_last, "transpose to (Hkv, S, Dh) at the end")],
-                 crashes=[(float_index, "")], mistakes=lesson17.MISTAKES, passed_says="correct on 3"),
+                        (heads_last, "transpose to (Hkv, S, Dh) at the end"),
+                        (block_size_guessed, "read it from the store, B = store.shape[1]"),
+                        (one_short, "you returned 9 positions, one short"),
+                        (full_blocks_only, "you kept the 2 full blocks only: the last block is part-full"),
+                        (writes_the_store, "your function changed `store`")],
+                 crashes=[(float_index, "")], mistakes=lesson17.MISTAKES, passed_says="correct on 4"),
         Exercise(predict, correct=[right],
                  wrong=[({**right, "copy-on-write forgotten": "none"}, "2 of 3 right"),
                         ({**right, "block table off by one block": "a few"}, "a prediction is one of"),

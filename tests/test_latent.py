@@ -183,3 +183,29 @@ def test_rope_makes_logits_shift_invariant_and_the_rotated_latent_breaks_it(pair
     assert (broken(x).logits - broken(x, offset=50).logits).abs().max() > 0.1
     assert isinstance(ours.layers[0].self_attn, MultiHeadLatentAttention)  # the copy was broken, not the model
     assert type(ours.layers[0].self_attn) is MultiHeadLatentAttention
+
+
+@torch.no_grad()
+def test_each_half_of_the_rotated_latent_alone_breaks_the_shift_invariance(pair):
+    from attention_lib.experiments.latent_and_paged import with_rope_bug
+
+    _, ours = pair
+    x = prompt()
+    right = with_rope_bug(ours, turn_latent=False, turn_key=True)
+    assert (right(x).logits - ours(x).logits).abs().max() < 1e-6  # the flags off: the model itself
+    for turn_latent, turn_key in ((True, True), (False, False), (True, False)):
+        broken = with_rope_bug(ours, turn_latent=turn_latent, turn_key=turn_key)
+        assert (broken(x).logits - broken(x, offset=50).logits).abs().max() > 0.1, (turn_latent, turn_key)
+
+
+@torch.no_grad()
+def test_the_rotated_latent_is_a_model_bug_its_cache_reads_right(pair):
+    from attention_lib.experiments.latent_and_paged import cache_error, latent_bug, with_rotated_latent
+
+    theirs, ours = pair
+    x = prompt()
+    broken = with_rotated_latent(ours)
+    assert cache_error(broken, x) < 1e-4  # token by token through its cache = its own whole pass
+    assert (broken(x).logits - theirs(x).logits)[:, 1:].abs().amax(dim=(1, 2)).min() > 1e-3  # not DeepSeek's
+    torch.testing.assert_close(broken(x).logits[:, 0], theirs(x).logits[:, 0], atol=1e-5, rtol=0)  # RoPE at 0: none
+    assert latent_bug(ours, theirs, x, max_new_tokens=2)["latent rotated, not the rotary key"]["right logits"] == 0.0

@@ -255,3 +255,20 @@ def test_the_wasted_memory_table_counts_blocks_exactly():
     # blocks of 4: 3 + 4 + 5 + 23 = 35 blocks; of 16: 1 + 1 + 2 + 6 = 10 blocks
     assert [(r["reserved"], r["used"]) for r in rows] == [(512, 135), (140, 135), (160, 135)]
     assert rows[0]["unused"] == 1 - 135 / 512
+
+
+def test_time_mla_times_on_the_threads_it_is_given_and_restores_them(monkeypatch):
+    from attention_lib.bench import serving
+
+    seen = []
+    monkeypatch.setattr(serving, "_time_mla", lambda *args: seen.append(torch.get_num_threads()) or {})
+    before = torch.get_num_threads()
+    try:
+        torch.set_num_threads(2)
+        serving.time_mla((8,), threads=1)
+        assert seen == [1]
+        assert torch.get_num_threads() == 2
+        serving.time_mla((8,))
+        assert seen == [1, 2]
+    finally:
+        torch.set_num_threads(before)

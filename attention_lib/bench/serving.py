@@ -61,14 +61,25 @@ def _interleaved(methods: dict, repeats: int, steps: int) -> dict[str, float]:
 
 
 @torch.no_grad()
-def time_mla(prefixes=(128, 512, 2048), *, repeats: int = 3, steps: int = 8, seed: int = 0
-             ) -> dict[tuple[str, int], float]:
+def time_mla(prefixes=(128, 512, 2048), *, repeats: int = 3, steps: int = 8, seed: int = 0,
+             threads: int | None = None) -> dict[tuple[str, int], float]:
     """Median seconds of one decoding step of one MLA layer, ``{(form, S): seconds}``, expanded and absorbed.
 
+    ``threads``: time on that many torch threads, restored afterwards (``None``: as they are).
+
     Example:
-        >>> sorted(time_mla((8,), repeats=1, steps=1))
+        >>> sorted(time_mla((8,), repeats=1, steps=1, threads=1))
         [('absorbed', 8), ('expanded', 8)]
     """
+    before = torch.get_num_threads()
+    torch.set_num_threads(before if threads is None else threads)
+    try:
+        return _time_mla(prefixes, repeats, steps, seed)
+    finally:
+        torch.set_num_threads(before)
+
+
+def _time_mla(prefixes, repeats: int, steps: int, seed: int) -> dict[tuple[str, int], float]:
     torch.manual_seed(seed)
     layer = MultiHeadLatentAttention(**MLA_SHAPE).eval()
     result = {}

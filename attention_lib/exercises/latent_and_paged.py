@@ -12,8 +12,9 @@ from ..paged import read_blocks
 from ._checker import CheckResult, check_function
 from .generation import AMOUNTS, _amount
 
-#: (num_blocks, B, Hkv, Dh, S) per trial: a part-full last block, a full one, and a single part-full block.
-_SIZES = ((8, 4, 2, 3, 10), (6, 2, 1, 2, 6), (5, 4, 3, 4, 3))
+#: (num_blocks, B, Hkv, Dh, S) per trial: a part-full last block, full blocks, a single part-full block, and 9
+#: positions in 3 blocks of 4 (where the length over the number of blocks, rounded up, is not B).
+_SIZES = ((8, 4, 2, 3, 10), (6, 2, 1, 2, 6), (5, 4, 3, 4, 3), (7, 4, 2, 3, 9))
 
 
 def _table_inputs(seed: int) -> tuple:
@@ -40,6 +41,11 @@ def _slot_major(store, table, length):  # position p read from block p % blocks,
     return store[table].transpose(0, 1).flatten(0, 1)[:length].transpose(0, 1)
 
 
+def _guessed_block_size(store, table, length):  # B worked out from the length, not read from the store
+    B = -(-length // len(table))
+    return torch.stack([store[table[p // B], p % B] for p in range(length)], dim=1)
+
+
 def _position_as_block(store, table, length):  # position p read from block table[p % blocks]: the slot forgotten
     return store[table[torch.arange(length) % len(table)], 0].transpose(0, 1)
 
@@ -54,6 +60,9 @@ MISTAKES: list[tuple[Callable, str]] = [
                   "blocks end to end (store[table] is (blocks, B, Hkv, Dh); flatten the first two dimensions)."),
     (_position_as_block, "each position was read from slot 0 of a block: within its block, position p sits at "
                          "slot p % B."),
+    (_guessed_block_size, "you worked out the block size from the length and the table (length / blocks, rounded "
+                          "up): that is B only by luck (9 positions in 3 blocks of 4 give 3); read it from the store, "
+                          "B = store.shape[1]."),
 ]
 
 
@@ -63,6 +72,12 @@ def _shape_hint(inputs, shape) -> str:
     if shape == (Hkv, len(table) * B, Dh):
         return (f"you returned all {len(table) * B} slots of the {len(table)} blocks: the last block is part-full, "
                 f"so keep the first length = {S} positions only.")
+    if shape == (Hkv, S - 1, Dh):
+        return (f"you returned {S - 1} positions, one short: keep positions 0 .. length - 1, all length = {S} of "
+                f"them ([:length], not [:length - 1]).")
+    if S % B and shape == (Hkv, S // B * B, Dh):
+        return (f"you kept the {S // B} full blocks only: the last block is part-full and holds positions "
+                f"{S // B * B} .. {S - 1}; take every block of the table, then keep the first length = {S} positions.")
     if shape == (S, Hkv, Dh):
         return "the store keeps positions before heads, (B, Hkv, Dh) per block: transpose to (Hkv, S, Dh) at the end."
     return "return (Hkv, S, Dh): one key per head and position, positions in order."
@@ -73,7 +88,8 @@ def check_read_through_table(fn: Callable) -> CheckResult:
 
     Built step by step in ``notebooks/17_latent_and_paged.ipynb``. ``store (num_blocks, B, Hkv, Dh)`` holds one
     layer's keys for the whole pool, ``table`` (1-D int64) the sequence's blocks in order, ``length`` its ``S``
-    positions. Three fixed inputs: a part-full last block, full blocks, and one part-full block.
+    positions. Four fixed inputs (:data:`_SIZES`): a part-full last block, full blocks, one part-full block, and
+    9 positions in 3 blocks of 4; the store must come back unchanged (the pool is every sequence's).
 
     Example:
         >>> check_read_through_table(_reference).status
@@ -81,39 +97,61 @@ def check_read_through_table(fn: Callable) -> CheckResult:
         >>> check_read_through_table(_off_by_one).message[:70]
         '❌ reading through the block table: not quite. Hint: every position was'
     """
-    return check_function(fn, _reference, _table_inputs, name="reading through the block table", mistakes=MISTAKES,
-                          shape_hint=_shape_hint, atol=0.0, rtol=0.0)
+    name = "reading through the block table"
+    result = check_function(fn, _reference, _table_inputs, name=name, mistakes=MISTAKES, shape_hint=_shape_hint,
+                            trials=len(_SIZES), atol=0.0, rtol=0.0)
+    for trial in range(len(_SIZES) if result.passed else 0):
+        store, table, S = _table_inputs(trial)
+        before = store.clone()
+        fn(store, table, S)
+        if not torch.equal(store, before):
+            return CheckResult("failed", f"❌ {name}: the keys are right, but your function changed `store`: the "
+                               f"pool holds every sequence's keys, so read it and never write into it (no in-place "
+                               f"operation such as `.transpose_()`, `+=` or an assignment into `store`).")
+    return result
 
 
 #: Why each bug of lesson 17 does what it does.
 WHY = {
-    "latent rotated, not the rotary key": "The latent makes the values and the position-free keys, so turning it "
-                                          "puts absolute positions into both, while the rotary key stays unturned: "
-                                          "no logit is DeepSeek's, and moving the text changes them all.",
-    "block table off by one block": "Every key is read from its neighbour's block, as soon as a sequence has a "
-                                    "second block; only the words, sometimes, survive.",
+    "latent rotated, not the rotary key": "A bug of the model, not of its cache (that reads right): the latent makes "
+                                          "the values and the position-free keys, so turning it puts absolute "
+                                          "positions into both, while the rotary key stays unturned: no logit after "
+                                          "the first position is DeepSeek's (at position 0 RoPE turns by nothing), "
+                                          "and moving the text changes them.",
+    "block table off by one block": "Every continuation outgrows one block, and then its blocks are read in the "
+                                    "wrong order (block 0 from its last block, block j from block j - 1); only the "
+                                    "words, sometimes, survive.",
     "copy-on-write forgotten": "Only a part-full shared block is overwritten, and only the sibling that wrote "
                                "first reads the other's key: prompts whose last block is full are read right.",
 }
 
 
+def _bands() -> str:
+    """The answers with their shares, from :data:`AMOUNTS`: ``"'all' (90 % or more), ..."``."""
+    def band(low, high):
+        return f"{low:.0%} or more" if high > 1 else f"under {high:.0%}" if low == 0 else f"{low:.0%}-{high:.0%}"
+    return ", ".join(f"{word!r} ({band(*bounds)})" for word, bounds in AMOUNTS.items())
+
+
 def check_gallery_predictions(predictions: Mapping[str, str] | None, gallery: Mapping[str, Mapping[str, float]]
                               ) -> CheckResult:
-    """Check predictions, made before measuring, of how many continuations each bug leaves reading right.
+    """Check predictions, made before measuring, of how many continuations each bug leaves with the right logits.
 
     Built step by step in ``notebooks/17_latent_and_paged.ipynb``. ``predictions[bug]`` is ``"all"`` (90 % or
-    more), ``"most"`` (50-90 %), ``"some"`` (10-50 %) or ``"none"`` (under 10 %); ``gallery[bug]["reads right"]``
-    is the measured share. The measurements and the reasons are shown once every bug has a prediction.
+    more), ``"most"`` (50-90 %), ``"some"`` (10-50 %) or ``"none"`` (under 10 %), the bands of :data:`AMOUNTS`;
+    ``gallery[bug]["right logits"]`` is the measured share: for a cache bug, continuations that read their cache
+    right (the logits of one whole causal pass at every step); for the rotated latent, a model bug, prompts that
+    give transformers' logits. The measurements and the reasons are shown once every bug has a prediction.
 
     Example:
-        >>> gallery = {"copy-on-write forgotten": {"reads right": 0.7}}
+        >>> gallery = {"copy-on-write forgotten": {"right logits": 0.7}}
         >>> check_gallery_predictions({"copy-on-write forgotten": "most"}, gallery).status
         'passed'
     """
     name = "what each bug does"
     bugs = list(gallery)
-    ask = (f"📝 {name}: no predictions yet. Fill in `my_predictions` with one of {list(AMOUNTS)} for each bug, run "
-           f"it, then run this cell again.")
+    ask = (f"📝 {name}: no predictions yet. Fill in `my_predictions` with one of {_bands()} for each bug, run it, "
+           f"then run this cell again.")
     if not isinstance(predictions, Mapping) or all(predictions.get(b) in (None, Ellipsis, "") for b in bugs):
         return CheckResult("not attempted", ask)
     missing = [b for b in bugs if predictions.get(b) in (None, Ellipsis, "")]
@@ -124,7 +162,7 @@ def check_gallery_predictions(predictions: Mapping[str, str] | None, gallery: Ma
         return CheckResult("failed", f"❌ {name}: a prediction is one of {list(AMOUNTS)}, but got {unknown}.")
     lines, right = [], 0
     for bug in bugs:
-        share = gallery[bug]["reads right"]
+        share = gallery[bug]["right logits"]
         truth = _amount(share)
         right += predictions[bug] == truth
         lines.append(f"  {'✓' if predictions[bug] == truth else '✗'} {bug}: you said {predictions[bug]!r}, measured "

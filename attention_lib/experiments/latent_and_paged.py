@@ -15,38 +15,40 @@ from collections.abc import Sequence
 
 import torch
 
-from ..bench.serving import time_mla
+from ..bench.serving import MLA_SHAPE, time_mla
 from ..generation import generate
-from ..latent import MultiHeadLatentAttention
+from ..latent import LatentCache, MultiHeadLatentAttention
 from ..paged import BlockPool, PagedCache, PagedModel, read_blocks
 from ..positions import RotaryPositions
 from ..training.generation import VOCAB, encode, load_lm, make_texts, prompts_before_the_verb
 
 #: This lesson's experiments, and what it uses of others' (lesson 15's model and grammar, the benchmark's timing).
-__all__ = ["CONFIGS", "NoCopyOnWrite", "OffByOneBlock", "VOCAB", "continue_alone", "continue_forks", "encode",
-           "latent_bug", "load_lm", "make_texts", "numbers_per_token", "paged_bugs", "prompts_before_the_verb",
-           "time_mla", "wasted_memory", "with_rotated_latent"]
+__all__ = ["CONFIGS", "MLA_SHAPE", "NoCopyOnWrite", "OffByOneBlock", "VOCAB", "cache_error", "continue_alone",
+           "continue_forks", "encode", "latent_bug", "load_lm", "make_texts", "numbers_per_token", "paged_bugs",
+           "prompts_before_the_verb", "time_mla", "wasted_memory", "with_rope_bug", "with_rotated_latent"]
 
 #: Published attention shapes, with where they are published: heads ``H``, key/value heads ``Hkv``, head size
 #: ``Dh`` (MLA: the latent ``r`` and the rotary key ``Dr``), layers. "as ..." rows are DeepSeek-V3's heads
 #: (key 128 + 64, value 128) with another attention, for comparison.
 CONFIGS = [
     {"model": "Llama 2 7B", "kind": "MHA", "H": 32, "Hkv": 32, "Dk": 128, "Dv": 128, "layers": 32,
-     "source": "Touvron et al. 2023, Llama 2, Table 1; meta-llama/Llama-2-7b-hf config.json"},
+     "source": "meta-llama/Llama-2-7b-hf config.json (Hugging Face)"},
     {"model": "Llama 2 70B", "kind": "GQA", "H": 64, "Hkv": 8, "Dk": 128, "Dv": 128, "layers": 80,
-     "source": "Touvron et al. 2023, Llama 2, Table 1 and section 2.2; meta-llama/Llama-2-70b-hf config.json"},
+     "source": "meta-llama/Llama-2-70b-hf config.json (Hugging Face); its 8 key/value heads: Touvron et al. "
+               "2023, Llama 2, Appendix A.2.1"},
     {"model": "Llama 3 8B", "kind": "GQA", "H": 32, "Hkv": 8, "Dk": 128, "Dv": 128, "layers": 32,
-     "source": "Llama Team 2024, The Llama 3 Herd of Models, Table 3"},
+     "source": "meta-llama/Meta-Llama-3-8B config.json (Hugging Face)"},
     {"model": "Llama 3 70B", "kind": "GQA", "H": 64, "Hkv": 8, "Dk": 128, "Dv": 128, "layers": 80,
-     "source": "Llama Team 2024, The Llama 3 Herd of Models, Table 3"},
+     "source": "meta-llama/Meta-Llama-3-70B config.json (Hugging Face)"},
     {"model": "Falcon 7B", "kind": "MQA", "H": 71, "Hkv": 1, "Dk": 64, "Dv": 64, "layers": 32,
-     "source": "Almazrouei et al. 2023, The Falcon Series; tiiuae/falcon-7b config.json (multi_query)"},
+     "source": "tiiuae/falcon-7b config.json (Hugging Face; multi_query)"},
     {"model": "DeepSeek-V2", "kind": "MLA", "H": 128, "r": 512, "Dr": 64, "layers": 60,
-     "source": "DeepSeek-AI 2024, arXiv:2405.04434, sections 2.1 and 3.1.2"},
+     "source": "deepseek-ai/DeepSeek-V2 config.json (Hugging Face); DeepSeek-AI 2024, arXiv:2405.04434"},
     {"model": "DeepSeek-V3", "kind": "MLA", "H": 128, "r": 512, "Dr": 64, "layers": 61,
-     "source": "DeepSeek-AI 2024, arXiv:2412.19437, section 4.2; deepseek-ai/DeepSeek-V3 config.json"},
+     "source": "deepseek-ai/DeepSeek-V3 config.json (Hugging Face); DeepSeek-AI 2024, arXiv:2412.19437"},
     {"model": "DeepSeek-V3 as MHA", "kind": "MHA", "H": 128, "Hkv": 128, "Dk": 192, "Dv": 128, "layers": 61,
-     "source": "V3's heads (qk_nope 128 + qk_rope 64, v 128), every head cached"},
+     "source": "V3's heads (qk_nope 128 + qk_rope 64, v 128), every head's 192-wide key and value "
+               "cached; DeepSeek-V2's Table 1 counts MHA as 2·H·Dh, 2 · 128 · 128 = 32,768"},
     {"model": "DeepSeek-V3 as GQA-8", "kind": "GQA", "H": 128, "Hkv": 8, "Dk": 192, "Dv": 128, "layers": 61,
      "source": "V3's heads, 8 key/value heads"},
     {"model": "DeepSeek-V3 as MQA", "kind": "MQA", "H": 128, "Hkv": 1, "Dk": 192, "Dv": 128, "layers": 61,
@@ -93,21 +95,56 @@ def wasted_memory(lengths: Sequence[int], reserve: int, block_sizes: Sequence[in
     return [row | {"unused": 1 - row["used"] / row["reserved"]} for row in rows]
 
 
-class _RotatedLatent(MultiHeadLatentAttention):
-    """The bug: RoPE turns the latent (keys and values are made from it) and never the decoupled rotary key."""
+class _RopeBug(MultiHeadLatentAttention):
+    """The bug: RoPE turns the latent (keys and values are made from it) if ``turn_latent``, and the decoupled
+    rotary key only if ``turn_key``."""
+
+    turn_latent, turn_key = True, False
 
     def compress(self, x, offset=0):
         latent, k_rope = self.kv_a_proj_with_mqa(x).split([self.kv_rank, self.rope_dim], dim=-1)
-        latent = self.kv_a_layernorm(latent)[:, None]
-        return RotaryPositions(self.kv_rank, self.rotary.base)(latent, offset), k_rope[:, None]
+        latent, k_rope = self.kv_a_layernorm(latent)[:, None], k_rope[:, None]
+        if self.turn_latent:
+            latent = RotaryPositions(self.kv_rank, self.rotary.base)(latent, offset)
+        return latent, self.rotary(k_rope, offset) if self.turn_key else k_rope
+
+
+def with_rope_bug(model, *, turn_latent: bool, turn_key: bool):
+    """A copy of a :class:`~attention_lib.TinyLatentLM` whose layers turn the latent (``turn_latent``) and the
+    rotary key (``turn_key``) by position; the right model is ``turn_latent=False, turn_key=True``.
+
+    Built step by step in ``notebooks/17_latent_and_paged.ipynb``, where each half of the gallery's bug is
+    measured alone.
+
+    Example:
+        >>> from attention_lib import TinyLatentLM
+        >>> m = TinyLatentLM(vocab_size=10, embed_dim=16, num_heads=2, num_layers=1, kv_rank=8, rope_dim=4,
+        ...                  nope_dim=8, v_dim=8)
+        >>> ids = torch.tensor([[1, 2, 3]])
+        >>> right = with_rope_bug(m, turn_latent=False, turn_key=True)
+        >>> torch.allclose(right(ids).logits, m(ids).logits)
+        True
+    """
+    broken = copy.deepcopy(model)
+    for block in broken.layers:
+        block.self_attn.__class__ = _RopeBug
+        block.self_attn.turn_latent, block.self_attn.turn_key = turn_latent, turn_key
+    return broken
 
 
 def with_rotated_latent(model):
-    """A copy of a :class:`~attention_lib.TinyLatentLM` whose layers rotate the latent instead of the rotary key."""
-    broken = copy.deepcopy(model)
-    for block in broken.layers:
-        block.self_attn.__class__ = _RotatedLatent
-    return broken
+    """The gallery's bug, :func:`with_rope_bug` with the latent turned and the rotary key not: a model bug (its
+    cache reads right, :func:`cache_error`), so its logits are not DeepSeek's after position 0."""
+    return with_rope_bug(model, turn_latent=True, turn_key=False)
+
+
+@torch.no_grad()
+def cache_error(model, ids: torch.Tensor) -> float:
+    """Largest logit difference between reading ``ids (N, T)`` token by token through a
+    :class:`~attention_lib.LatentCache` and one whole causal pass of the same model: what a cache test checks."""
+    cache = LatentCache(len(model.layers), ids.shape[1])
+    steps = torch.cat([model(ids[:, t:t + 1], cache).logits for t in range(ids.shape[1])], dim=1)  # (N, T, vocab)
+    return (steps - model(ids).logits).abs().max().item()
 
 
 class OffByOneBlock(PagedCache):
@@ -172,16 +209,16 @@ def continue_alone(model, prompt: torch.Tensor, first: torch.Tensor, max_new_tok
 @torch.no_grad()
 def paged_bugs(model, prompts: Sequence[torch.Tensor], max_new_tokens: int = 6, *, block_size: int = 4
                ) -> dict[str, dict[str, float]]:
-    """What each paged cache does: ``{name: {"reads right": share, "same words": share}}``.
+    """What each paged cache does: ``{name: {"right logits": share, "same words": share}}``.
 
     Built step by step in ``notebooks/17_latent_and_paged.ipynb``. ``"paged"`` and ``"block table off by one
     block"`` continue every prompt greedily on a pool; ``"forked"`` and ``"copy-on-write forgotten"`` read each
     prompt once and continue it twice, taking turns (:func:`continue_forks`). "same words": the share of
     continuations equal to the contiguous cache's (for a fork: to the same continuation written alone); "reads
-    right": the share of continuations whose logits, fed the text token by token, are those of one whole causal
-    pass at every step (within 1e-4), as a test of a cache should check.
+    right logits": the share of continuations that read their cache right: fed the text token by token, their
+    logits are those of one whole causal pass at every step (within 1e-4), as a test of a cache should check.
     """
-    counts = {name: {"reads right": 0.0, "same words": 0.0} for name in
+    counts = {name: {"right logits": 0.0, "same words": 0.0} for name in
               ("paged", "block table off by one block", "forked", "copy-on-write forgotten")}
     for prompt in prompts:
         prompt, P = prompt[None], len(prompt)
@@ -191,7 +228,7 @@ def paged_bugs(model, prompts: Sequence[torch.Tensor], max_new_tokens: int = 6, 
             counts[name]["same words"] += torch.equal(generate(paged, prompt, max_new_tokens), expected)
             cache = cache_class(BlockPool(64 * block_size, block_size), len(model.layers))
             model(prompt, cache)
-            counts[name]["reads right"] += _read_right(model, [expected], P, [cache])[0]
+            counts[name]["right logits"] += _read_right(model, [expected], P, [cache])[0]
         firsts = model(prompt).logits[:, -1].topk(2, dim=-1).indices.T[:, :, None]  # the best, the second best
         truth = [continue_alone(model, prompt, first, max_new_tokens) for first in firsts]
         for name, cache_class in (("forked", PagedCache), ("copy-on-write forgotten", NoCopyOnWrite)):
@@ -199,15 +236,16 @@ def paged_bugs(model, prompts: Sequence[torch.Tensor], max_new_tokens: int = 6, 
             counts[name]["same words"] += sum(map(torch.equal, texts, truth)) / 2
             parent = cache_class(BlockPool(64 * block_size, block_size), len(model.layers))
             model(prompt, parent)
-            counts[name]["reads right"] += sum(_read_right(model, truth, P, [parent, parent.fork()])) / 2
+            counts[name]["right logits"] += sum(_read_right(model, truth, P, [parent, parent.fork()])) / 2
     return {name: {k: v / len(prompts) for k, v in c.items()} for name, c in counts.items()}
 
 
 @torch.no_grad()
 def latent_bug(ours, theirs, prompts: torch.Tensor, max_new_tokens: int = 6) -> dict[str, dict[str, float]]:
     """Our copy of a DeepSeek-V3 model, right and with :func:`with_rotated_latent`, against ``theirs``
-    (transformers'): ``{name: {"reads right": share of prompts with its logits (within 1e-4), "same words": share
-    with its greedy tokens}}``. ``prompts`` is ``(N, P)``.
+    (transformers'): ``{name: {"right logits": share of prompts with its logits (within 1e-4), "same words": share
+    with its greedy tokens}}``. ``prompts`` is ``(N, P)``. The rotated latent is a bug of the model, not of its
+    cache (that reads right, :func:`cache_error`): right logits here are transformers', not the model's own.
 
     Built step by step in ``notebooks/17_latent_and_paged.ipynb``.
     """
@@ -219,5 +257,5 @@ def latent_bug(ours, theirs, prompts: torch.Tensor, max_new_tokens: int = 6) -> 
         logits = model(prompts).logits
         right = [bool((a - b).abs().max() < 1e-4) for a, b in zip(logits, reference, strict=True)]
         same = [torch.equal(a, b) for a, b in zip(generate(model, prompts, max_new_tokens), words, strict=True)]
-        out[name] = {"reads right": sum(right) / len(right), "same words": sum(same) / len(same)}
+        out[name] = {"right logits": sum(right) / len(right), "same words": sum(same) / len(same)}
     return out
