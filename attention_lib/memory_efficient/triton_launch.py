@@ -194,7 +194,12 @@ class interpreted:  # noqa: N801 - used like a decorator: interpreted(kernel)[gr
 
 
 def check_block_sizes(block_sizes) -> tuple[int, int] | None:
-    """``None``, or ``block_sizes`` checked: a pair of powers of two of at least 16 (``tl.dot`` needs 16).
+    """``None``, or ``block_sizes`` checked: a pair of powers of two (``tl.arange`` needs them) of at least 16.
+
+    The keys per block, ``BLOCK_S``, are the ``K`` of ``tl.dot(weights, v)``, which a GPU compiles with 16-bit inputs
+    only from 16 on (8 in float32: ``min_dot_size`` in Triton's ``backends/nvidia/compiler.py``); the queries per
+    block are its ``M``, for which 1 would do: the package asks 16 of both, in every dtype. (The ``K`` of
+    ``tl.dot(q, tl.trans(k))`` is the head size ``E``, checked with the tensors.)
 
     Raises:
         TypeError: if it is not a pair of ints.
@@ -211,8 +216,9 @@ def check_block_sizes(block_sizes) -> tuple[int, int] | None:
                          f"block_sizes={block_sizes!r} has {len(block_sizes)}; {fix}")
     sizes = tuple(check_int(b, "block_sizes", fix=fix) for b in block_sizes)
     if not all(b >= 16 and b & (b - 1) == 0 for b in sizes):
-        raise ValueError(f"block_sizes must be two powers of two of at least 16, as tl.dot needs, but "
-                         f"block_sizes={block_sizes!r}; {fix}")
+        raise ValueError(f"block_sizes must be two powers of two (as tl.arange needs) of at least 16 (the keys per "
+                         f"block are the K of tl.dot(weights, v), which a GPU compiles with 16-bit inputs from 16 on; "
+                         f"the package asks the same of the queries per block), but block_sizes={block_sizes!r}; {fix}")
     return sizes
 
 
