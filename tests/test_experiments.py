@@ -102,6 +102,9 @@ def test_timing_breakdown_times_the_three_versions_at_each_length():
         assert 0.0 <= row.reused
         assert 0.0 < row.whole
         assert row.faults is None or row.faults >= 0.0
+        # the plain version's faults are counted and returned whenever the system counts faults at all
+        assert (row.faults_plain is None) == (row.faults is None)
+        assert row.faults_plain is None or row.faults_plain >= 0.0
 
 
 @pytest.mark.parametrize(("kwargs", "error", "message"), [

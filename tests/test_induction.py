@@ -14,6 +14,7 @@ from attention_lib.attention_only import (
     phase_change,
     previous_token_score,
 )
+from attention_lib.interventions import edit_head, force_onto, zero_rows
 from attention_lib.plotting import plot_head_maps, plot_phase_change
 from attention_lib.training.induction_heads import (
     build_model,
@@ -21,6 +22,7 @@ from attention_lib.training.induction_heads import (
     encode,
     evaluate_induction,
     load_induction,
+    lowest_and_last,
     make_repeats,
     repeated_part,
     save_induction,
@@ -220,6 +222,79 @@ def test_the_shipped_models_heads_score_what_the_lesson_states(shipped):
         assert abs(heads["induction"][1, head].item() - stated) < TOL
     others = torch.cat([heads["previous token"][0, 1:], heads["previous token"][1], heads["induction"][0]])
     assert others.max().item() < 0.15  # no other head does either job
+
+
+def _rows_off(rows):
+    """An edit that zeroes one head's weights at the ``(N, L)`` rows chosen and keeps the others."""
+    return lambda weights: torch.where(rows[:, :, None], zero_rows(weights), weights)
+
+
+def test_the_previous_token_head_is_needed_at_the_keys_not_the_queries(shipped):
+    """Section 6: the previous-token head switched off at the first segment (the keys) costs what switching it off
+    everywhere costs; at the copy (the queries) almost nothing."""
+    batch = make_repeats(2000, seed=31337)
+    i, k = torch.arange(32)[None], batch.lengths[:, None]
+    scored = repeated_part(batch.lengths, 32)
+    accuracy = {}
+    for where, rows in (("keys", i < k), ("queries", (i >= k) & (i < 2 * k))):
+        with torch.no_grad(), edit_head(shipped.layers[0], 0, _rows_off(rows)):
+            right = shipped(batch.tokens).logits[:, :-1].argmax(-1) == batch.tokens[:, 1:]
+        accuracy[where] = right[scored].float().mean().item()
+    assert abs(accuracy["keys"] - STATED["ablated"]) < 2 * TOL
+    assert accuracy["queries"] > STATED["accuracy"] - 2 * TOL
+
+
+def test_the_first_token_habit_runs_through_the_layer_1_heads(shipped):
+    """Section 8: at the first segment's queries 4 to 8 the first token is often the top guess; zero the layer-1
+    heads' weights there and it is near chance, force them onto key 0 and it always is."""
+    batch = make_repeats(2000, seed=31337)
+    first, segment = batch.tokens[:, :1], torch.arange(32)[None] < batch.lengths[:, None]
+    early = segment & (torch.arange(32)[None] >= 4) & (torch.arange(32)[None] <= 8)
+
+    def top_first(edit=None):
+        with torch.no_grad():
+            if edit is None:
+                logits = shipped(batch.tokens).logits
+            else:
+                with edit_head(shipped.layers[1], [0, 1], lambda w: torch.where(segment[:, :, None], edit(w), w)):
+                    logits = shipped(batch.tokens).logits
+        return (logits.argmax(-1) == first)[early].float().mean().item()
+
+    assert top_first() > 0.3
+    assert top_first(zero_rows) < 0.08  # chance is 1 / 32
+    assert top_first(lambda w: force_onto(w, rows=None, keys=0)) == 1.0
+
+
+def test_forcing_the_previous_token_head_onto_late_positions_restores_the_copy(shipped):
+    """Section 5: after a random prefix, a copy whose source lies at 16 or after fails; forcing the previous-token
+    head onto i - 1 at every row makes it work there too."""
+    g = torch.Generator().manual_seed(99)
+    N = 1000
+    tokens = torch.randint(0, 32, (N, 32), generator=g)
+    seg, prefix = torch.randint(6, 13, (N,), generator=g), torch.randint(1, 9, (N,), generator=g)
+    i = torch.arange(32)[None]
+    copy = (i >= (prefix + seg)[:, None]) & (i < (prefix + 2 * seg)[:, None])
+    tokens = tokens.gather(1, torch.where(copy, i - seg[:, None], i))
+    q = torch.arange(31)[None]
+    late = (q >= (prefix + seg)[:, None]) & (q <= (prefix + 2 * seg - 2)[:, None]) & (q - seg[:, None] + 1 >= 16)
+
+    def onto_previous(weights):
+        for row in range(1, weights.shape[1]):
+            weights = force_onto(weights, rows=row, keys=row - 1)
+        return weights
+
+    with torch.no_grad():
+        intact = shipped(tokens).logits[:, :-1].argmax(-1) == tokens[:, 1:]
+        with edit_head(shipped.layers[0], 0, onto_previous):
+            forced = shipped(tokens).logits[:, :-1].argmax(-1) == tokens[:, 1:]
+    assert intact[late].float().mean().item() < 0.2
+    assert forced[late].float().mean().item() > 0.6
+
+
+def test_lowest_and_last_reads_a_curve_that_falls_then_rises():
+    lowest, last = lowest_and_last([3.6] * 40 + [3.5] * 40 + [3.7] * 40)
+    assert lowest == pytest.approx(3.5)
+    assert last == pytest.approx(3.7)
 
 
 def test_the_shipped_one_layer_model_has_no_induction_head():

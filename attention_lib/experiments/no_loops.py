@@ -27,8 +27,9 @@ class CallBreakdown:
     """What one call of the matrix version costs at one length ``L``, on the CPU, in one thread.
 
     Times are medians of CPU seconds per call (``time.process_time``: the time the program ran, not the time it
-    waited for a busy machine); ``faults`` are the minor page faults per call (``None`` where the system does not
-    count them).
+    waited for a busy core; it still counts the time lost when other programs crowd the caches and memory);
+    ``faults``, ``faults_plain`` and ``faults_reused`` are the minor page faults per call of the whole, plain and
+    reused versions (``None`` where the system does not count them).
     """
 
     L: int
@@ -38,6 +39,7 @@ class CallBreakdown:
     faults: float | None  # page faults per call of the whole version
     faults_reused: float | None  # page faults per call of the same steps in memory allocated once
     plain: float = float("nan")  # the same steps as bare PyTorch calls: new tensors, but no argument checks
+    faults_plain: float | None = None  # page faults per call of the plain version
 
     @property
     def flops(self) -> int:
@@ -59,8 +61,8 @@ def timing_breakdown(lengths, *, repeats: int = 7, warmup: int = 2) -> list[Call
     Built step by step in ``notebooks/07_no_loops.ipynb``. For each ``L`` (random ``(L, 64)`` queries, keys and
     values, from a fixed seed): the call as written; the same steps as bare PyTorch calls, new tensors but no
     argument checks (``plain``); the same five steps writing into ``(L, L)`` buffers allocated once (``out=``); and
-    the two matrix products alone. They take turns, so that a busy moment
-    hits all alike; one thread and CPU time keep other programs on the machine out of the numbers.
+    the two matrix products alone. They take turns, so that a busy moment hits all alike; one thread and CPU time
+    leave out the time spent waiting for a busy core, though not the slowdown of sharing caches and memory.
 
     Args:
         lengths: the sentence lengths ``L`` to try (positive integers).
@@ -76,8 +78,8 @@ def timing_breakdown(lengths, *, repeats: int = 7, warmup: int = 2) -> list[Call
 
     Example:
         >>> (row,) = timing_breakdown([16], repeats=2, warmup=0)
-        >>> row.L, row.flops, 0.0 < row.products
-        (16, 65536, True)
+        >>> row.L, row.flops, 0.0 < row.products, row.faults_plain is None or row.faults_plain >= 0
+        (16, 65536, True, True)
     """
     lengths = [check_int(L, "L", minimum=1, fix="pass sentence lengths such as [128, 256].") for L in lengths]
     repeats = check_int(repeats, "repeats", minimum=1)
@@ -129,4 +131,4 @@ def _breakdown(L: int, repeats: int, warmup: int) -> CallBreakdown:
     median = {name: sorted(times)[len(times) // 2] for name, times in seconds.items()}
     per_call = {name: (sum(counts) / len(counts) if counts else None) for name, counts in faults.items()}
     return CallBreakdown(L, median["whole"], median["reused"], median["products"], per_call["whole"],
-                         per_call["reused"], median["plain"])
+                         per_call["reused"], median["plain"], per_call["plain"])

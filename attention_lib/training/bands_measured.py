@@ -34,11 +34,15 @@ BANDS = {
     'induction: loss on the repeated part':
         (0.5422035455703735, 0.5989060997962952, 'number', 2, 'all'),
     'induction: loss on the repeated part, first 20 steps':
-        (3.576315629482269, 3.6069969296455384, 'number', 1, 'all'),
+        (3.576315629482269, 3.6069969534873962, 'number', 1, 'all'),
     'induction: loss on the repeated part, last 20 steps':
         (0.5605094045400619, 0.6178292900323867, 'number', 1, 'all'),
     'induction: loss on the rest':
         (3.661525249481201, 3.6683058738708496, 'number', 2, 'all'),
+    'induction: loss on the rest, lowest 20-step moving average':
+        (3.4959451079368593, 3.5012388706207274, 'number', 2, 'all'),
+    'induction: rise of the loss on the rest, from its lowest moving average to its last 20 steps':
+        (0.16731630563735944, 0.1840213894844056, 'number', 2, 'all'),
     'induction: step where the induction score is halfway up':
         (150, 175, 'step', 2, 'all'),
     'induction: step where the loss is halfway down':

@@ -9,10 +9,11 @@
 - :mod:`~attention_lib.training.induction_heads.band_figures`: the lesson's trained figures, for its bands.
 """
 
+from .band_figures import lowest_and_last
 from .recipe import HELDOUT_SEED, RECIPE, InductionRun, build_model, evaluate_induction, train_induction
 from .repeats import MAX_REPEAT, MIN_REPEAT, SEQ_LEN, VOCAB, RepeatBatch, decode, encode, make_repeats, repeated_part
 from .shipped import load_induction, save_induction
 
 __all__ = ["HELDOUT_SEED", "MAX_REPEAT", "MIN_REPEAT", "RECIPE", "SEQ_LEN", "VOCAB", "InductionRun", "RepeatBatch",
-           "build_model", "decode", "encode", "evaluate_induction", "load_induction", "make_repeats", "repeated_part",
-           "save_induction", "train_induction"]
+           "build_model", "decode", "encode", "evaluate_induction", "load_induction", "lowest_and_last", "make_repeats",
+           "repeated_part", "save_induction", "train_induction"]

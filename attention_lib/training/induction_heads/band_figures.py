@@ -32,6 +32,9 @@ REPEATED = declare(KINDS, "induction: accuracy on the repeated part")
 OTHER = declare(KINDS, "induction: accuracy on the rest")
 REPEATED_LOSS = declare(KINDS, "induction: loss on the repeated part", "number", 2)
 OTHER_LOSS = declare(KINDS, "induction: loss on the rest", "number", 2)
+OTHER_LOWEST = declare(KINDS, "induction: loss on the rest, lowest 20-step moving average", "number", 2)
+OTHER_RISE = declare(KINDS, "induction: rise of the loss on the rest, from its lowest moving average to its last 20 "
+                            "steps", "number", 2)
 PREVIOUS_UP = declare(KINDS, "induction: step where the previous-token score is halfway up", "step")
 INDUCTION_UP = declare(KINDS, "induction: step where the induction score is halfway up", "step")
 PREVIOUS_LAG = declare(KINDS, "induction: steps from the loss halfway down to the previous-token score halfway up",
@@ -44,6 +47,19 @@ def halfway(steps, curve) -> int:
     """The first recorded step at which a score is at least halfway from its first value to its last."""
     target = curve[0] + 0.5 * (curve[-1] - curve[0])
     return next(s for s, v in zip(steps, curve, strict=True) if v >= target)
+
+
+def lowest_and_last(losses, window: int = 20) -> tuple[float, float]:
+    """The lowest ``window``-step moving average of a loss curve, and the mean of its last ``window`` steps.
+
+    Used by ``notebooks/13_induction_heads.ipynb`` on the loss on the unrepeated part, which falls and then rises.
+
+    Example:
+        >>> lowest_and_last([3.0] * 20 + [2.0] * 20 + [2.5] * 20)
+        (2.0, 2.5)
+    """
+    y = torch.as_tensor(losses, dtype=torch.float64)
+    return float(y.unfold(0, window, 1).mean(-1).min()), float(y[-window:].mean())
 
 
 def figures(seed: int = 0) -> dict[str, float]:
@@ -63,6 +79,8 @@ def figures(seed: int = 0) -> dict[str, float]:
     phase = phase_change(run.repeated_losses)
     found |= {LOSS_BEFORE: phase.before, LOSS_AFTER: phase.after, HALFWAY: phase.step, BEGINS: phase.begins,
                 LASTS: phase.ends - phase.begins}
+    lowest, last = lowest_and_last(run.other_losses)
+    found |= {OTHER_LOWEST: lowest, OTHER_RISE: last - lowest}
     scores = evaluate_induction(run.model)
     found |= {REPEATED: scores["repeated accuracy"], OTHER: scores["other accuracy"],
                 REPEATED_LOSS: scores["repeated loss"], OTHER_LOSS: scores["other loss"]}
