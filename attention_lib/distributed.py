@@ -32,6 +32,7 @@ import torch.multiprocessing as mp
 
 from .validation import check_int
 
+
 def check_world(world) -> int:
     """``world``, checked: an int, at least 1 (one process is a ring of one).
 

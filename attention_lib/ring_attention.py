@@ -132,8 +132,7 @@ def block_to_compute(mask: torch.Tensor | None):
     queries, as in torch's ``_templated_ring_attention`` with load balancing.
 
     Example:
-        >>> q, k = chunk_positions(16, 4, 1, "zigzag"), chunk_positions(16, 4, 0, "zigzag")
-        >>> block_to_compute(ring_block_mask(q, k))  # keys 0, 1 for all four queries, nothing masked
+        >>> block_to_compute(ring_block_mask(chunk_positions(16, 4, 1, "zigzag"), chunk_positions(16, 4, 0, "zigzag")))
         (slice(0, 4, None), slice(0, 2, None), None)
     """
     if mask is None:  # not causal: the whole block

@@ -70,13 +70,15 @@ def test_the_zigzag_ring_computes_half_blocks_off_the_diagonal_so_its_busiest_ra
     assert block_to_compute(ring_block_mask(mine, earlier)) == (slice(0, 4), slice(0, 2), None)  # first keys, all q
     assert block_to_compute(ring_block_mask(mine, later)) == (slice(2, 4), slice(0, 4), None)  # all keys, last q
     rows, cols, mask = block_to_compute(ring_block_mask(mine, mine))  # the diagonal: the whole block, masked
-    assert (rows, cols) == (slice(0, 4), slice(0, 4)) and torch.equal(mask, ring_block_mask(mine, mine))
+    assert (rows, cols) == (slice(0, 4), slice(0, 4))
+    assert torch.equal(mask, ring_block_mask(mine, mine))
     assert block_to_compute(ring_block_mask(chunk_positions(16, 4, 0), chunk_positions(16, 4, 1))) is None
     assert computed_scores(48, 4) == [144, 288, 432, 576]
     assert computed_scores(48, 4, "zigzag") == [360] * 4  # 144 on the diagonal + 3 half-blocks of 72
     for n, world in [(16, 2), (48, 4), (24, 3)]:
         zigzag, contiguous = computed_scores(n, world, "zigzag"), computed_scores(n, world)
-        assert max(zigzag) < max(contiguous) and len(set(zigzag)) == 1
+        assert max(zigzag) < max(contiguous)
+        assert len(set(zigzag)) == 1
         assert all(c >= u for c, u in zip(zigzag, useful_scores(n, world, "zigzag"), strict=True))
 
 

@@ -15,6 +15,7 @@ from collections.abc import Callable, Mapping, Sequence
 import torch
 
 from ..ring_attention import chunk_positions
+from ..validation import is_int
 from ._allowed import PLAIN, Allowed
 from ._checker import CheckResult, check_function
 
@@ -144,7 +145,7 @@ def check_ring_bug_predictions(predictions, measured: Mapping[str, Sequence[int]
     for bug, ranks in measured.items():
         guess = predictions[bug]
         if not isinstance(guess, Sequence | set) or isinstance(guess, str) or not all(
-                isinstance(r, int) and not isinstance(r, bool) and 0 <= r < 4 for r in guess):
+                is_int(r) and 0 <= r < 4 for r in guess):
             return CheckResult("failed", f"❌ bug predictions: a prediction is a list of ranks 0-3 (ints, not "
                                f"True/False), but for {bug!r} got {guess!r}; e.g. [1, 3], or [] for none.")
         if len(set(guess)) != len(guess):
