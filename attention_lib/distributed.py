@@ -30,7 +30,17 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
-from .ring_attention import check_world
+from .validation import check_int
+
+
+def check_world(world) -> int:
+    """``world``, checked: an int, at least 1 (one process is a ring of one).
+
+    Raises:
+        TypeError: if it is not an int. ValueError: if it is below 1.
+    """
+    return check_int(world, "world", minimum=1, fix="a ring needs at least one process (world=1 runs alone)")
+
 
 #: Seconds :func:`spawn` waits for all ranks before it stops them and raises TimeoutError.
 DEFAULT_TIMEOUT = 120.0
@@ -233,4 +243,28 @@ def tensor_bytes(*tensors: torch.Tensor) -> int:
     return total
 
 
-__all__ = ["DEFAULT_TIMEOUT", "ProcessRing", "check_importable", "run_under_torchrun", "spawn", "tensor_bytes"]
+def _world_and_rank(group) -> tuple[int, int]:
+    initialised = dist.is_available() and dist.is_initialized()
+    return (dist.get_world_size(group), dist.get_rank(group)) if initialised else (1, 0)
+
+
+def pass_round(tensor: torch.Tensor, group=None):
+    """Send ``tensor`` to the next rank and receive the previous rank's (``dist.batch_isend_irecv``, which cannot
+    deadlock): ``(buffer, wait)``; call ``wait()`` before reading ``buffer``, and work in between, overlapping."""
+    (world, rank), buffer = _world_and_rank(group), torch.empty_like(tensor)
+    peer = (lambda r: r) if group is None else (lambda r: dist.get_global_rank(group, r))  # a group's rank -> global
+    requests = dist.batch_isend_irecv([dist.P2POp(dist.isend, tensor, peer((rank + 1) % world), group),
+                                       dist.P2POp(dist.irecv, buffer, peer((rank - 1) % world), group)])
+    return buffer, lambda: [r.wait() for r in requests]
+
+
+def _pack(*tensors: torch.Tensor) -> torch.Tensor:  # one message per hop
+    return torch.cat([t.reshape(-1) for t in tensors])
+
+
+def _unpack(flat: torch.Tensor, *like: torch.Tensor) -> list[torch.Tensor]:
+    return [part.view_as(t) for part, t in zip(flat.split([t.numel() for t in like]), like, strict=True)]
+
+
+__all__ = ["DEFAULT_TIMEOUT", "ProcessRing", "check_importable", "check_world", "pass_round", "run_under_torchrun",
+           "spawn", "tensor_bytes"]

@@ -1,18 +1,16 @@
 """Ring attention: the sequence split over processes, keys and values passed round a ring, exact attention.
 
 Built step by step in ``notebooks/16_ring_attention.ipynb``. Each of ``P`` processes (ranks) holds the
-queries, keys and values of ``n / P`` positions. Attention needs every key for every query, so the key/value
-chunks travel: at each of ``P - 1`` hops a rank sends the chunk it holds to the next rank and receives one
-from the previous, and folds each chunk into its queries' running max, sum and blend with lesson 10's
-:func:`~attention_lib.online_softmax_update`, unchanged. No rank ever holds more than two key/value chunks
-and one ``(n/P) x (n/P)`` block of scores per head (Liu, Zaharia & Abbeel 2023, "Ring Attention with
-Blockwise Transformers for Near-Infinite Context").
+queries, keys and values of ``n / P`` positions; the key/value chunks travel round the ring, ``P - 1`` hops,
+and each rank folds each chunk into its queries with lesson 10's :func:`~attention_lib.online_softmax_update`.
+No rank holds more than two key/value chunks besides its own and one ``(n/P) x (n/P)`` block of scores per
+head (Liu, Zaharia & Abbeel 2023, "Ring Attention with Blockwise Transformers for Near-Infinite Context").
 
 Two layouts say which positions a rank holds (:func:`chunk_positions`): ``"contiguous"`` (rank ``r`` holds
 chunk ``r``) and ``"zigzag"`` (the sequence cut into ``2P`` chunks; rank ``r`` holds chunks ``r`` and
-``2P - 1 - r``), which gives every rank the same causal work (Brandon et al. 2023 stripe positions for the
-same reason; Llama 3's context parallelism splits in ``2P`` chunks like this). Lengths that do not divide
-are **refused** with a ValueError, not padded: padding would change what every rank counts.
+``2P - 1 - r``), which gives every rank the same causal work when the ring computes only the half-blocks
+needed (:func:`block_to_compute`; Brandon et al. 2023 stripe positions for the same reason; Llama 3 splits in
+``2P`` chunks like this). Lengths that do not divide are **refused** with a ValueError, not padded.
 """
 
 from __future__ import annotations
@@ -20,8 +18,8 @@ from __future__ import annotations
 import math
 
 import torch
-import torch.distributed as dist
 
+from .distributed import _pack, _unpack, _world_and_rank, check_world, pass_round
 from .memory_efficient import online_softmax_update
 from .validation import check_index, check_int, check_qkv
 
@@ -29,11 +27,7 @@ LAYOUTS = ("contiguous", "zigzag")  #: the layouts :func:`chunk_positions` knows
 
 
 def check_layout(layout) -> str:
-    """``layout`` itself, checked: one of :data:`LAYOUTS`.
-
-    Raises:
-        TypeError: if it is not a string. ValueError: if it is another string.
-    """
+    """``layout`` itself, checked: one of :data:`LAYOUTS` (TypeError if not a string, else ValueError)."""
     if not isinstance(layout, str):
         raise TypeError(f"layout must be a string, one of {LAYOUTS}, but got {type(layout).__name__} ({layout!r}).")
     if layout not in LAYOUTS:
@@ -56,8 +50,7 @@ def chunk_positions(n: int, world: int, rank: int, layout: str = "contiguous") -
     Raises:
         TypeError: if a size is not an int, or ``layout`` not a string.
         ValueError: if ``world < 1``, ``rank`` is outside ``0 .. world - 1``, the layout is unknown, or ``n`` is not
-            a multiple of ``world`` (contiguous) or ``2·world`` (zigzag). Ring attention refuses such lengths
-            rather than padding them.
+            a multiple of ``world`` (contiguous) or ``2·world`` (zigzag): refused, not padded.
 
     Example:
         >>> chunk_positions(8, 2, 0, "zigzag")
@@ -78,15 +71,6 @@ def chunk_positions(n: int, world: int, rank: int, layout: str = "contiguous") -
     c = n // pieces
     chunks = [rank] if layout == "contiguous" else [rank, pieces - 1 - rank]
     return torch.cat([torch.arange(i * c, (i + 1) * c) for i in chunks])
-
-
-def check_world(world) -> int:
-    """``world``, checked: an int, at least 1 (one process is a ring of one).
-
-    Raises:
-        TypeError: if it is not an int. ValueError: if it is below 1.
-    """
-    return check_int(world, "world", minimum=1, fix="a ring needs at least one process (world=1 runs alone)")
 
 
 def shard(x: torch.Tensor, world: int, rank: int, layout: str = "contiguous", dim: int = -2) -> torch.Tensor:
@@ -128,7 +112,7 @@ def useful_scores(n: int, world: int, layout: str = "contiguous", is_causal: boo
 
 def useful_scores_formula(n: int, world: int, layout: str = "contiguous") -> list[int]:
     """:func:`useful_scores` of causal attention in closed form: a chunk of ``c`` queries starting at ``s``
-    sees ``s + 1 .. s + c`` keys, ``c·s + c(c + 1)/2`` in all.
+    sees ``s + 1 .. s + c`` keys, ``c·s + c(c + 1)/2`` scores in all.
 
     Example:
         >>> useful_scores_formula(48, 4, "zigzag")
@@ -139,15 +123,49 @@ def useful_scores_formula(n: int, world: int, layout: str = "contiguous") -> lis
     return [sum(c * (i * c) + c * (c + 1) // 2 for i in chunks[r]) for r in range(world)]
 
 
+def block_to_compute(mask: torch.Tensor | None):
+    """The part of a block of scores the ring computes: ``(rows, cols, mask)``, slices of the queries and keys
+    and the mask of that part (``None`` where all of it may attend), or ``None`` when nothing may attend.
+
+    The part is the smallest rectangle holding every ``True`` of ``mask`` ``(Lq, Lk)``. Zigzag blocks off the
+    diagonal are halves: the first half of the keys for all queries, or all keys for the second half of the
+    queries, as in torch's ``_templated_ring_attention`` with load balancing.
+
+    Example:
+        >>> block_to_compute(ring_block_mask(chunk_positions(16, 4, 1, "zigzag"), chunk_positions(16, 4, 0, "zigzag")))
+        (slice(0, 4, None), slice(0, 2, None), None)
+    """
+    if mask is None:  # not causal: the whole block
+        return slice(None), slice(None), None
+    rows, cols = mask.any(dim=-1).nonzero().flatten(), mask.any(dim=-2).nonzero().flatten()
+    if rows.numel() == 0:
+        return None  # the whole chunk is in the future of every query here: skipped
+    rows, cols = slice(int(rows[0]), int(rows[-1]) + 1), slice(int(cols[0]), int(cols[-1]) + 1)
+    part = mask[rows, cols]
+    return rows, cols, None if bool(part.all()) else part
+
+
+def computed_scores(n: int, world: int, layout: str = "contiguous") -> list[int]:
+    """The scores each rank of a causal ring computes, masked ones included: the parts
+    :func:`block_to_compute` keeps, hop by hop. Compare with :func:`useful_scores`.
+
+    Example:
+        >>> computed_scores(48, 4), computed_scores(48, 4, "zigzag")
+        ([144, 288, 432, 576], [360, 360, 360, 360])
+    """
+    mine = [chunk_positions(n, world, rank, layout) for rank in range(check_world(world))]
+    parts = [[block_to_compute(ring_block_mask(mine[r], mine[(r - hop) % world])) for hop in range(world)]
+             for r in range(world)]
+    return [sum(len(mine[r][p[0]]) * len(mine[r][p[1]]) for p in parts[r] if p is not None) for r in range(world)]
+
+
 def ring_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, is_causal: bool = False, *,
                    layout: str = "contiguous", scale: float | None = None, group=None) -> torch.Tensor:
     """Exact attention over a sequence split across the processes of ``group``: this rank's output chunk.
 
     Built step by step in ``notebooks/16_ring_attention.ipynb``. Every rank calls it with its own chunk (see
-    :func:`shard`); the result equals the rows of ``scaled_dot_product_attention`` on the whole sequence that
-    this rank holds, and so do the gradients (one ``torch.autograd.Function``: the backward pass walks the ring
-    again, dK and dV travelling with their chunk until they reach home). Without an initialised
-    ``torch.distributed`` it runs as a ring of one.
+    :func:`shard`); the result and the gradients equal the rows of SDPA on the whole sequence that this rank
+    holds (the backward pass walks the ring again, dK and dV travelling home). Alone: a ring of one.
 
     Args:
         query: ``(N, ..., C, E)``, the queries of this rank's ``C = n / world`` positions.
@@ -190,29 +208,6 @@ def ring_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, 
     return _RingAttention.apply(query, key, value, bool(is_causal), scale, positions, rank, group)
 
 
-def _world_and_rank(group) -> tuple[int, int]:
-    initialised = dist.is_available() and dist.is_initialized()
-    return (dist.get_world_size(group), dist.get_rank(group)) if initialised else (1, 0)
-
-
-def pass_round(tensor: torch.Tensor, group=None):
-    """Send ``tensor`` to the next rank and receive the previous rank's (``dist.batch_isend_irecv``, which cannot
-    deadlock): ``(buffer, wait)``; call ``wait()`` before reading ``buffer``, and work in between, overlapping."""
-    (world, rank), buffer = _world_and_rank(group), torch.empty_like(tensor)
-    peer = (lambda r: r) if group is None else (lambda r: dist.get_global_rank(group, r))  # a group's rank -> global
-    requests = dist.batch_isend_irecv([dist.P2POp(dist.isend, tensor, peer((rank + 1) % world), group),
-                                       dist.P2POp(dist.irecv, buffer, peer((rank - 1) % world), group)])
-    return buffer, lambda: [r.wait() for r in requests]
-
-
-def _pack(*tensors: torch.Tensor) -> torch.Tensor:  # one message per hop
-    return torch.cat([t.reshape(-1) for t in tensors])
-
-
-def _unpack(flat: torch.Tensor, *like: torch.Tensor) -> list[torch.Tensor]:
-    return [part.view_as(t) for part, t in zip(flat.split([t.numel() for t in like]), like, strict=True)]
-
-
 def ring_forward(query, key, value, is_causal, scale, positions, rank, group=None, *, update=online_softmax_update,
                  hops=None, block_mask=ring_block_mask):
     """The forward walk: ``(output, running_max, running_sum)``. ``update``, ``hops`` and ``block_mask`` are the
@@ -234,12 +229,15 @@ def ring_forward(query, key, value, is_causal, scale, positions, rank, group=Non
         if hop < world - 1:  # start passing it on before computing with it: the transfer overlaps the work
             flat = _pack(key, value) if flat is None else flat  # a chunk that arrived goes on as it came
             incoming, wait = pass_round(flat, group)
-        mask = block_mask(positions[rank], positions[source]) if is_causal else None
-        if mask is None or bool(mask.any()):  # a chunk entirely in the future is skipped
-            scores = (query @ k.transpose(-2, -1)) * scale  # (N, ..., C, E) @ (N, ..., E, C) -> (N, ..., C, C)
+        part = block_to_compute(block_mask(positions[rank], positions[source]) if is_causal else None)
+        if part is not None:  # a chunk entirely in the future is skipped; of the others, only the part needed
+            rows, cols, mask = part
+            scores = (query[..., rows, :] @ k[..., cols, :].transpose(-2, -1)) * scale  # (.., Cq, E) @ (.., E, Ck)
             if mask is not None:
                 scores = scores.masked_fill(~mask, -math.inf)
-            state = update(*state, scores, v)
+            folded = update(*(s[..., rows, :] for s in state), scores, v[..., cols, :])  # those queries' state
+            for s, new in zip(state, folded, strict=True):
+                s[..., rows, :] = new
         if hop < world - 1:
             wait()
             flat = incoming
@@ -269,7 +267,8 @@ def ring_backward(grad_output, query, key, value, output, row_max, row_sum, is_c
                   group=None):
     """``(dQ, dK, dV)`` of this rank's chunk. Each hop rebuilds the weights ``exp(s - m) / l`` of the chunk it
     holds (lesson 10's backward), adds to dQ here and to that chunk's dK and dV, which travel on with it; after
-    the last hop, dK and dV make one more hop, home."""
+    the last hop, dK and dV make one more hop, home. Unlike the forward pass, each hop computes first and then
+    passes the chunk on (its dK and dV are not finished before), so the transfer does not overlap the work."""
     world = len(positions)
     grad_output = grad_output.contiguous()
     row_term = (grad_output * output).sum(dim=-1, keepdim=True)  # D = rowsum(dO * O): (N, ..., C, 1)
@@ -277,16 +276,18 @@ def ring_backward(grad_output, query, key, value, output, row_max, row_sum, is_c
     k, v, dk, dv = key, value, torch.zeros_like(key), torch.zeros_like(value)
     for hop in range(world):
         source = (rank - hop) % world
-        mask = ring_block_mask(positions[rank], positions[source]) if is_causal else None
-        if mask is None or bool(mask.any()):
-            scores = (query @ k.transpose(-2, -1)) * scale  # (N, ..., C, C)
+        part = block_to_compute(ring_block_mask(positions[rank], positions[source]) if is_causal else None)
+        if part is not None:  # the same parts as the forward pass
+            rows, cols, mask = part
+            q, do, kc = query[..., rows, :], grad_output[..., rows, :], k[..., cols, :]
+            scores = (q @ kc.transpose(-2, -1)) * scale  # (N, ..., Cq, E) @ (N, ..., E, Ck) -> (N, ..., Cq, Ck)
             if mask is not None:
                 scores = scores.masked_fill(~mask, -math.inf)
-            weights = torch.exp(scores - row_max) / row_sum  # P, rebuilt: (N, ..., C, C)
-            dv = dv + weights.transpose(-2, -1) @ grad_output  # (C, C) @ (C, Ev) -> (C, Ev)
-            grad_scores = weights * (grad_output @ v.transpose(-2, -1) - row_term)  # dS = P * (dP - D)
-            grad_query = grad_query + scale * grad_scores @ k  # (C, C) @ (C, E) -> (C, E)
-            dk = dk + scale * grad_scores.transpose(-2, -1) @ query  # (C, C) @ (C, E) -> (C, E)
+            weights = torch.exp(scores - row_max[..., rows, :]) / row_sum[..., rows, :]  # W, rebuilt: (.., Cq, Ck)
+            grad_scores = weights * (do @ v[..., cols, :].transpose(-2, -1) - row_term[..., rows, :])  # W * (dW - D)
+            dv[..., cols, :] += weights.transpose(-2, -1) @ do  # (Ck, Cq) @ (Cq, Ev) -> (Ck, Ev)
+            grad_query[..., rows, :] += scale * grad_scores @ kc  # (Cq, Ck) @ (Ck, E) -> (Cq, E)
+            dk[..., cols, :] += scale * grad_scores.transpose(-2, -1) @ q  # (Ck, Cq) @ (Cq, E) -> (Ck, E)
         if world > 1:  # pass the chunk on with its gradients; after the last hop only dK and dV, going home
             last = hop == world - 1
             incoming, wait = pass_round(_pack(dk, dv) if last else _pack(k, v, dk, dv), group)

@@ -26,3 +26,25 @@ def raise_on_rank(rank: int, world: int, victim: int) -> int:
 def sleep(rank: int, world: int, seconds: float) -> int:
     time.sleep(seconds)
     return rank
+
+
+def count_computed_scores(rank: int, world: int, n: int, layouts: list[str]) -> list[int]:
+    """For each layout, the scores this rank's causal ring forward computes: what ``update`` receives, counted."""
+    import torch
+
+    from attention_lib.memory_efficient import online_softmax_update
+    from attention_lib.ring_attention import chunk_positions, ring_forward
+
+    counts = []
+    for layout in layouts:
+        seen = []
+
+        def counting(*state_scores_value, seen=seen):
+            seen.append(state_scores_value[3].numel())
+            return online_softmax_update(*state_scores_value)
+
+        q = k = v = torch.randn(1, 1, n // world, 2)
+        every = [chunk_positions(n, world, r, layout) for r in range(world)]
+        ring_forward(q, k, v, True, 1.0, every, rank, update=counting)
+        counts.append(sum(seen))
+    return counts

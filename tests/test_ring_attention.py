@@ -17,8 +17,11 @@ import torch.nn.functional as F
 from attention_lib.distributed import ProcessRing, spawn, tensor_bytes
 from attention_lib.experiments import ring_attention as workers
 from attention_lib.ring_attention import (
+    block_to_compute,
     chunk_positions,
+    computed_scores,
     ring_attention,
+    ring_block_mask,
     shard,
     useful_scores,
     useful_scores_formula,
@@ -60,6 +63,32 @@ def test_the_lessons_counts_at_world_4():
     assert useful_scores(48, 4, "contiguous") == [78, 222, 366, 510]
     assert useful_scores(48, 4, "zigzag") == [294] * 4
     assert useful_scores(48, 4, "contiguous", is_causal=False) == [576] * 4
+
+
+def test_the_zigzag_ring_computes_half_blocks_off_the_diagonal_so_its_busiest_rank_computes_less():
+    mine, earlier, later = (chunk_positions(16, 4, r, "zigzag") for r in (1, 0, 2))
+    assert block_to_compute(ring_block_mask(mine, earlier)) == (slice(0, 4), slice(0, 2), None)  # first keys, all q
+    assert block_to_compute(ring_block_mask(mine, later)) == (slice(2, 4), slice(0, 4), None)  # all keys, last q
+    rows, cols, mask = block_to_compute(ring_block_mask(mine, mine))  # the diagonal: the whole block, masked
+    assert (rows, cols) == (slice(0, 4), slice(0, 4))
+    assert torch.equal(mask, ring_block_mask(mine, mine))
+    assert block_to_compute(ring_block_mask(chunk_positions(16, 4, 0), chunk_positions(16, 4, 1))) is None
+    assert computed_scores(48, 4) == [144, 288, 432, 576]
+    assert computed_scores(48, 4, "zigzag") == [360] * 4  # 144 on the diagonal + 3 half-blocks of 72
+    for n, world in [(16, 2), (48, 4), (24, 3)]:
+        zigzag, contiguous = computed_scores(n, world, "zigzag"), computed_scores(n, world)
+        assert max(zigzag) < max(contiguous)
+        assert len(set(zigzag)) == 1
+        assert all(c >= u for c, u in zip(zigzag, useful_scores(n, world, "zigzag"), strict=True))
+
+
+def test_a_ring_of_2_computes_the_scores_computed_scores_counts():
+    import ring_workers
+
+    layouts = ["contiguous", "zigzag"]
+    per_rank = spawn(ring_workers.count_computed_scores, 2, 16, layouts)
+    for i, layout in enumerate(layouts):
+        assert [counts[i] for counts in per_rank] == computed_scores(16, 2, layout), layout
 
 
 # -- bad input -------------------------------------------------------------------------------------------------------

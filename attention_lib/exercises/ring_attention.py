@@ -14,15 +14,27 @@ from collections.abc import Callable, Mapping, Sequence
 
 import torch
 
-from ..ring_attention import chunk_positions, shard
+from ..ring_attention import chunk_positions
+from ..validation import is_int
+from ._allowed import PLAIN, Allowed
 from ._checker import CheckResult, check_function
 
 _INPUTS = [(16, 4, 1), (24, 3, 2), (8, 2, 0)]
 
 
+def _drawn() -> tuple[int, int, int]:
+    """A fourth ``(n, world, rank)``, drawn at check time from a seeded generator (so the same on every run, and
+    not shown in the lesson: an answer that looks the three inputs up fails here)."""
+    g = torch.Generator().manual_seed(16)
+    world = int(torch.randint(5, 9, (1,), generator=g))  # 5 .. 8 ranks: none of the fixed inputs has so many
+    c, rank = int(torch.randint(2, 5, (1,), generator=g)), int(torch.randint(1, world - 1, (1,), generator=g))
+    return 2 * world * c, world, rank
+
+
 def _inputs(trial: int) -> tuple[int, int, int]:
-    """``(n, world, rank)``: a middle rank of 4, the last rank of 3 (its two chunks meet), and rank 0 of 2."""
-    return _INPUTS[trial]
+    """``(n, world, rank)``: a middle rank of 4, the last rank of 3 (its two chunks meet), rank 0 of 2, and one
+    drawn by :func:`_drawn`."""
+    return _INPUTS[trial] if trial < len(_INPUTS) else _drawn()
 
 
 def _zigzag(n, world, rank):
@@ -45,15 +57,25 @@ MISTAKES = [
     (lambda n, world, rank: torch.cat([_chunks(n, world, [rank]), _chunks(n, world, [2 * world - 1 - rank]).flip(0)]),
      "the right positions, but the second chunk is reversed: keep every chunk's positions in increasing order "
      "(torch.arange(start, stop))."),
+    (lambda n, world, rank: _chunks(n, world, [rank, world + rank]),
+     "chunk r and chunk world + r take the same place in each half of the sequence, so the second chunk still "
+     "has more past for the later ranks. Mirror it instead: the second chunk is 2 * world - 1 - r, so rank 0 takes "
+     "the last chunk and rank world - 1 the middle one."),
+    (lambda n, world, rank: _chunks(n, world, [rank, (2 * world - 1 - rank) % world]),
+     "no % world: there are 2 * world chunks, numbered 0 .. 2 * world - 1, and the second chunk of rank r is "
+     "2 * world - 1 - r, in the second half of the sequence (the % folds it back into the first half)."),
+    (lambda n, world, rank: torch.arange(rank, n, world),
+     "that is Brandon et al.'s striped layout (rank r holds positions r, r + world, r + 2·world, ...), which also "
+     "balances causal work, but this exercise asks for the zigzag: two contiguous chunks, r and 2 * world - 1 - r."),
     (lambda n, world, rank: _chunks(n, world, [2 * world - 1 - rank, rank]),
      "the right positions in the wrong order: list chunk r first, then chunk 2 * world - 1 - r, so that the "
      "positions increase (the ring's masks pair each query with its position in this order)."),
 ]
 
-#: The package's layout does the exercise for you.
-FORBIDDEN = {chunk_positions: "write the positions yourself from torch.arange and torch.cat: your function called "
-                              "{call}, which does it for you.",
-             shard: "write the positions yourself from torch.arange and torch.cat: your function called {call}."}
+#: Plain tensor operations; the package's layout (chunk_positions, shard) is the answer, so it is refused.
+ALLOWED = Allowed(PLAIN, said="torch.arange, torch.cat and indexing",
+                  library_hint="write the positions yourself from torch.arange and torch.cat: your function called "
+                               "{call}, which does it for you.")
 
 
 def check_zigzag_positions(fn: Callable) -> CheckResult:
@@ -72,13 +94,18 @@ def check_zigzag_positions(fn: Callable) -> CheckResult:
         >>> print(check_zigzag_positions(MISTAKES[0][0]))
         ❌ zigzag_positions: not quite. Hint: that is the contiguous layout ...
     """
-    result = check_function(fn, _zigzag, _inputs, name="zigzag_positions", mistakes=MISTAKES, forbidden=FORBIDDEN,
-                            atol=0, rtol=0, shape_hint="rank r holds n // world positions: two chunks of "
-                                                        "n // (2 * world).")
-    if result.passed:
-        return CheckResult("passed", "✅ zigzag_positions: right for rank 1 of 4, rank 2 of 3 and rank 0 of 2 "
-                                     "(n = 16, 24, 8). Well done!")
-    return result
+    result = check_function(fn, _zigzag, _inputs, name="zigzag_positions", mistakes=MISTAKES, allowed=ALLOWED,
+                            trials=len(_INPUTS) + 1, atol=0, rtol=0,
+                            shape_hint="rank r holds n // world positions: two chunks of n // (2 * world).")
+    if not result.passed:
+        return result
+    dtype = fn(*_inputs(0)).dtype
+    if dtype != torch.int64:
+        return CheckResult("failed", f"❌ zigzag_positions: the right positions, but of dtype {dtype}; positions "
+                           f"index tensors, so return torch.int64 (torch.arange of Python ints gives it: drop the "
+                           f"dtype= or the .float()/.int()).")
+    return CheckResult("passed", "✅ zigzag_positions: right for rank 1 of 4, rank 2 of 3 and rank 0 of 2 "
+                                 "(n = 16, 24, 8), and for one more ring the checker drew. Well done!")
 
 
 #: The three bugs of the gallery, each with why it breaks the ranks it breaks (shown once predicted).
@@ -118,9 +145,12 @@ def check_ring_bug_predictions(predictions, measured: Mapping[str, Sequence[int]
     for bug, ranks in measured.items():
         guess = predictions[bug]
         if not isinstance(guess, Sequence | set) or isinstance(guess, str) or not all(
-                isinstance(r, int) and 0 <= r < 4 for r in guess):
-            return CheckResult("failed", f"❌ bug predictions: a prediction is a list of ranks 0-3, but for {bug!r} "
-                               f"got {guess!r}; e.g. [1, 3], or [] for none.")
+                is_int(r) and 0 <= r < 4 for r in guess):
+            return CheckResult("failed", f"❌ bug predictions: a prediction is a list of ranks 0-3 (ints, not "
+                               f"True/False), but for {bug!r} got {guess!r}; e.g. [1, 3], or [] for none.")
+        if len(set(guess)) != len(guess):
+            return CheckResult("failed", f"❌ bug predictions: for {bug!r} you listed a rank twice ({list(guess)!r}); "
+                               f"name each wrong rank once, e.g. [1, 3].")
         hit = set(guess) == set(ranks)
         right += hit
         lines.append(f"{'✅' if hit else '❌'} {bug}: you predicted {sorted(set(guess))}, the ring measured "

@@ -172,13 +172,25 @@ def compare_with_torch_ring(rank: int, world: int, case: dict) -> dict:
 
 
 # -- training: lesson 12's model with its sequence split over the ranks ----------------------------------------------
-def reversal_batch(n: int, vocab: int, batch: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """Random tokens ``(batch, n)`` and their reversal as targets: every position needs a far one."""
+def half_shift_batch(n: int, vocab: int, batch: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Random tokens ``(batch, n)``; position ``i``'s target is the token at ``(i + n/2) mod n``, which lies on
+    another rank in both layouts on 2 ranks (contiguous: the other half; zigzag: the other pair of chunks).
+
+    Example:
+        >>> tokens, targets = half_shift_batch(8, 5, 1, seed=0)
+        >>> torch.equal(targets[0, :4], tokens[0, 4:]) and torch.equal(targets[0, 4:], tokens[0, :4])
+        True
+    """
     tokens = torch.randint(0, vocab, (batch, n), generator=torch.Generator().manual_seed(seed))
-    return tokens, tokens.flip(-1)
+    return tokens, tokens.roll(-(n // 2), dims=-1)
 
 
-def split_forward(model, tokens: torch.Tensor, positions: torch.Tensor, layout: str) -> torch.Tensor:
+def within_chunk(query, key, value, is_causal=False, *, layout="contiguous"):
+    """The control of the training: attention among this rank's own positions only, no ring (SDPA on the chunk)."""
+    return F.scaled_dot_product_attention(query, key, value, is_causal=is_causal)
+
+
+def split_forward(model, tokens: torch.Tensor, positions: torch.Tensor, layout: str, attend=ring_attention):
     """:class:`~attention_lib.TinyTransformer`'s forward on this rank's positions, attention by the ring:
     logits ``(N, C, classes)``. Everything but attention works on each position alone, so it runs unchanged."""
     x = model.token_embedding(tokens) + model.positions.weight[positions]  # (N, C, E): each position its vector
@@ -186,7 +198,7 @@ def split_forward(model, tokens: torch.Tensor, positions: torch.Tensor, layout: 
         attention, h = block.attention, block.norm1(x)
         q, k, v = (split_heads(proj(h), attention.num_heads)  # (N, C, E) -> (N, H, C, Dh)
                    for proj in (attention.q_proj, attention.k_proj, attention.v_proj))
-        x = x + attention.out_proj(merge_heads(ring_attention(q, k, v, layout=layout)))
+        x = x + attention.out_proj(merge_heads(attend(q, k, v, layout=layout)))
         x = x + block.mlp(block.norm2(x))
     return model.readout(model.norm(x))
 
@@ -199,19 +211,20 @@ def build_model(n: int, vocab: int, seed: int):
 
 
 def train_split_sequence(rank: int, world: int, steps: int = 5, n: int = 16, vocab: int = 8, batch: int = 8,
-                         seed: int = 0, layout: str = "zigzag") -> list[float]:
+                         seed: int = 0, layout: str = "zigzag", ring: bool = True, lr: float = 1e-2) -> list[float]:
     """Worker (also runs alone with ``rank=0, world=1`` and no process group): ``steps`` Adam steps of lesson
-    12's model with the sequence split over the ranks; every rank's gradients summed (all-reduce). Returns
-    the losses, the same on every rank."""
+    12's model on :func:`half_shift_batch` with the sequence split over the ranks; every rank's gradients summed
+    (all-reduce). ``ring=False`` is the control: attention within each rank's chunk (:func:`within_chunk`).
+    Returns the losses, the same on every rank."""
     import torch.distributed as dist
 
     model = build_model(n, vocab, seed)
-    optimizer = torch.optim.Adam(model.parameters(), lr=1e-2)
+    optimizer = torch.optim.Adam(model.parameters(), lr=lr)
     positions = chunk_positions(n, world, rank, layout)
     losses = []
     for step in range(steps):
-        tokens, targets = reversal_batch(n, vocab, batch, seed + step)
-        logits = split_forward(model, tokens[:, positions], positions, layout)
+        tokens, targets = half_shift_batch(n, vocab, batch, seed + step)
+        logits = split_forward(model, tokens[:, positions], positions, layout, ring_attention if ring else within_chunk)
         # This rank's share of the mean over every position of the whole batch.
         loss = F.cross_entropy(logits.flatten(0, 1), targets[:, positions].flatten(), reduction="sum") / tokens.numel()
         optimizer.zero_grad()
@@ -226,13 +239,19 @@ def train_split_sequence(rank: int, world: int, steps: int = 5, n: int = 16, voc
     return losses
 
 
-def train_one_process(steps: int = 5, n: int = 16, vocab: int = 8, batch: int = 8, seed: int = 0) -> list[float]:
+def train_within_chunk(rank: int, world: int, steps: int = 5) -> list[float]:
+    """Worker: :func:`train_split_sequence` with attention within each rank's chunk, no ring (the control)."""
+    return train_split_sequence(rank, world, steps, ring=False)
+
+
+def train_one_process(steps: int = 5, n: int = 16, vocab: int = 8, batch: int = 8, seed: int = 0,
+                      lr: float = 1e-2) -> list[float]:
     """The same steps in one process through the model's own forward (``calculate_attention``): the losses."""
     model = build_model(n, vocab, seed)
-    optimizer = torch.optim.Adam(model.parameters(), lr=1e-2)
+    optimizer = torch.optim.Adam(model.parameters(), lr=lr)
     losses = []
     for step in range(steps):
-        tokens, targets = reversal_batch(n, vocab, batch, seed + step)
+        tokens, targets = half_shift_batch(n, vocab, batch, seed + step)
         loss = F.cross_entropy(model(tokens).logits.flatten(0, 1), targets.flatten())
         optimizer.zero_grad()
         loss.backward()

@@ -69,10 +69,10 @@ def plot_score_owners(n: int, world: int, layouts: Sequence[str] = ("contiguous"
         ax.set_xlabel("key position")
         ax.set_ylabel("query position")
         ax.grid(False)
-        described.append(f"{layout}: " + ", ".join(f"rank {r} computes {c}" for r, c in enumerate(counts)))
-    axes[0].figure.suptitle(title or f"causal attention, n = {n}, {world} ranks: who computes each score",
+        described.append(f"{layout}: " + ", ".join(f"rank {r} {c} useful" for r, c in enumerate(counts)))
+    axes[0].figure.suptitle(title or f"causal attention, n = {n}, {world} ranks: who computes each useful score",
                             fontsize=11)
-    set_alt(fig, f"Two lower-triangular score tables of {n} positions coloured by the rank that computes each "
+    set_alt(fig, f"Two lower-triangular score tables of {n} positions coloured by the rank that holds each useful "
                  f"score. " + "; ".join(described) + ".")
     return finish(fig)
 
