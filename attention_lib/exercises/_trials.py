@@ -49,8 +49,9 @@ FLOAT64_PRECISION = ("right in float32, but on float64 inputs your result differ
 #: The same, when the function converts no dtype: the numbers themselves are a little off.
 FLOAT64_SMALL_CHANGE = ("right to float32's precision, but on float64 inputs your result differs from the reference "
                         "({differs}), more than float64's rounding: your function computes something slightly "
-                        "different, such as a small constant added to a norm or a sum (an eps of 1e-8) or a score "
-                        "clamped. Compute exactly the formula asked, with nothing added.")
+                        "different, such as a small constant added to a norm or a sum (an eps of 1e-8), a score "
+                        "clamped, or a number made as a float32 tensor (torch.tensor(d_k).sqrt() is float32 whatever "
+                        "the inputs: use math.sqrt(d_k)). Compute exactly the formula asked, with nothing added.")
 #: Operations that change a tensor's dtype.
 _CONVERSIONS = {"float", "half", "to", "type", "type_as"}
 
