@@ -751,6 +751,21 @@ def _blind_rows() -> list[Exercise]:
         return w[..., torch.arange(K, w.size(-1) if end == "L" else 2 * K),
                  torch.arange(1, (w.size(-1) - K if end == "L" else K) + 1)].mean(dim=(0, -1))
 
+    def cosine_in_place(q, k, temperature=0.1):  # right numbers, but the caller's queries are normalised
+        q.div_(q.norm(dim=-1, keepdim=True))
+        return cosine(q, k, temperature)
+
+    def split_in_place(x, h):  # (L, N, E): the caller's tensor comes back transposed
+        x.transpose_(0, 1)
+        return x.reshape(*x.shape[:2], h, -1).transpose(1, 2)
+
+    def online_in_place(m, s, o, sc, v):  # right numbers, but the caller's running state is overwritten
+        new = torch.maximum(m, sc.amax(-1, keepdim=True))
+        shift = new.masked_fill(new == ninf, 0.0)
+        correction, w = torch.exp(m - shift), torch.exp(sc - shift)
+        s.mul_(correction).add_(w.sum(-1, keepdim=True))
+        return new, s, o * correction + w @ v
+
     return [
         Exercise(check_log_softmax, correct=[lambda s: log_softmax(s, detach_max=True)], stubs=(),
                  wrong=[(lambda s: log_softmax(s, detach_lse=True), "the gradient with respect to `scores` differs")]),
@@ -761,7 +776,8 @@ def _blind_rows() -> list[Exercise]:
         Exercise(check_online_softmax_update, correct=[online], stubs=(),
                  wrong=[(lambda *a: online(*a, slip="detach"), "detach nothing"),
                         (lambda *a: online(*a, slip="nan_to_num"), "the gradient with respect to `running_max` is NaN"),
-                        (lambda *a: online(*a, slip="clamp"), "yours is -1e+30 and the reference's -inf")]),
+                        (lambda *a: online(*a, slip="clamp"), "yours is -1e+30 and the reference's -inf"),
+                        (online_in_place, "changed its input `running_sum` in place")]),
         Exercise(check_cross_attention, correct=[cross], stubs=(),
                  wrong=[(lambda q, s, n: cross(q, s, n, "detach"), "the gradient with respect to `sentences`"),
                         (lambda q, s, n: cross(q, s, n, "-1e9"), "-1e9 gives (lesson 08)")],
@@ -769,7 +785,8 @@ def _blind_rows() -> list[Exercise]:
         Exercise(check_weights_no_loops, correct=[cosine], stubs=(),
                  wrong=[(lambda q, k, temperature=0.1: cosine(q, k, ignore=True),
                          "it ignores its `temperature` argument"),
-                        (lambda q, k: cosine(q, k, eps=1e-8), "a small constant added to a norm")],
+                        (lambda q, k: cosine(q, k, eps=1e-8), "a small constant added to a norm"),
+                        (cosine_in_place, "changed its input `query` in place")],
                  passed_says="at the temperatures 0.1 and 0.5"),
         Exercise(check_soft_lookup, correct=[lookup], stubs=(),
                  wrong=[(lambda q, k, v: lookup(q, k, v, squeeze=()), "drops every dimension of size 1"),
@@ -778,7 +795,8 @@ def _blind_rows() -> list[Exercise]:
         Exercise(check_sinusoidal_encoding, correct=[], stubs=(),
                  wrong=[(lambda n, d: encoding_in_place(n, d).double(), "your table is float64")]),
         Exercise(check_split_heads, correct=[split], stubs=(), passed_says="the first again in float64",
-                 wrong=[(lambda x, h: split(x.float(), h), "for float64 inputs your function returned float32")]),
+                 wrong=[(lambda x, h: split(x.float(), h), "for float64 inputs your function returned float32"),
+                        (split_in_place, "changed its input `x` in place")]),
         Exercise(check_merge_heads, correct=[], stubs=(),
                  wrong=[(lambda x: x.float().permute(2, 0, 1, 3).flatten(2), "your function returned float32")]),
         Exercise(check_scores_shape, correct=[], stubs=(),

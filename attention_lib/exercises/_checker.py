@@ -25,7 +25,7 @@ from ._compare import _finite_parts_agree, _holds_tensors, difference
 from ._crashes import explain_crash
 from ._hints import HINTS
 from ._running import Run, run_learner
-from ._trials import backward_slip, float64_slip
+from ._trials import CHANGED_INPUT, backward_slip, float64_slip
 
 #: A typical mistake: a function that computes the wrong answer the way learners often do, and its hint.
 Mistake = tuple[Callable[..., object], str]
@@ -78,7 +78,8 @@ def check_function(learner_fn: Callable, reference_fn: Callable, make_inputs: Ca
                    trials: int = 3, atol: float = 1e-5, rtol: float = 1e-4,
                    allowed: Allowed | None = None, no_loops: bool = False, loop_hint: str | None = None,
                    clues: Mapping[str, str] | None = None, explain: Explain | None = None,
-                   inputs_said: str | None = None, float64: bool = False, backward: bool = False) -> CheckResult:
+                   inputs_said: str | None = None, float64: bool = False, backward: bool = False,
+                   keep_inputs: bool = False) -> CheckResult:
     """Check ``learner_fn`` against ``reference_fn`` on the inputs ``make_inputs(0)`` .. ``make_inputs(trials - 1)``.
 
     Args:
@@ -107,6 +108,8 @@ def check_function(learner_fn: Callable, reference_fn: Callable, make_inputs: Ca
         float64: also run the first input in float64: the result must be float64 and float64-accurate.
         backward: also run backward through the answer on every input, and compare the gradients with the
             reference's (see :func:`~attention_lib.exercises._trials.backward_slip`).
+        keep_inputs: a right answer must also leave the caller's tensors as they were (no ``q.div_()``,
+            ``x.transpose_()``, ``state -= ...``): the learner's function gets copies, compared after the call.
 
     Returns:
         A :class:`CheckResult`.
@@ -188,6 +191,12 @@ def check_function(learner_fn: Callable, reference_fn: Callable, make_inputs: Ca
         slip = backward_slip(learner_fn, args, allowed, _params(reference_fn, len(args)), reference_fn)
     if slip is not None:
         return CheckResult("failed", f"❌ {name}: not quite. Hint: {slip}")
+    changed = next(((trial, run) for trial, run in answers.items() if run.changed), None) if keep_inputs else None
+    if changed is not None:  # right numbers, but the caller's tensors did not come back as they were
+        trial, run = changed
+        ops = ", ".join(dict.fromkeys(run.in_place)) or "an in-place operation"
+        said = CHANGED_INPUT.format(name=_params(reference_fn, len(make_inputs(trial)))[run.changed[0]], ops=ops)
+        return CheckResult("failed", f"❌ {name}: right numbers, but {said}")
     return CheckResult("passed", f"✅ {name}: correct on {inputs_said or f'{trials} fixed test inputs'}"
                        f"{also_checked(float64, backward)}. Well done!")
 

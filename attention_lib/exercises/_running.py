@@ -47,6 +47,7 @@ class Run:
     in_place: list[str] = field(default_factory=list)  # the in-place operations called, as written
     batched_T: bool = False  # noqa: N815 - a tensor of more than 2 dimensions reversed by `.T`, then used
     arguments: dict[str, list[tuple]] = field(default_factory=dict)  # op -> the plain (non-tensor) arguments
+    changed: list[int] = field(default_factory=list)  # the arguments whose tensors the call changed in place
 
 
 _IN_PLACE_SHOWN = {"sub": "-=", "add": "+=", "mul": "*=", "div": "/=", "setitem": "x[...] = ..."}
@@ -193,7 +194,20 @@ def run_learner(fn: Callable, args: tuple, allowed: Allowed | None = None, *, co
             run.error = error
     run.warnings = [str(w.message) for w in caught]
     run.lines = counter.lines if counter else None
+    if copy:  # the copies were the learner's: one that came back different was changed in place
+        run.changed = [i for i, (a, c) in enumerate(zip(args, copies, strict=True)) if not _unchanged(a, c)]
     return run
+
+
+def _unchanged(original, copy) -> bool:
+    """Whether ``copy`` (a tensor, or a tuple or list of them) still equals ``original``, shape and numbers."""
+    if isinstance(original, torch.Tensor) and isinstance(copy, torch.Tensor):
+        return (original.shape == copy.shape and original.dtype == copy.dtype
+                and (original.is_meta or bool(torch.equal(original.nan_to_num(0.0, 1.0, -1.0), copy.nan_to_num(
+                    0.0, 1.0, -1.0)) and torch.equal(original.isnan(), copy.isnan()))))
+    if isinstance(original, tuple | list) and isinstance(copy, tuple | list) and len(original) == len(copy):
+        return all(_unchanged(a, c) for a, c in zip(original, copy, strict=True))
+    return True
 
 
 def loop_growth(fn: Callable, inputs: Sequence[tuple]) -> tuple[str, int, int] | None:

@@ -22,8 +22,8 @@ IN_PLACE = ("your function changes a tensor in place ({ops}), and autograd then 
             "s = s - s.amax(dim=-1, keepdim=True), e = e / e.sum(dim=-1, keepdim=True), w = w.masked_fill(...) or "
             "torch.where(...), instead of -=, /=, w[...] = ... or a method ending in _.")
 CHANGED_INPUT = ("your function changed its input `{name}` in place ({ops}): the caller's tensor is no longer what "
-                 "it was (a model's scores, overwritten). Make each step a new tensor, s = s - ..., instead of "
-                 "-=, /=, x[...] = ... or a method ending in _.")
+                 "it was. Make each step a new tensor, s = s - ..., instead of -=, /=, x[...] = ... or a method "
+                 "ending in _ (such as .div_() or .transpose_()).")
 DETACHED = ("your result is cut off from its inputs (.detach(), .data, or a new tensor built from the numbers), so "
             "no gradient can flow back through it and a model could not train through it. Compute it from the "
             "inputs with tensor operations.")

@@ -180,7 +180,7 @@ def check_split_heads(fn) -> CheckResult:
         ❌ split_heads: expected shape (2, 4, 3, 2), but got (3, 4, 2, 2). Hint: you got (L, H, N, Dh): ...
     """
     result = check_function(fn, _split_reference, _split_inputs, name="split_heads", mistakes=SPLIT_MISTAKES,
-                            allowed=ALLOWED, shape_hint=_split_shape_hint, float64=True)
+                            allowed=ALLOWED, shape_hint=_split_shape_hint, float64=True, keep_inputs=True)
     return CheckResult("passed", f"✅ split_heads: correct on {_SAID}{also_checked(True, False)}. Well done!") \
         if result.passed else result
 
@@ -196,6 +196,6 @@ def check_merge_heads(fn) -> CheckResult:
         'passed'
     """
     result = check_function(fn, _merge_reference, _merge_inputs, name="merge_heads", mistakes=MERGE_MISTAKES,
-                            allowed=ALLOWED, shape_hint=_merge_shape_hint, float64=True)
+                            allowed=ALLOWED, shape_hint=_merge_shape_hint, float64=True, keep_inputs=True)
     return CheckResult("passed", f"✅ merge_heads: correct on {_SAID}{also_checked(True, False)}. Well done!") \
         if result.passed else result

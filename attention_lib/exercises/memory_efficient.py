@@ -143,7 +143,8 @@ def check_online_softmax_update(fn: Callable) -> CheckResult:
         ❌ online_softmax_update: not quite. Hint: when the maximum grows, the old sum and the old blend were ...
     """
     result = check_function(fn, online_softmax_update, _inputs, name="online_softmax_update", mistakes=_MISTAKES,
-                            allowed=ALLOWED, trials=TRIALS, float64=True, backward=True)
+                            allowed=ALLOWED, trials=TRIALS, float64=True, backward=True,
+                            keep_inputs=True)
     if result.passed:
         return CheckResult("passed", f"✅ online_softmax_update: correct on three fixed states and blocks (in one, a "
                                      f"query whose keys have all been masked) and on a first block from the initial "

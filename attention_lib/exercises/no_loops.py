@@ -142,7 +142,7 @@ def check_weights_no_loops(fn: Callable) -> CheckResult:
     """
     name = "weights_no_loops"
     result = check_function(
-        fn, _reference, _inputs, name=name, mistakes=MISTAKES, allowed=ALLOWED, float64=True,
+        fn, _reference, _inputs, name=name, mistakes=MISTAKES, allowed=ALLOWED, float64=True, keep_inputs=True,
         shape_hint="the weights are (N, L, S): one row per query, one column per key, for every sentence. A matrix "
                    "product of (N, L, E) and (N, E, S) gives that shape for every sentence at once.",
     )
