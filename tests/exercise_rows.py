@@ -609,6 +609,7 @@ def kernel_rows() -> list[Exercise]:
              "upside down it gives every score -inf"),
             (kernel_with((ragged_mask, "tl.where(cols[None, :] < S - 1, scores, float(\"-inf\"))")),
              "leaves out the last key, S - 1"),
+            (kernel_with(("    key_end = S\n", "    key_end = S - 1\n")), "leaves out the last key, S - 1"),
             (kernel_with(("output = running_output / running_sum[:, None]", "output = running_output")),
              "not yet divided by the sum of the weights"),
             (kernel_with(("K_head, V_head = K + bh * k_stride_bh, V + bh * v_stride_bh", "K_head, V_head = K, V")),

@@ -49,7 +49,8 @@ class Case:
 CASES = (
     Case("one tile of 16 keys", (1, 1), 16, 16, 16, 16, False, (16, 16), "update"),
     Case("16 queries, 64 keys in 4 tiles", (1, 1), 16, 64, 16, 16, False, (16, 16), "no rescale"),
-    Case("ragged: 20 queries, 37 keys", (1, 1), 20, 37, 16, 16, False, (16, 16), "ragged tile unmasked"),
+    Case("ragged: 20 queries, 33 keys (one in the last tile)", (1, 1), 20, 33, 16, 16, False, (16, 16),
+         "ragged tile unmasked"),
     Case("2 sentences x 3 heads", (2, 3), 20, 37, 16, 16, False, (16, 16), "heads"),
     Case("E = 32, Ev = 16", (1, 2), 20, 37, 32, 16, False, (16, 16), "value dim"),
     Case("BLOCK_L = 32, BLOCK_S = 16", (2, 2), 40, 37, 16, 16, False, (32, 16), "blocks"),

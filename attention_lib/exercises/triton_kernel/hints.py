@@ -26,7 +26,8 @@ HINTS = {
                      "and inf * 0 is NaN); and the loop, range(0, S, BLOCK_S), which visits every tile, the last one "
                      "included (a loop that visits none leaves running_sum 0).",
     "edge": "your kernel leaves out the last key, S - 1: key j exists when j < S, so the mask is cols < S (not "
-            "cols < S - 1).",
+            "cols < S - 1), and the loop over key tiles is range(0, S, BLOCK_S) (not S - 1), whose last tile may "
+            "hold one key.",
     "no division": "running_output is a sum of weights times values, not yet divided by the sum of the weights: "
                    "after the loop, output = running_output / running_sum[:, None] (one division, at the end).",
     "heads": "each program works on one (sentence, head), bh = tl.program_id(1): every pointer needs that head's "
