@@ -460,7 +460,8 @@ def test_remake_runs_the_named_entries_and_dry_run_runs_nothing(clone, tmp_path)
 
 
 def test_every_regenerator_of_the_package_is_an_entry_of_the_table():
-    """Each module with a ``__main__`` (but the benchmark) is named by a remake entry; each entry's module exists."""
+    """Each module with a ``__main__`` (but the benchmark, and lesson 16's workers, which torchrun starts) is named by a
+    remake entry; each entry's module exists."""
     import importlib.util
 
     from tools.remake import REMAKES, call
@@ -474,7 +475,7 @@ def test_every_regenerator_of_the_package_is_an_entry_of_the_table():
             mains.add(module.removesuffix(".__main__"))
         elif 'if __name__ == "__main__"' in path.read_text():
             mains.add(module)
-    assert mains - named == {"attention_lib.bench", "attention_lib.bench.run"}
+    assert mains - named == {"attention_lib.bench", "attention_lib.bench.run", "attention_lib.experiments.ring_attention"}
     for entry in REMAKES.values():
         if entry.argv[0] == "-c":
             compile(entry.argv[1], "<remake>", "exec")
