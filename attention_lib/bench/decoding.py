@@ -30,6 +30,7 @@ from ..cache import ConcatCache
 from ..generation import generation_steps
 from ..llama import TinyLlama
 from .grouped_query import run_grouped_query
+from .targets import print_target_lines
 
 #: The model timed: lesson 15's architecture, at the width of the issue's prototype.
 SHAPE = {"vocab_size": 32, "embed_dim": 64, "num_heads": 4, "num_layers": 2, "mlp_dim": 128}
@@ -124,15 +125,8 @@ def print_decoding(times: dict[tuple[str, int], float], repeats: int, steps: int
         row = "  ".join(f"{times[m, P] * 1e3:>12.3f}" for m in METHODS)
         print(f"  {P:>6}  {row}  {times['no cache', P] / times['cache', P]:>16.1f}  "
               f"{times['grown cache', P] / times['cache', P]:>13.2f}")
-    targets = decoding_targets(times)
-    print("\n== decoding targets (a target is judged on a quiet machine)")
-    for text, value, sign, limit in targets:
-        if value is None:
-            print(f"  {'not measured':<12} {text} (run the prefixes 128 and 2048)")
-        else:
-            met = value >= limit if sign == ">=" else value <= limit
-            print(f"  {'met' if met else 'MISSED':<12} {text}: {value:.2f}")
-    return targets
+    return print_target_lines("decoding targets (a target is judged on a quiet machine)", decoding_targets(times),
+                              unmeasured="run the prefixes 128 and 2048")
 
 
 def run_decoding(quick: bool = False, repeats: int | None = None) -> dict:

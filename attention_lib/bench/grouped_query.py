@@ -28,6 +28,7 @@ from ..attention import calculate_attention
 from ..cache import KVCache
 from ..grouped_query import GroupedQueryAttention, group_heads
 from .measure import MiB, peak_memory, time_paired
+from .targets import print_target_lines
 
 #: The layer timed, and the key/value heads compared (16: MHA; 4: GQA, G = 4; 1: MQA, G = 16).
 SHAPE = {"embed_dim": 1024, "num_heads": 16}
@@ -142,12 +143,8 @@ def print_grouped_query(result: dict[int, dict[str, float]], S: int, repeats: in
         print(f"  {kv:>8} {G:>3} {r['seconds'] * 1e3:>9.3f} {r['ratio']:>6.2f} {core:>10.2f} "
               f"{r['cache_bytes'] / MiB:>10.2f} "
               f"{r['peak_bytes'] / MiB:>9.3f} {r['peak_bytes'] / (G * r['cache_bytes']):>19.4f}")
-    targets = grouped_query_targets(result)
-    print("\n== grouped-query targets (a time target is judged on a quiet machine)")
-    for text, value, sign, limit in targets:
-        met = value <= limit if sign == "<=" else value < limit
-        print(f"  {'met' if met else 'MISSED':<12} {text}: {value:.3f}")
-    return targets
+    return print_target_lines("grouped-query targets (a time target is judged on a quiet machine)",
+                              grouped_query_targets(result), digits=3)
 
 
 def run_grouped_query(quick: bool = False, repeats: int | None = None) -> dict:

@@ -30,6 +30,7 @@ from ..latent import LatentCache, MultiHeadLatentAttention
 from ..llama import TinyLlama
 from ..paged import BlockPool, PagedCache
 from .decoding import SHAPE
+from .targets import print_target_lines
 
 #: One MLA layer: DeepSeek-V3's proportions (Dn = Dv = E / H, Dr = Dn / 2) at E = 512.
 MLA_SHAPE = {"embed_dim": 512, "num_heads": 16, "kv_rank": 128, "rope_dim": 16, "nope_dim": 32, "v_dim": 32}
@@ -160,15 +161,8 @@ def print_serving(mla: dict, paged: dict, repeats: int, steps: int) -> list:
     for S in sorted({s for _, s in paged}):
         print(f"  {S:>6}  {paged['contiguous', S] * 1e3:>10.3f}  {paged['paged', S] * 1e3:>10.3f}  "
               f"{paged['paged', S] / paged['contiguous', S]:>19.2f}")
-    targets = serving_targets(mla, paged)
-    print("\n== serving targets (a target is judged on a quiet machine)")
-    for text, value, sign, limit in targets:
-        if value is None:
-            print(f"  {'not measured':<12} {text} (run S=2048)")
-        else:
-            met = value >= limit if sign == ">=" else value <= limit
-            print(f"  {'met' if met else 'MISSED':<12} {text}: {value:.2f}")
-    return targets
+    return print_target_lines("serving targets (a target is judged on a quiet machine)", serving_targets(mla, paged),
+                              unmeasured="run S=2048")
 
 
 def run_serving(quick: bool = False, repeats: int | None = None) -> dict:

@@ -14,6 +14,28 @@ import torch
 from ..memory_efficient._blocks import LOG2_E
 from .measure import MiB, growth_exponent, time_paired
 
+
+def print_target_lines(title: str, targets, *, unmeasured: str = "", digits: int = 2) -> list:
+    """Print ``== title`` and each target ``(text, value or None, sign, limit)`` as met, MISSED or not measured
+    (``unmeasured``: what to run to measure it); return ``targets``. ``sign`` is ``">="``, ``"<="`` or ``"<"``.
+
+    Example:
+        >>> _ = print_target_lines("t", [("x <= 2", 1.5, "<=", 2.0), ("y >= 3", None, ">=", 3.0)], unmeasured="run y")
+        <BLANKLINE>
+        == t
+          met          x <= 2: 1.50
+          not measured y >= 3 (run y)
+    """
+    print(f"\n== {title}")
+    for text, value, sign, limit in targets:
+        if value is None:
+            print(f"  {'not measured':<12} {text} ({unmeasured})")
+            continue
+        met = value >= limit if sign == ">=" else (value <= limit if sign == "<=" else value < limit)
+        print(f"  {'met' if met else 'MISSED':<12} {text}: {value:.{digits}f}")
+    return targets
+
+
 #: The name, in the benchmark's tables, of PyTorch's attention that returns the weights too
 #: (``torch.ops.aten._scaled_dot_product_attention_math``): what the weights path is judged against.
 WEIGHTS_REFERENCE = "torch math (weights)"
