@@ -11,6 +11,7 @@ import torch
 
 from ._checker import CheckResult, check_function
 from ._running import run_learner
+from .predictions import AMOUNTS, grade_amounts
 
 #: (N, H, S, D, Dv) per trial: S cached tokens, and Dv != D so that a slip between keys and values shows.
 _SIZES = ((1, 2, 4, 4, 3), (2, 3, 6, 2, 5), (1, 1, 1, 3, 2))
@@ -169,7 +170,6 @@ def _changed_input(fn: Callable) -> str | None:
 
 
 #: How much of the writing stays right, in words, and the share of agreeing sentences each word stands for.
-AMOUNTS = {"all": (0.9, 1.01), "most": (0.5, 0.9), "some": (0.1, 0.5), "none": (0.0, 0.1)}
 #: Why each bug does what it does to the grammar.
 WHY = {
     "top-left mask while decoding": "each new token sees the first key alone (<bos>): it writes as if nothing had "
@@ -191,10 +191,6 @@ WHY = {
 }
 
 
-def _amount(share: float) -> str:
-    return next(word for word, (low, high) in AMOUNTS.items() if low <= share < high)
-
-
 def check_bug_predictions(predictions: Mapping[str, str] | None, gallery: Mapping[str, Mapping[str, float]]
                           ) -> CheckResult:
     """Check predictions, made before measuring, of how many sentences each cache bug leaves right.
@@ -210,27 +206,6 @@ def check_bug_predictions(predictions: Mapping[str, str] | None, gallery: Mappin
         'passed'
     """
     name = "what each bug does"
-    bugs = [b for b in gallery if b != "no bug"]
-    if predictions is None or predictions is Ellipsis or not isinstance(predictions, Mapping):
-        return CheckResult("not attempted", f"📝 {name}: no predictions yet. Fill in `my_predictions` with one of "
-                           f"{list(AMOUNTS)} for each bug, run it, then run this cell again.")
-    missing = [b for b in bugs if predictions.get(b) in (None, Ellipsis, "")]
-    if len(missing) == len(bugs):
-        return CheckResult("not attempted", f"📝 {name}: no predictions yet. Fill in `my_predictions` with one of "
-                           f"{list(AMOUNTS)} for each bug, run it, then run this cell again.")
-    if missing:
-        return CheckResult("failed", f"❌ {name}: predict every bug first; missing: {missing}.")
-    unknown = {b: p for b, p in predictions.items() if b in bugs and p not in AMOUNTS}
-    if unknown:
-        return CheckResult("failed", f"❌ {name}: a prediction is one of {list(AMOUNTS)}, but got {unknown}.")
-    lines, right = [], 0
-    for bug in bugs:
-        share = gallery[bug]["agreeing"]
-        truth = _amount(share)
-        right += predictions[bug] == truth
-        mark = "✓" if predictions[bug] == truth else "✗"
-        lines.append(f"  {mark} {bug}: you said {predictions[bug]!r}, measured {share:.0%} ({truth!r}). "
-                     f"{WHY.get(bug, '')}")
-    verdict = "passed" if right == len(bugs) else "failed"
-    head = "✅" if right == len(bugs) else "❌"
-    return CheckResult(verdict, f"{head} {name}: {right} of {len(bugs)} right.\n" + "\n".join(lines))
+    shares = {bug: measured["agreeing"] for bug, measured in gallery.items() if bug != "no bug"}
+    return grade_amounts(name, predictions, shares, WHY, f"📝 {name}: no predictions yet. Fill in `my_predictions` "
+                         f"with one of {list(AMOUNTS)} for each bug, run it, then run this cell again.")

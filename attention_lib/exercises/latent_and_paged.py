@@ -10,7 +10,7 @@ import torch
 
 from ..paged import read_blocks
 from ._checker import CheckResult, check_function
-from .generation import AMOUNTS, _amount
+from .predictions import AMOUNTS, grade_amounts
 
 #: (num_blocks, B, Hkv, Dh, S) per trial: a part-full last block, full blocks, a single part-full block, and 9
 #: positions in 3 blocks of 4 (where the length over the number of blocks, rounded up, is not B).
@@ -149,23 +149,6 @@ def check_gallery_predictions(predictions: Mapping[str, str] | None, gallery: Ma
         'passed'
     """
     name = "what each bug does"
-    bugs = list(gallery)
-    ask = (f"📝 {name}: no predictions yet. Fill in `my_predictions` with one of {_bands()} for each bug, run it, "
-           f"then run this cell again.")
-    if not isinstance(predictions, Mapping) or all(predictions.get(b) in (None, Ellipsis, "") for b in bugs):
-        return CheckResult("not attempted", ask)
-    missing = [b for b in bugs if predictions.get(b) in (None, Ellipsis, "")]
-    if missing:
-        return CheckResult("failed", f"❌ {name}: predict every bug first; missing: {missing}.")
-    unknown = {b: p for b, p in predictions.items() if b in bugs and p not in AMOUNTS}
-    if unknown:
-        return CheckResult("failed", f"❌ {name}: a prediction is one of {list(AMOUNTS)}, but got {unknown}.")
-    lines, right = [], 0
-    for bug in bugs:
-        share = gallery[bug]["right logits"]
-        truth = _amount(share)
-        right += predictions[bug] == truth
-        lines.append(f"  {'✓' if predictions[bug] == truth else '✗'} {bug}: you said {predictions[bug]!r}, measured "
-                     f"{share:.0%} ({truth!r}). {WHY.get(bug, '')}")
-    head, verdict = ("✅", "passed") if right == len(bugs) else ("❌", "failed")
-    return CheckResult(verdict, f"{head} {name}: {right} of {len(bugs)} right.\n" + "\n".join(lines))
+    return grade_amounts(name, predictions, {bug: measured["right logits"] for bug, measured in gallery.items()}, WHY,
+                         f"📝 {name}: no predictions yet. Fill in `my_predictions` with one of {_bands()} for each "
+                         f"bug, run it, then run this cell again.")

@@ -2,10 +2,13 @@
 
 Used in lessons 01, 04, 05, 08 and 09: a cell asks for a prediction (``my_prediction = None``), the next cell
 measures and calls :func:`check_prediction`, which says how close the guess was and, right or wrong, why the
-measured value is what it is; the experiment's printout comes after the check.
+measured value is what it is; the experiment's printout comes after the check. Lessons 15 and 17 predict a share
+for each bug of a gallery in words (:data:`AMOUNTS`) and grade them with :func:`grade_amounts`.
 """
 
 from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
 
 import torch
 
@@ -56,3 +59,43 @@ def check_prediction(prediction, measured, *, question: str, why: str, rel_tol: 
     if close:
         return CheckResult("passed", f"✅ {question}: {shown} Well reasoned! Why: {why}")
     return CheckResult("failed", f"❌ {question}: {shown} Why: {why}")
+
+
+#: The words a gallery's predictions are made in, and the shares each stands for: ``word: (low, high)``.
+AMOUNTS = {"all": (0.9, 1.01), "most": (0.5, 0.9), "some": (0.1, 0.5), "none": (0.0, 0.1)}
+
+
+def amount(share: float) -> str:
+    """The word of :data:`AMOUNTS` for ``share``: ``amount(0.4) == "some"``."""
+    return next(word for word, (low, high) in AMOUNTS.items() if low <= share < high)
+
+
+def grade_amounts(name: str, predictions, shares: Mapping[str, float], why: Mapping[str, str], ask: str
+                  ) -> CheckResult:
+    """Grade a prediction in words of :data:`AMOUNTS` for each key of ``shares`` (the measured shares), with ``why``.
+
+    ``ask`` is the "not attempted" message; the measurements and the reasons are shown only once every key has a
+    prediction.
+
+    Example:
+        >>> result = grade_amounts("bugs", {"a": "some"}, {"a": 0.4}, {"a": "because."}, "predict")
+        >>> result.status, result.message.splitlines()
+        ('passed', ['✅ bugs: 1 of 1 right.', "  ✓ a: you said 'some', measured 40% ('some'). because."])
+    """
+    keys: Sequence[str] = list(shares)
+    if not isinstance(predictions, Mapping) or all(predictions.get(k) in (None, Ellipsis, "") for k in keys):
+        return CheckResult("not attempted", ask)
+    missing = [k for k in keys if predictions.get(k) in (None, Ellipsis, "")]
+    if missing:
+        return CheckResult("failed", f"❌ {name}: predict every bug first; missing: {missing}.")
+    unknown = {k: p for k, p in predictions.items() if k in keys and p not in AMOUNTS}
+    if unknown:
+        return CheckResult("failed", f"❌ {name}: a prediction is one of {list(AMOUNTS)}, but got {unknown}.")
+    lines, right = [], 0
+    for key in keys:
+        truth = amount(shares[key])
+        right += predictions[key] == truth
+        lines.append(f"  {'✓' if predictions[key] == truth else '✗'} {key}: you said {predictions[key]!r}, measured "
+                     f"{shares[key]:.0%} ({truth!r}). {why.get(key, '')}")
+    head, verdict = ("✅", "passed") if right == len(keys) else ("❌", "failed")
+    return CheckResult(verdict, f"{head} {name}: {right} of {len(keys)} right.\n" + "\n".join(lines))
