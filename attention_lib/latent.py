@@ -14,7 +14,8 @@ Two forms compute the same attention:
   ``(N, 1, S, r) -> (N, H, S, Dn + Dv)``; simple, and the cost of a step grows with ``H · S · r · (Dn + Dv)``;
 - **absorbed** (``absorbed=True``): by associativity, ``q_nope · (W_uk c) = (W_ukᵀ q_nope) · c``, so fold
   ``W_uk`` into the query and ``W_uv`` into the output. Attention then runs over the latents themselves, as
-  multi-query attention with one shared key ``[c, k_rope]`` and one shared value ``c``.
+  multi-query attention with one shared key ``[c, k_rope]`` and one shared value ``c``, the key's first ``r``
+  features. :class:`LatentCache` holds ``c`` and ``k_rope`` side by side, so that key is read in place.
 
 The layout of :class:`MultiHeadLatentAttention` and the names of its projections are transformers'
 ``DeepseekV3Attention`` (``kv_a_proj_with_mqa``, ``kv_a_layernorm``, ``kv_b_proj``), whose cache holds the same
@@ -50,6 +51,13 @@ class LatentCache(KVCache):
         >>> tuple(c.shape), tuple(k_rope.shape), cache.numbers_per_token()  # r + Dr per token per layer
         ((1, 1, 3, 16), (1, 1, 3, 8), 24)
     """
+
+    def _allocate(self, key: torch.Tensor, value: torch.Tensor, layer_idx: int, length: int) -> None:
+        """One buffer ``(N, 1, length, r + Dr)`` per layer, each token's latent and rotary key side by side (as
+        vLLM's MLA cache holds them, 576 numbers in one row for DeepSeek-V3); ``keys`` and ``values`` are views."""
+        N, H, _, r = key.shape
+        both = key.new_zeros(N, H, length, r + value.shape[-1])
+        self.keys[layer_idx], self.values[layer_idx] = both[..., :r], both[..., r:]  # views, written in place
 
     def numbers_per_token(self) -> int:
         """Numbers held per token in each layer: ``r + Dr`` (0 before the first update)."""
@@ -148,13 +156,35 @@ class MultiHeadLatentAttention(nn.Module):
         w_uk, w_uv = self.up_projections()  # (H, Dn, r), (H, Dv, r)
         q_latent = q_nope @ w_uk  # (N, H, L, Dn) @ (H, Dn, r) -> (N, H, L, r): W_uk folded into the query
         q = torch.cat([q_latent, q_rope], dim=-1)  # (N, H, L, r + Dr)
-        k = torch.cat([latent, k_rope], dim=-1)  # (N, 1, S, r + Dr): one key shared by every head (MQA)
+        k = side_by_side(latent, k_rope)  # (N, 1, S, r + Dr): one key shared by every head (MQA)
         N, H, L, _ = q.shape  # every head's queries become rows of one head, as MQA reads its one key: one matmul
         rows = q.reshape(N, 1, H * L, -1)  # (N, H, L, r + Dr) -> (N, 1, H·L, r + Dr), row h·L + l
         mask = None if mask is None else mask.repeat(H, 1)  # (L, S) -> (H·L, S), the same rows
-        mixed = calculate_attention(rows, k, latent, attn_mask=mask, scale=self.scale, need_weights=False)[0]
-        mixed = mixed.view(N, H, L, self.kv_rank)  # (N, 1, H·L, r) -> (N, H, L, r): a blend of latents per head
+        # The value is the latent c, the first r features of the key itself: blend the whole key, keep those r
+        # (one key and value of one size, which SDPA's fused CPU kernel needs; the Dr more are dropped)
+        mixed = calculate_attention(rows, k, k, attn_mask=mask, scale=self.scale, need_weights=False)[0]
+        mixed = mixed[..., :self.kv_rank].reshape(N, H, L, self.kv_rank)  # (N, 1, H·L, r) -> (N, H, L, r)
         return mixed @ w_uv.transpose(-2, -1)  # (N, H, L, r) @ (H, r, Dv) -> (N, H, L, Dv): W_uv folded in after
+
+
+def side_by_side(latent: torch.Tensor, k_rope: torch.Tensor) -> torch.Tensor:
+    """``[latent, k_rope]`` along the features, ``(N, 1, S, r + Dr)``: the absorbed form's shared key.
+
+    A view, with nothing copied, when the two are neighbouring columns of one buffer (as a :class:`LatentCache`
+    holds them); otherwise ``torch.cat``, a copy of every cached token at every step.
+
+    Example:
+        >>> both = torch.arange(12.0).view(1, 1, 3, 4)  # 3 tokens, r = 3 and Dr = 1 side by side
+        >>> latent, k_rope = both.split([3, 1], dim=-1)
+        >>> side_by_side(latent, k_rope).data_ptr() == both.data_ptr(), torch.equal(side_by_side(latent, k_rope), both)
+        (True, True)
+    """
+    r = latent.shape[-1]
+    if (latent.shape[:-1] == k_rope.shape[:-1] and latent.stride() == k_rope.stride() and latent.stride(-1) == 1
+            and latent.untyped_storage().data_ptr() == k_rope.untyped_storage().data_ptr()
+            and k_rope.storage_offset() == latent.storage_offset() + r and latent.dtype == k_rope.dtype):
+        return latent.as_strided((*latent.shape[:-1], r + k_rope.shape[-1]), latent.stride(), latent.storage_offset())
+    return torch.cat([latent, k_rope], dim=-1)
 
 
 class TinyLatentLM(nn.Module):

@@ -140,6 +140,20 @@ def test_the_cache_holds_r_plus_rope_numbers_per_token():
     assert cache.nbytes() == 10 * 24 * 2 * 4  # 10 tokens, 2 layers, float32
 
 
+def test_the_absorbed_form_reads_the_cached_latents_in_place():
+    from attention_lib.latent import side_by_side
+
+    cache = LatentCache(num_layers=1, max_cache_len=8)
+    latent, k_rope = cache.update(torch.randn(2, 1, 5, 16), torch.randn(2, 1, 5, 8), layer_idx=0)
+    joint = side_by_side(latent, k_rope)  # the shared key [c, k_rope] of every cached token
+    assert joint.data_ptr() == latent.data_ptr() and tuple(joint.shape) == (2, 1, 5, 24)  # a view: nothing copied
+    assert torch.equal(joint, torch.cat([latent, k_rope], dim=-1))
+    apart = side_by_side(latent.clone(), k_rope.clone())  # two separate tensors: joined by a copy
+    assert apart.data_ptr() != latent.data_ptr() and torch.equal(apart, joint)
+    assert torch.equal(side_by_side(latent[:, :, 1:], k_rope[:, :, 1:]), joint[:, :, 1:])  # an offset view too
+    assert side_by_side(latent[..., 1:], k_rope).shape[-1] == 23  # not neighbours any more: a copy, still right
+
+
 def test_the_model_runs_with_generate_both_forms_give_the_same_tokens():
     torch.manual_seed(3)
     model = TinyLatentLM(VOCAB).eval()

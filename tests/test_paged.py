@@ -168,7 +168,7 @@ def test_bad_shapes_are_refused():
     cache, _, _ = filled(N=2, Hkv=2, S=6)
     with pytest.raises(ValueError, match="holds 2 sequences"):
         cache.update(torch.ones(3, 2, 1, 8), torch.ones(3, 2, 1, 6), 0)
-    with pytest.raises(ValueError, match="holds keys of"):
+    with pytest.raises(ValueError, match="holds keys and values of"):
         cache.update(torch.ones(2, 4, 1, 8), torch.ones(2, 4, 1, 6), 0)
     with pytest.raises(ValueError, match="query must be"):
         paged_attention(torch.randn(2, 3, 1, 8), cache, 0)  # 3 heads for 2 key/value heads

@@ -4,16 +4,16 @@ a model decoding on a paged cache against a contiguous one.
 Run with the decoding part by ``python -m attention_lib.bench [--quick] --decoding``. Lesson 17
 (``notebooks/17_latent_and_paged.ipynb``) builds both. For each prefix length ``S`` each method writes ``steps``
 tokens after a prefill of ``S`` (untimed);
-a method's time is the median step; the methods take turns in an order that rotates from repeat to repeat, and the
-median over the repeats is kept.
+the methods take turns step by step, and a method's time is its median step (:func:`_interleaved`).
 
 - **MLA**: one :class:`~attention_lib.MultiHeadLatentAttention` layer of DeepSeek's proportions at a width a CPU
   runs (:data:`MLA_SHAPE`: ``E = 512``, 16 heads, a latent of ``r = 128``), fp32, batch 1, on a
   :class:`~attention_lib.LatentCache`. The expanded form rebuilds all 16 heads' keys and values from every cached
   latent at every step; the absorbed form attends over the latents themselves.
 - **paged**: lesson 15's :class:`~attention_lib.TinyLlama` at the decoding benchmark's width, on a
-  :class:`~attention_lib.KVCache` and on a :class:`~attention_lib.PagedCache` of blocks of 16 (its keys gathered
-  through the block table at every step).
+  :class:`~attention_lib.KVCache` and on a :class:`~attention_lib.PagedCache` of blocks of 16 handed out in a
+  shuffled order, as by a pool that has served other requests (its keys gathered through the block table at every
+  step).
 
 The targets, at ``S = 2,048``: absorbed at least 5x faster per step than expanded; paged within 1.3x of contiguous.
 """
@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import statistics
 import time
+from collections import deque
 
 import torch
 
@@ -39,25 +40,22 @@ PAGED_METHODS = ("contiguous", "paged")
 BLOCK_SIZE = 16
 
 
-def _median_step(step, prefill, steps: int) -> float:
-    """Median seconds of ``steps`` calls of ``step(state)`` after ``state = prefill()`` (untimed)."""
-    state = prefill()
-    times = []
-    for _ in range(steps):
-        start = time.perf_counter()
-        step(state)
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
-
-
 def _interleaved(methods: dict, repeats: int, steps: int) -> dict[str, float]:
-    """``{method: median over repeats of the median step}``, the order rotating from repeat to repeat."""
+    """``{method: median seconds of one step}``: each repeat prefills every method's state (untimed), takes one
+    untimed step of each, then ``steps`` timed rounds in which the methods take turns, one step each, in an order
+    that rotates from round to round; the median is over every timed step of every repeat. Taking turns step by
+    step puts every method in the same few milliseconds of a machine whose speed drifts."""
     names, per = list(methods), {m: [] for m in methods}
-    for m in names:
-        _median_step(*methods[m], 1)  # warm up
     for r in range(repeats):
-        for m in names[r % len(names):] + names[:r % len(names)]:
-            per[m].append(_median_step(*methods[m], steps))
+        states = {m: methods[m][1]() for m in names}  # (step, prefill): prefill, untimed
+        for m in names:
+            methods[m][0](states[m])  # warm up
+        for i in range(steps):
+            first = (r + i) % len(names)
+            for m in names[first:] + names[:first]:
+                start = time.perf_counter()
+                methods[m][0](states[m])
+                per[m].append(time.perf_counter() - start)
     return {m: statistics.median(t) for m, t in per.items()}
 
 
@@ -85,10 +83,10 @@ def _time_mla(prefixes, repeats: int, steps: int, seed: int) -> dict[tuple[str, 
     layer = MultiHeadLatentAttention(**MLA_SHAPE).eval()
     result = {}
     for S in prefixes:
-        x = torch.randn(1, S + steps + 2, MLA_SHAPE["embed_dim"], generator=torch.Generator().manual_seed(seed))
+        x = torch.randn(1, S + steps + 1, MLA_SHAPE["embed_dim"], generator=torch.Generator().manual_seed(seed))
 
         def prefill(S=S, x=x):
-            cache = LatentCache(1, S + steps + 2)
+            cache = LatentCache(1, S + steps + 1)
             layer(x[:, :S], cache)
             return cache
 
@@ -102,6 +100,15 @@ def _time_mla(prefixes, repeats: int, steps: int, seed: int) -> dict[tuple[str, 
         result |= {(m, S): t for m, t in times.items()}
     layer.absorbed = False
     return result
+
+
+def _served_pool(num_positions: int, seed: int) -> BlockPool:
+    """A pool whose free list is in a shuffled order, as after serving other requests: a new sequence's blocks
+    are scattered over the pool, so reading them in order is a gather, never a slice."""
+    pool = BlockPool(num_positions, BLOCK_SIZE)
+    order = torch.randperm(pool.num_blocks, generator=torch.Generator().manual_seed(seed))
+    pool.free = deque(order.tolist())
+    return pool
 
 
 @torch.no_grad()
@@ -118,10 +125,10 @@ def time_paged(prefixes=(128, 512, 2048), *, repeats: int = 3, steps: int = 8, s
     result = {}
     for S in prefixes:
         tokens = torch.randint(0, SHAPE["vocab_size"], (1, S), generator=torch.Generator().manual_seed(seed))
-        room = BLOCK_SIZE * -(-(S + steps + 2) // BLOCK_SIZE)
+        room = BLOCK_SIZE * -(-(S + steps + 1) // BLOCK_SIZE)
 
         def prefill(paged, tokens=tokens, room=room):
-            cache = PagedCache(BlockPool(room, BLOCK_SIZE), len(model.layers)) if paged else KVCache(
+            cache = PagedCache(_served_pool(room, seed), len(model.layers)) if paged else KVCache(
                 len(model.layers), room)
             model(tokens, cache)
             return cache
@@ -150,13 +157,13 @@ def serving_targets(mla: dict, paged: dict) -> list[tuple[str, float | None, str
 def print_serving(mla: dict, paged: dict, repeats: int, steps: int) -> list:
     """Print both tables and the targets (met, MISSED or not measured); return the targets."""
     print(f"\n== serving (CPU): one decoding step (ms) by prefix length S, batch 1, torch threads "
-          f"{torch.get_num_threads()}; medians of {repeats} interleaved repeats of {steps} steps")
+          f"{torch.get_num_threads()}; medians of {repeats} repeats x {steps} steps, the methods taking turns")
     print(f"  MLA, one layer {MLA_SHAPE}, fp32, on a LatentCache")
     print(f"  {'S':>6}  {'expanded':>10}  {'absorbed':>10}  {'expanded / absorbed':>19}")
     for S in sorted({s for _, s in mla}):
         print(f"  {S:>6}  {mla['expanded', S] * 1e3:>10.3f}  {mla['absorbed', S] * 1e3:>10.3f}  "
               f"{mla['expanded', S] / mla['absorbed', S]:>19.1f}")
-    print(f"  TinyLlama {SHAPE} (random weights), KVCache against PagedCache (blocks of {BLOCK_SIZE})")
+    print(f"  TinyLlama {SHAPE} (random weights), KVCache against PagedCache (blocks of {BLOCK_SIZE}, scattered)")
     print(f"  {'S':>6}  {'contiguous':>10}  {'paged':>10}  {'paged / contiguous':>19}")
     for S in sorted({s for _, s in paged}):
         print(f"  {S:>6}  {paged['contiguous', S] * 1e3:>10.3f}  {paged['paged', S] * 1e3:>10.3f}  "
@@ -170,6 +177,6 @@ def run_serving(quick: bool = False, repeats: int | None = None) -> dict:
     repeats and steps)."""
     prefixes = (512, 2048) if quick else (128, 512, 2048)
     repeats = repeats or (3 if quick else 5)
-    steps = 4 if quick else 8
+    steps = 8 if quick else 16
     mla, paged = time_mla(prefixes, repeats=repeats, steps=steps), time_paged(prefixes, repeats=repeats, steps=steps)
     return {"mla": mla, "paged": paged, "targets": print_serving(mla, paged, repeats, steps)}

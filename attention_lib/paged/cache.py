@@ -54,6 +54,7 @@ class PagedCache:
         self.tables: list[list[int]] | None = None  # one block table per sequence, made at the first update
         self._seen = [0] * self.num_layers
         self._tables_tensor: torch.Tensor | None = None
+        self._checked = -1  # pool.frees when the tables were last checked: no block can die without a free
         self.finished = False
 
     def __repr__(self) -> str:
@@ -92,11 +93,16 @@ class PagedCache:
             raise ValueError(f"this cache holds {len(self.tables)} sequences, but key.shape={tuple(key.shape)}.")
         B, start, L = self.pool.block_size, self._seen[layer_idx], key.shape[2]
         self._make_room(start, start + L)
-        store_k, store_v = self.pool.storage(layer_idx, key, value)
-        position = torch.arange(start, start + L, device=key.device)
-        slots = self._table(key.device)[:, position // B] * B + position % B  # (N, L): block·B + slot, in the pool
-        store_k.view(-1, *store_k.shape[2:])[slots] = key.transpose(1, 2)  # (N, L, Hkv, Dh) into (blocks·B, Hkv, Dh)
-        store_v.view(-1, *store_v.shape[2:])[slots] = value.transpose(1, 2)
+        keys, values = self.pool.storage(layer_idx, key, value)  # (blocks, B, Hkv, Dh), (blocks, B, Hkv, Dv)
+        p = start
+        while p < start + L:  # position p goes to block table[p // B], slot p % B; one block at a time
+            j, slot = divmod(p, B)
+            upto = min(start + L, (j + 1) * B)  # positions p .. upto - 1 fill slots slot .. of block j
+            new = slice(p - start, upto - start)
+            for n, table in enumerate(self.tables):  # (Hkv, k, Dh) -> (k, Hkv, Dh), as the block holds them
+                keys[table[j], slot:slot + upto - p] = key[n, :, new].transpose(0, 1)
+                values[table[j], slot:slot + upto - p] = value[n, :, new].transpose(0, 1)
+            p = upto
         self._seen[layer_idx] = start + L
         return self.gather(layer_idx)
 
@@ -131,10 +137,13 @@ class PagedCache:
     def gather(self, layer_idx: int) -> tuple[torch.Tensor, torch.Tensor]:
         """Layer ``layer_idx``'s keys and values so far, read through the block tables: ``(N, Hkv, S, D)`` each."""
         self._alive("read the cache")
-        for t in self.tables:
-            self.pool.check_live(t)
-        S, table = self._seen[layer_idx], self._table(self.pool.keys[layer_idx].device)  # (N, blocks)
-        return read_blocks(self.pool.keys[layer_idx], table, S), read_blocks(self.pool.values[layer_idx], table, S)
+        if self._checked != self.pool.frees:  # a block was freed since the last read: is every one still held?
+            for t in self.tables:
+                self.pool.check_live(t)
+            self._checked = self.pool.frees
+        store = self.pool.stores[layer_idx]  # (blocks, B, Hkv, Dh + Dv)
+        both = read_blocks(store, self._table(store.device), self._seen[layer_idx])  # (N, Hkv, S, Dh + Dv)
+        return both.split([self.pool.keys[layer_idx].shape[-1], self.pool.values[layer_idx].shape[-1]], dim=-1)
 
     def fork(self, index: int = 0) -> PagedCache:
         """A new one-sequence cache that continues sequence ``index``: it shares every block (no copy).

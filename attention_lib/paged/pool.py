@@ -14,8 +14,10 @@ class BlockPool:
     """Blocks of ``block_size`` positions, ``num_positions`` in all, with a free list and reference counts.
 
     Built step by step in ``notebooks/17_latent_and_paged.ipynb``. The keys and values of layer ``l`` live in
-    ``keys[l] (num_blocks, B, Hkv, Dh)`` and ``values[l] (num_blocks, B, Hkv, Dv)`` (vLLM's layout: the blocks of a
-    table, gathered, are the positions in order), allocated at the first write
+    ``keys[l] (num_blocks, B, Hkv, Dh)`` and ``values[l] (num_blocks, B, Hkv, Dv)`` (as in vLLM, the blocks of a
+    table, gathered, are the positions in order), two views of one store ``stores[l] (num_blocks, B, Hkv, Dh +
+    Dv)`` that holds each slot's key and then its value, so that a step writes and reads once; allocated at the
+    first write
     (then the heads, sizes and dtype are known). A block is shared by the layers: block ``b`` of a sequence holds
     the same positions in every layer.
 
@@ -49,8 +51,10 @@ class BlockPool:
         self.block_size, self.num_blocks = block_size, num_positions // block_size
         self.free: deque[int] = deque(range(self.num_blocks))  # the free list: the next block to hand out first
         self.refs = [0] * self.num_blocks  # how many block tables hold each block
-        self.keys: dict[int, torch.Tensor] = {}  # layer -> (num_blocks, B, Hkv, Dh)
-        self.values: dict[int, torch.Tensor] = {}
+        self.frees = 0  # how many times a block went back to the free list: a table read since then is checked
+        self.stores: dict[int, torch.Tensor] = {}  # layer -> (num_blocks, B, Hkv, Dh + Dv): key, then value
+        self.keys: dict[int, torch.Tensor] = {}  # layer -> (num_blocks, B, Hkv, Dh), a view of its store
+        self.values: dict[int, torch.Tensor] = {}  # layer -> (num_blocks, B, Hkv, Dv), a view of its store
 
     def __repr__(self) -> str:
         return f"BlockPool(num_blocks={self.num_blocks}, block_size={self.block_size}, free={self.num_free})"
@@ -81,6 +85,7 @@ class BlockPool:
         self.refs[block] -= 1
         if self.refs[block] == 0:
             self.free.append(block)
+            self.frees += 1
 
     def check_live(self, blocks) -> None:
         """Raise ``ValueError`` if a block of ``blocks`` is free: read again, it may hold another sequence's keys."""
@@ -91,20 +96,23 @@ class BlockPool:
                              f"twice?")
 
     def storage(self, layer_idx: int, key: torch.Tensor, value: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """Layer ``layer_idx``'s blocks, allocated like ``key (N, Hkv, L, Dh)`` and ``value`` at the first write."""
+        """Layer ``layer_idx``'s keys ``(num_blocks, B, Hkv, Dh)`` and values ``(num_blocks, B, Hkv, Dv)``, two views
+        of one store (:attr:`stores`), allocated like ``key (N, Hkv, L, Dh)`` and ``value`` at the first write."""
         if layer_idx not in self.keys:
-            shape = (self.num_blocks, self.block_size, key.shape[1])
-            self.keys[layer_idx] = key.new_zeros(*shape, key.shape[-1])
-            self.values[layer_idx] = value.new_zeros(*shape, value.shape[-1])
-        held = self.keys[layer_idx]
-        if (key.shape[1], key.shape[-1], key.dtype, key.device) != (held.shape[2], held.shape[-1], held.dtype,
-                                                                    held.device):
-            raise ValueError(f"layer {layer_idx} of the pool holds keys of (Hkv, Dh) = "
-                             f"{(held.shape[2], held.shape[-1])} ({held.dtype}, {held.device}), but got key.shape="
-                             f"{tuple(key.shape)} ({key.dtype}, {key.device}); one pool serves one model.")
-        return held, self.values[layer_idx]
+            store = key.new_zeros(self.num_blocks, self.block_size, key.shape[1], key.shape[-1] + value.shape[-1])
+            self.stores[layer_idx] = store
+            Dh = key.shape[-1]
+            self.keys[layer_idx], self.values[layer_idx] = store[..., :Dh], store[..., Dh:]  # views, written in place
+        held_k, held_v = self.keys[layer_idx], self.values[layer_idx]
+        if (key.shape[1], key.shape[-1], value.shape[-1], key.dtype, key.device) != (
+                held_k.shape[2], held_k.shape[-1], held_v.shape[-1], held_k.dtype, held_k.device):
+            raise ValueError(f"layer {layer_idx} of the pool holds keys and values of (Hkv, Dh, Dv) = "
+                             f"{(held_k.shape[2], held_k.shape[-1], held_v.shape[-1])} ({held_k.dtype}, "
+                             f"{held_k.device}), but got key.shape={tuple(key.shape)}, value.shape="
+                             f"{tuple(value.shape)} ({key.dtype}, {key.device}); one pool serves one model.")
+        return held_k, held_v
 
     def copy_block(self, source: int, target: int) -> None:
         """Copy block ``source`` into ``target`` in every layer (copy-on-write)."""
-        for store in (*self.keys.values(), *self.values.values()):
+        for store in self.stores.values():
             store[target] = store[source]
