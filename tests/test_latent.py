@@ -146,12 +146,25 @@ def test_the_absorbed_form_reads_the_cached_latents_in_place():
     cache = LatentCache(num_layers=1, max_cache_len=8)
     latent, k_rope = cache.update(torch.randn(2, 1, 5, 16), torch.randn(2, 1, 5, 8), layer_idx=0)
     joint = side_by_side(latent, k_rope)  # the shared key [c, k_rope] of every cached token
-    assert joint.data_ptr() == latent.data_ptr() and tuple(joint.shape) == (2, 1, 5, 24)  # a view: nothing copied
+    assert joint.data_ptr() == latent.data_ptr()  # a view: nothing copied
+    assert tuple(joint.shape) == (2, 1, 5, 24)
     assert torch.equal(joint, torch.cat([latent, k_rope], dim=-1))
     apart = side_by_side(latent.clone(), k_rope.clone())  # two separate tensors: joined by a copy
-    assert apart.data_ptr() != latent.data_ptr() and torch.equal(apart, joint)
+    assert apart.data_ptr() != latent.data_ptr()
+    assert torch.equal(apart, joint)
     assert torch.equal(side_by_side(latent[:, :, 1:], k_rope[:, :, 1:]), joint[:, :, 1:])  # an offset view too
     assert side_by_side(latent[..., 1:], k_rope).shape[-1] == 23  # not neighbours any more: a copy, still right
+
+
+def test_the_latent_cache_refuses_what_is_not_a_latent_and_a_rotary_key():
+    cache = LatentCache(num_layers=1, max_cache_len=8)
+    with pytest.raises(TypeError, match="key"):
+        cache.update([1.0], torch.ones(1, 1, 1, 8), 0)
+    with pytest.raises(ValueError, match=r"must be \(N, 1, L, r\) and \(N, 1, L, Dr\) with the same N and L"):
+        cache.update(torch.ones(1, 1, 3, 16), torch.ones(1, 1, 2, 8), 0)
+    cache.update(torch.ones(1, 1, 3, 16), torch.ones(1, 1, 3, 8), 0)
+    with pytest.raises(ValueError, match="holds keys of shape"):  # a latent of another size than the first
+        cache.update(torch.ones(1, 1, 1, 12), torch.ones(1, 1, 1, 8), 0)
 
 
 def test_the_model_runs_with_generate_both_forms_give_the_same_tokens():

@@ -51,14 +51,14 @@ REMAKES: dict[str, Remake] = {
                          module("attention_lib.training.induction_heads"), "about 1 min"),
     "weights-15": Remake("lesson 15's shipped models (training/trained/generation-*.pt)",
                          module("attention_lib.training.generation"), "about 3 min"),
+    "weights-17": Remake("lesson 17's shipped latent models (training/trained/latent-*.pt)",
+                         module("attention_lib.training.latent_and_paged"), "about 3 min"),
     "bands-12": Remake("lesson 12's bands (training/bands_measured.py), 5 seeds on 3 CPU paths",
                        module(BANDS, "--lesson", "12"), "about 30 min"),
     "bands-13": Remake("lesson 13's bands (training/bands_measured.py), 5 seeds on 3 CPU paths",
                        module(BANDS, "--lesson", "13"), "about 15 min"),
-    # Lesson 15 joins the band system with attention_lib/training/generation/band_figures.py (LESSON = 15, KINDS,
-    # figures(seed)); until then this entry says that file is missing.
     "bands-15": Remake("lesson 15's bands (training/bands_measured.py), 5 seeds on 3 CPU paths",
-                       module(BANDS, "--lesson", "15"), "minutes"),
+                       module(BANDS, "--lesson", "15"), "about 10 min"),
     "attraction": Remake("lesson 12's attraction study (training/learning_to_attend/attraction_measured.py)",
                          module("attention_lib.training.learning_to_attend.attraction"), "about 30 min"),
     "triton-targets": Remake("lesson 14's kernel compiled for a T4, an A100 and an H100: the table its launch "

@@ -2,10 +2,11 @@
 
 Every shipped model is a file ``attention_lib/training/trained/<name>.pt`` and is named by ``<name>``, its file's
 stem: ``"reversal"``, ``"agreement-1block"`` (lesson 12), ``"induction-2layer"`` (lesson 13),
-``"generation-gqa-seed1"`` (lesson 15); :func:`shipped_models` lists them. :func:`load_shipped` is the one loader:
-it reads a file with ``torch.load(..., weights_only=True)``, which refuses to unpickle arbitrary objects, checks
-the kind of model the name says it holds, and builds that model. Each lesson names its models in its own terms
-(``load_trained("agreement", num_layers=1)``, ``load_induction(2)``, ``load_lm("gqa", 1)``) and calls it.
+``"generation-gqa-seed1"`` (lesson 15), ``"latent-32-seed1"`` (lesson 17); :func:`shipped_models` lists them.
+:func:`load_shipped` is the one loader: it reads a file with ``torch.load(..., weights_only=True)``, which refuses
+to unpickle arbitrary objects, checks the kind of model the name says it holds, and builds that model. Each lesson
+names its models in its own terms (``load_trained("agreement", num_layers=1)``, ``load_induction(2)``,
+``load_lm("gqa", 1)``, ``load_latent_lm(32, 1)``) and calls it.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import torch
 
 from ..attention_only import AttentionOnlyTransformer
 from ..encoder import TinyTransformer
+from ..latent import TinyLatentLM
 from ..llama import TinyLlama
 
 #: Where the shipped weights live.
@@ -54,6 +56,8 @@ KINDS = (
          "python3 course.py remake weights-13", AttentionOnlyTransformer),
     Kind(r"generation-\w+-seed\d+", "attention_lib.generation/1", "a lesson 15 language model",
          "python3 course.py remake weights-15", TinyLlama),
+    Kind(r"latent-\d+-seed\d+", "attention_lib.latent/1", "a lesson 17 latent language model",
+         "python3 course.py remake weights-17", TinyLatentLM),
 )
 
 

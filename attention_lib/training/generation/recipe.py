@@ -7,10 +7,12 @@ seeded, on one thread (so the same call gives the same model whatever the machin
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import torch
 import torch.nn.functional as F
+from torch import nn
 
 from ...generation import generate
 from ...llama import TinyLlama
@@ -29,7 +31,7 @@ HELDOUT_SEED = 1234
 class LMRun:
     """What :func:`train_lm` returns: the model (in eval mode) and the loss at every step."""
 
-    model: TinyLlama
+    model: nn.Module
     losses: list[float] = field(default_factory=list)
 
 
@@ -51,7 +53,8 @@ def next_word_loss(model: TinyLlama, texts: torch.Tensor) -> torch.Tensor:
 
 
 def train_lm(num_kv_heads: int = 4, *, window: int | None = None, seed: int = 0, steps: int | None = None,
-             batch_size: int | None = None, lr: float | None = None) -> LMRun:
+             batch_size: int | None = None, lr: float | None = None,
+             build: Callable[[], nn.Module] | None = None) -> LMRun:
     """Train a fresh TinyLlama to continue the grammar's texts, with :data:`RECIPE`, on one thread.
 
     Built step by step in ``notebooks/15_generation.ipynb``. Seeds ``torch`` with ``seed`` (the weights and the
@@ -62,6 +65,12 @@ def train_lm(num_kv_heads: int = 4, *, window: int | None = None, seed: int = 0,
         window: a sliding window for every layer, or ``None``.
         seed: the seed of the initial weights and of the texts.
         steps, batch_size, lr: override the recipe.
+        build: another model to train the same way: a function of no arguments that returns it fresh, called
+            after seeding (lesson 17 trains :class:`~attention_lib.TinyLatentLM` so); then leave
+            ``num_kv_heads`` and ``window`` out.
+
+    Raises:
+        ValueError: for a size that is not positive, or ``build`` given with ``num_kv_heads`` or ``window``.
 
     Returns:
         An :class:`LMRun`.
@@ -74,11 +83,14 @@ def train_lm(num_kv_heads: int = 4, *, window: int | None = None, seed: int = 0,
     steps = check_int(RECIPE["steps"] if steps is None else steps, "steps", minimum=1)
     batch_size = check_int(RECIPE["batch_size"] if batch_size is None else batch_size, "batch_size", minimum=1)
     lr = RECIPE["lr"] if lr is None else lr
+    if build is not None and (num_kv_heads != 4 or window is not None):
+        raise ValueError(f"build makes the model, so num_kv_heads={num_kv_heads} and window={window} would be "
+                         f"ignored; give either build or num_kv_heads and window.")
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # the same arithmetic whatever the machine's thread count
     try:
         torch.manual_seed(seed)
-        model = build_lm(num_kv_heads, window=window)
+        model = build_lm(num_kv_heads, window=window) if build is None else build()
         texts = make_texts(steps * batch_size, seed=seed, split="train")  # every step sees new texts
         optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=RECIPE["weight_decay"])
         run = LMRun(model)
