@@ -94,8 +94,10 @@ def test_gradients_match_sdpa_and_finite_differences():
 @pytest.mark.parametrize(("shapes", "kwargs", "error", "match"), [
     (((2, 8, 16), (2, 8, 16), (2, 8, 16)), {}, ValueError, "takes 4-D"),
     (((1, 2, 8, 16), (1, 1, 8, 16), (1, 1, 8, 16)), {}, ValueError, "same N and H"),
-    (((1, 1, 8, 48), (1, 1, 8, 48), (1, 1, 8, 16)), {}, ValueError, "pad it with zeros up to 64"),
-    (((1, 1, 8, 16), (1, 1, 8, 16), (1, 1, 8, 8)), {}, ValueError, "power of two from 16 to 256"),
+    (((1, 1, 8, 48), (1, 1, 8, 48), (1, 1, 8, 16)), {}, ValueError,
+     r"query.shape\[-1\]=48; pad query and key with zeros up to 64 .*keep scale=1/sqrt\(48\)"),
+    (((1, 1, 8, 16), (1, 1, 8, 16), (1, 1, 8, 8)), {}, ValueError,
+     r"power of two from 16 to 256, but value.shape\[-1\]=8; pad value with zeros up to 16 and keep the first 8"),
     (((1, 1, 8, 16), (1, 1, 8, 32), (1, 1, 8, 16)), {}, ValueError, "share the last dimension"),
     (((1, 1, 8, 16), (1, 1, 8, 16), (1, 1, 8, 16)), {"block_sizes": (8, 16)}, ValueError, "powers of two"),
     (((1, 1, 8, 16), (1, 1, 8, 16), (1, 1, 8, 16)), {"block_sizes": (24, 16)}, ValueError, "powers of two"),

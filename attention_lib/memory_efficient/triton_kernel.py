@@ -161,10 +161,11 @@ def _check(query, key, value, is_causal, scale, block_sizes) -> tuple[int, int] 
     for name, size in (("query", query.shape[-1]), ("value", value.shape[-1])):
         if not (16 <= size <= 256 and size & (size - 1) == 0):
             padded = max(16, 2 ** math.ceil(math.log2(max(size, 1))))
+            how = (f"pad query and key with zeros up to {padded} (zeros add nothing to the scores; keep "
+                   f"scale=1/sqrt({size}))" if name == "query" else
+                   f"pad value with zeros up to {padded} and keep the first {size} features of the output")
             raise ValueError(f"tl.dot needs a head dimension that is a power of two from 16 to 256, but "
-                             f"{name}.shape[-1]={size}; pad it with zeros up to {padded}"
-                             f" (zeros add nothing to the scores; keep scale=1/sqrt({size})), or use "
-                             f"memory_efficient_attention.")
+                             f"{name}.shape[-1]={size}; {how}, or use memory_efficient_attention.")
     if query.shape[-2] == 0 or key.shape[-2] == 0:
         raise ValueError(f"the Triton kernel needs at least one query and one key, but L={query.shape[-2]} and "
                          f"S={key.shape[-2]}.")
