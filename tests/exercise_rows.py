@@ -1059,6 +1059,7 @@ def _latent_and_paged_rows() -> list[Exercise]:
         Exercise(predict, correct=[right],
                  wrong=[({**right, "copy-on-write forgotten": "none"}, "2 of 3 right"),
                         ({**right, "block table off by one block": "a few"}, "a prediction is one of"),
+                        ({**right, "block table off by one block": ["none"]}, "a prediction is one of"),
                         ({"copy-on-write forgotten": "most"}, "predict every bug first")],
                  stubs=(None, {}, dict.fromkeys(right, ...)), not_attempted="no predictions yet"),
     ]

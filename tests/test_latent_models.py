@@ -1,12 +1,21 @@
 """Lesson 17's trained latent models: each ships small and loads as described, what was stored with it is what it
-does, it learns the grammar as lesson 15's models do at the same cache, and training one is seeded and refused when
-asked two ways at once."""
+does, what the lesson says of them against lesson 15's models at the same cache holds, and training one is seeded
+and refused when asked two ways at once."""
 
 import pytest
 import torch
 
 from attention_lib import TinyLatentLM
-from attention_lib.training.generation import KV_HEADS, load_lm, quality, train_lm
+from attention_lib.training.generation import (
+    KV_HEADS,
+    load_lm,
+    make_texts,
+    quality,
+    subject_position,
+    train_lm,
+    verb_agreement,
+    verb_position,
+)
 from attention_lib.training.latent_and_paged import (
     CACHE_NUMBERS,
     LATENT,
@@ -14,7 +23,9 @@ from attention_lib.training.latent_and_paged import (
     build_latent_lm,
     fresh_text_loss,
     load_latent_lm,
+    subject_far_back,
     train_latent_lm,
+    unseen_texts,
 )
 from attention_lib.training.latent_and_paged.shipped import shipped_path
 
@@ -55,19 +66,41 @@ def test_what_was_stored_is_what_the_latent_model_does(numbers, seed):
     assert quality(model) == pytest.approx(measured, abs=1e-9)
 
 
-@pytest.mark.parametrize(("variant", "numbers"), list(CACHE_NUMBERS.items()))
-def test_at_the_same_cache_the_latent_models_learn_the_grammar_as_lesson_15s_do(variant, numbers):
-    """What lesson 17 says of its table: both families write agreeing text on every seed (at least 97 % of the
-    completions), and at each cache size the latent model's losses over the seeds overlap its partner's."""
-    ours = [load_latent_lm(numbers, seed) for seed in SEEDS]
-    theirs = [load_lm(variant, seed) for seed in SEEDS]
-    for _, measured in ours + theirs:
-        assert measured["well-formed"] >= 0.99
-        assert measured["agreeing"] >= 0.97
-    loss_ours, loss_theirs = [fresh_text_loss(m) for m, _ in ours], [fresh_text_loss(m) for m, _ in theirs]
-    assert max(loss_ours) >= min(loss_theirs)  # the two ranges overlap
-    assert max(loss_theirs) >= min(loss_ours)
-    assert all(1.0 < loss < 1.5 for loss in loss_ours + loss_theirs)  # trained: an untrained model is near 3.1
+def _compared():
+    """Lesson 17's table: per cache size, ``(loss gaps, far-verb gaps, far shares)`` of the latent model minus its
+    lesson 15 partner, seed by seed."""
+    far = subject_far_back(8)
+    table = {}
+    for variant, numbers in CACHE_NUMBERS.items():
+        ours = [load_latent_lm(numbers, seed)[0] for seed in SEEDS]
+        theirs = [load_lm(variant, seed)[0] for seed in SEEDS]
+        loss = [fresh_text_loss(a, s) - fresh_text_loss(b, s) for a, b, s in zip(ours, theirs, SEEDS, strict=True)]
+        share = {m: verb_agreement(m, far).float().mean().item() for m in ours + theirs}
+        table[numbers] = loss, [share[a] - share[b] for a, b in zip(ours, theirs, strict=True)], list(share.values())
+    return table
+
+
+def test_what_lesson_17_says_of_the_latent_models_at_equal_cache():
+    """Gaps of a few thousandths of a nat that do not point one way: the latent worse on every seed at C = 64, mixed
+    at 32, better on two of three at 16; the one far-verb gap to see by eye is one seed of the r = 28 latent, every
+    other model gets all but a few of the far verbs right."""
+    table = _compared()
+    assert all(abs(gap) < 0.01 for loss, _, _ in table.values() for gap in loss)
+    assert [sum(gap > 0 for gap in table[c][0]) for c in (64, 32, 16)] == [3, 2, 1]
+    shares = [share for _, _, all_shares in table.values() for share in all_shares]
+    assert sum(share < 0.99 for share in shares) == 1
+    assert min(shares) == min(table[32][2][:3])  # the r = 28 latent's
+    assert min(shares) > 0.97
+
+
+def test_unseen_texts_leave_out_every_training_text():
+    trained = {tuple(t.tolist()) for t in make_texts(600 * 64, seed=1, split="train")}
+    fresh = unseen_texts(1, n=500)
+    assert len(fresh) == 500
+    assert not any(tuple(t.tolist()) in trained for t in fresh)
+    assert torch.equal(unseen_texts(1, n=500), fresh)  # seeded
+    far = subject_far_back(8, n=400)
+    assert bool((verb_position(far) - subject_position(far) >= 8).all())
 
 
 def test_a_fresh_model_caches_what_it_is_built_for_and_is_refused_below_the_rotary_part():

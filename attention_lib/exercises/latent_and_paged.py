@@ -50,6 +50,26 @@ def _position_as_block(store, table, length):  # position p read from block tabl
     return store[table[torch.arange(length) % len(table)], 0].transpose(0, 1)
 
 
+def _reshaped_not_transposed(store, table, length):  # (S, Hkv, Dh) reshaped to (Hkv, S, Dh): heads and positions mixed
+    return store[table].flatten(0, 1)[:length].reshape(store.shape[2], length, store.shape[3])
+
+
+def _table_sorted(store, table, length):  # the table's blocks read in the pool's order, not the table's
+    return _reference(store, table.sort().values, length)
+
+
+def _table_reversed(store, table, length):
+    return _reference(store, table.flip(0), length)
+
+
+def _last_positions(store, table, length):  # the last `length` slots of the blocks, not the first
+    return store[table].flatten(0, 1)[-length:].transpose(0, 1)
+
+
+_ORDER_HINT = ("the blocks were read in another order than the table's: the table lists the sequence's blocks in "
+               "position order, so block table[0] holds positions 0 .. B - 1, table[1] the next B, and so on; "
+               "read them as listed, neither sorted nor reversed.")
+
 #: The slips of reading through a block table, each with the hint that names it.
 MISTAKES: list[tuple[Callable, str]] = [
     (_pool_order, "you read the pool's first blocks, 0, 1, 2, ...: a sequence's blocks are wherever the free list "
@@ -60,6 +80,14 @@ MISTAKES: list[tuple[Callable, str]] = [
                   "blocks end to end (store[table] is (blocks, B, Hkv, Dh); flatten the first two dimensions)."),
     (_position_as_block, "each position was read from slot 0 of a block: within its block, position p sits at "
                          "slot p % B."),
+    (_reshaped_not_transposed, "every number is a key of the sequence, but in the wrong place: a reshape of "
+                               "(S, Hkv, Dh) into (Hkv, S, Dh) keeps the memory order and mixes heads with "
+                               "positions; swap the two dimensions with .transpose(0, 1) instead."),
+    (_table_sorted, _ORDER_HINT),
+    (_table_reversed, _ORDER_HINT),
+    (_last_positions, "you kept the last length slots of the blocks: a sequence starts at slot 0 of its first "
+                      "block, and the unused slots are at the end of its last one, so keep the first length "
+                      "positions ([:length])."),
     (_guessed_block_size, "you worked out the block size from the length and the table (length / blocks, rounded "
                           "up): that is B only by luck (9 positions in 3 blocks of 4 give 3); read it from the store, "
                           "B = store.shape[1]."),

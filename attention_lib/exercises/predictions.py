@@ -88,7 +88,7 @@ def grade_amounts(name: str, predictions, shares: Mapping[str, float], why: Mapp
     missing = [k for k in keys if predictions.get(k) in (None, Ellipsis, "")]
     if missing:
         return CheckResult("failed", f"❌ {name}: predict every bug first; missing: {missing}.")
-    unknown = {k: p for k, p in predictions.items() if k in keys and p not in AMOUNTS}
+    unknown = {k: p for k, p in predictions.items() if k in keys and not (isinstance(p, str) and p in AMOUNTS)}
     if unknown:
         return CheckResult("failed", f"❌ {name}: a prediction is one of {list(AMOUNTS)}, but got {unknown}.")
     lines, right = [], 0

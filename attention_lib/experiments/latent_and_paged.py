@@ -20,12 +20,13 @@ from ..generation import generate
 from ..latent import LatentCache, MultiHeadLatentAttention
 from ..paged import BlockPool, PagedCache, PagedModel, read_blocks
 from ..positions import RotaryPositions
-from ..training.generation import VOCAB, encode, load_lm, make_texts, prompts_before_the_verb
+from ..training.generation import VOCAB, encode, load_lm, make_texts, prompts_before_the_verb, verb_agreement
 
 #: This lesson's experiments, and what it uses of others' (lesson 15's model and grammar, the benchmark's timing).
 __all__ = ["CONFIGS", "MLA_SHAPE", "NoCopyOnWrite", "OffByOneBlock", "VOCAB", "cache_error", "continue_alone",
            "continue_forks", "encode", "latent_bug", "load_lm", "make_texts", "numbers_per_token", "paged_bugs",
-           "prompts_before_the_verb", "time_mla", "wasted_memory", "with_rope_bug", "with_rotated_latent"]
+           "prompts_before_the_verb", "time_mla", "verb_agreement", "wasted_memory", "with_rope_bug",
+           "with_rotated_latent"]
 
 #: Published attention shapes, with where they are published: heads ``H``, key/value heads ``Hkv``, head size
 #: ``Dh`` (MLA: the latent ``r`` and the rotary key ``Dr``), layers. "as ..." rows are DeepSeek-V3's heads
