@@ -1060,6 +1060,7 @@ def _latent_and_paged_rows() -> list[Exercise]:
                  wrong=[({**right, "copy-on-write forgotten": "none"}, "2 of 3 right"),
                         ({**right, "block table off by one block": "a few"}, "a prediction is one of"),
                         ({**right, "block table off by one block": ["none"]}, "a prediction is one of"),
+                        (["none", "none", "most"], "give the predictions as a dict"),
                         ({"copy-on-write forgotten": "most"}, "predict every bug first")],
                  stubs=(None, {}, dict.fromkeys(right, ...)), not_attempted="no predictions yet"),
     ]

@@ -54,6 +54,20 @@ def _reshaped_not_transposed(store, table, length):  # (S, Hkv, Dh) reshaped to 
     return store[table].flatten(0, 1)[:length].reshape(store.shape[2], length, store.shape[3])
 
 
+def _reshaped_before_cut(store, table, length):  # every slot reshaped to (Hkv, slots, Dh), then cut: heads mixed
+    return store[table].reshape(store.shape[2], -1, store.shape[3])[:, :length]
+
+
+def _slot_forgotten(store, table, length):  # the right block for position p, but always its slot 0
+    B = store.shape[1]
+    return torch.stack([store[table[p // B], 0] for p in range(length)], dim=1)
+
+
+def _block_size_rounded_down(store, table, length):  # B guessed as length // blocks
+    B = max(1, length // len(table))
+    return torch.stack([store[table[min(p // B, len(table) - 1)], p % B] for p in range(length)], dim=1)
+
+
 def _table_sorted(store, table, length):  # the table's blocks read in the pool's order, not the table's
     return _reference(store, table.sort().values, length)
 
@@ -83,6 +97,13 @@ MISTAKES: list[tuple[Callable, str]] = [
     (_reshaped_not_transposed, "every number is a key of the sequence, but in the wrong place: a reshape of "
                                "(S, Hkv, Dh) into (Hkv, S, Dh) keeps the memory order and mixes heads with "
                                "positions; swap the two dimensions with .transpose(0, 1) instead."),
+    (_reshaped_before_cut, "every number is a key of the sequence, but in the wrong place: a reshape of the "
+                           "blocks' (slots, Hkv, Dh) into (Hkv, slots, Dh) keeps the memory order and mixes heads "
+                           "with positions; swap the two dimensions with .transpose(0, 1) instead."),
+    (_slot_forgotten, "each position was read from slot 0 of its block: within block table[p // B], position p "
+                      "sits at slot p % B."),
+    (_block_size_rounded_down, "you worked out the block size from the length and the table (length // blocks): "
+                               "that is B only by luck; read it from the store, B = store.shape[1]."),
     (_table_sorted, _ORDER_HINT),
     (_table_reversed, _ORDER_HINT),
     (_last_positions, "you kept the last length slots of the blocks: a sequence starts at slot 0 of its first "

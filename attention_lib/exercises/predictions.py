@@ -55,7 +55,10 @@ def check_prediction(prediction, measured, *, question: str, why: str, rel_tol: 
         return CheckResult("failed", f"❌ {question}: a prediction is one finite number, but got "
                            f"{prediction!r} ({type(prediction).__name__}); e.g. my_prediction = 0.5.")
     close = abs(float(prediction) - value) <= abs_tol + rel_tol * abs(value)
-    shown = f"you predicted {float(prediction):.4g}, the measurement says {value:.4g}."
+    said, says = f"{float(prediction):.4g}", f"{value:.4g}"
+    if not close and said == says:  # different numbers that look the same at 4 digits: show them whole
+        said, says = repr(float(prediction)), repr(value)
+    shown = f"you predicted {said}, the measurement says {says}."
     if close:
         return CheckResult("passed", f"✅ {question}: {shown} Well reasoned! Why: {why}")
     return CheckResult("failed", f"❌ {question}: {shown} Why: {why}")
@@ -83,6 +86,9 @@ def grade_amounts(name: str, predictions, shares: Mapping[str, float], why: Mapp
         ('passed', ['✅ bugs: 1 of 1 right.', "  ✓ a: you said 'some', measured 40% ('some'). because."])
     """
     keys: Sequence[str] = list(shares)
+    if predictions is not None and predictions is not Ellipsis and not isinstance(predictions, Mapping):
+        return CheckResult("failed", f"❌ {name}: give the predictions as a dict, each bug's name to one of "
+                           f"{list(AMOUNTS)} (e.g. {{{keys[0]!r}: 'some'}}), but got a {type(predictions).__name__}.")
     if not isinstance(predictions, Mapping) or all(predictions.get(k) in (None, Ellipsis, "") for k in keys):
         return CheckResult("not attempted", ask)
     missing = [k for k in keys if predictions.get(k) in (None, Ellipsis, "")]
