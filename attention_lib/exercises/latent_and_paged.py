@@ -37,6 +37,10 @@ def _off_by_one(store, table, length):
     return _reference(store, table.roll(1), length)
 
 
+def _off_by_one_forward(store, table, length):  # position p read from the next block, table[p // B + 1]
+    return _reference(store, table.roll(-1), length)
+
+
 def _slot_major(store, table, length):  # position p read from block p % blocks, slot p // blocks
     return store[table].transpose(0, 1).flatten(0, 1)[:length].transpose(0, 1)
 
@@ -90,6 +94,9 @@ MISTAKES: list[tuple[Callable, str]] = [
                   "put them, so read block table[p // B] for position p, in the table's order."),
     (_off_by_one, "every position was read from the block before its own (table[p // B - 1]): the block of "
                   "position p is table[p // B], counting from 0, so block 0 of the table holds positions 0 .. B - 1."),
+    (_off_by_one_forward, "every position was read from the block after its own (table[p // B + 1]): the block "
+                          "of position p is table[p // B], counting from 0, so block 0 of the table holds positions "
+                          "0 .. B - 1."),
     (_slot_major, "the blocks were interleaved: position p lives in block table[p // B] at slot p % B, so lay the "
                   "blocks end to end (store[table] is (blocks, B, Hkv, Dh); flatten the first two dimensions)."),
     (_position_as_block, "each position was read from slot 0 of a block: within its block, position p sits at "
