@@ -1007,6 +1007,10 @@ def _latent_and_paged_rows() -> list[Exercise]:
         B = store.shape[1]
         return torch.stack([store[table[p // B], p % B] for p in range(length)], dim=1)  # (Hkv, S, Dh)
 
+    def through_python_numbers(store, table, length):  # the table as a list, as the package's cache keeps it
+        B, blocks = store.shape[1], table.tolist()
+        return torch.stack([store[blocks[p // B], p % B] for p in range(length)], dim=1)
+
     def through_the_package(store, table, length):
         from attention_lib.paged import read_blocks
 
@@ -1031,6 +1035,11 @@ def _latent_and_paged_rows() -> list[Exercise]:
     def full_blocks_only(store, table, length):
         return store[table[:length // store.shape[1]]].flatten(0, 1).transpose(0, 1)
 
+    def writes_into_the_store(store, table, length):  # the right keys, then a slot of the pool overwritten
+        keys = store[table].flatten(0, 1)[:length].transpose(0, 1).clone()
+        store[0] = 0.0
+        return keys
+
     def writes_the_store(store, table, length):  # the right keys, then the pool overwritten
         keys = store[table].flatten(0, 1)[:length].transpose(0, 1).clone()
         store.zero_()
@@ -1047,14 +1056,16 @@ def _latent_and_paged_rows() -> list[Exercise]:
 
     predict.__name__ = "check_gallery_predictions"
     return [
-        Exercise(lesson17.check_read_through_table, correct=[by_hand, through_the_package],
+        Exercise(lesson17.check_read_through_table, correct=[by_hand, through_python_numbers],
                  wrong=[*((fn, hint[:40]) for fn, hint in lesson17.MISTAKES),
                         (whole_blocks, "keep the first length = 10 positions only"),
                         (heads_last, "transpose to (Hkv, S, Dh) at the end"),
                         (block_size_guessed, "read it from the store, B = store.shape[1]"),
                         (one_short, "you returned 9 positions, one short"),
                         (full_blocks_only, "you kept the 2 full blocks only: the last block is part-full"),
-                        (writes_the_store, "your function changed `store`")],
+                        (writes_the_store, "your function called `.zero_()`"),
+                        (writes_into_the_store, "your function changed `store`"),
+                        (through_the_package, "which reads the block table for you")],
                  crashes=[(float_index, "")], mistakes=lesson17.MISTAKES, passed_says="correct on 4"),
         Exercise(predict, correct=[right],
                  wrong=[({**right, "copy-on-write forgotten": "none"}, "2 of 3 right"),

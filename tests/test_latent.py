@@ -17,6 +17,7 @@ from attention_lib import (
 )
 
 transformers = pytest.importorskip("transformers", reason="transformers is a test dependency: pip install -e .[test]")
+from hf_models import far_from_ties  # noqa: E402
 
 VOCAB = 50
 #: The issue's shapes: hidden 64, 4 heads, kv_lora_rank 16, qk_rope_head_dim 8, qk_nope_head_dim 16, v_head_dim 16.
@@ -30,11 +31,8 @@ SHAPES = {"vocab_size": VOCAB, "hidden_size": 64, "intermediate_size": 96, "num_
 def hf_deepseek(seed=0, **overrides):
     """A tiny random DeepseekV3ForCausalLM with dense MLPs, weights of std 0.1 (tokens far from ties)."""
     torch.manual_seed(seed)
-    model = transformers.DeepseekV3ForCausalLM(transformers.DeepseekV3Config(**(SHAPES | overrides))).eval()
-    with torch.no_grad():
-        for p in model.parameters():
-            p.normal_(0.0, 0.1) if p.dim() == 2 else p.uniform_(0.5, 1.5)
-    return model
+    config = transformers.DeepseekV3Config(**(SHAPES | overrides))
+    return far_from_ties(transformers.DeepseekV3ForCausalLM(config).eval())
 
 
 def prompt(N=2, P=12, seed=1):

@@ -11,21 +11,9 @@ from attention_lib import TinyLlama, from_hf_llama, generate
 from attention_lib.llama import RMSNorm
 
 transformers = pytest.importorskip("transformers", reason="transformers is a test dependency: pip install -e .[test]")
+from hf_models import hf_llama  # noqa: E402
 
 VOCAB = 50
-
-
-def hf_llama(seed=0, **overrides):
-    """A tiny random LlamaForCausalLM: hidden 64, 4 heads, 2 key/value heads, 2 layers, weights of std 0.1."""
-    settings = {"vocab_size": VOCAB, "hidden_size": 64, "intermediate_size": 96, "num_hidden_layers": 2,
-                "num_attention_heads": 4, "num_key_value_heads": 2, "max_position_embeddings": 64,
-                "bos_token_id": None, "eos_token_id": None, "pad_token_id": None} | overrides
-    torch.manual_seed(seed)
-    model = transformers.LlamaForCausalLM(transformers.LlamaConfig(**settings)).eval()
-    with torch.no_grad():
-        for p in model.parameters():  # larger than the default 0.02, so that tokens are far from ties
-            p.normal_(0.0, 0.1) if p.dim() == 2 else p.uniform_(0.5, 1.5)
-    return model
 
 
 def prompt(N=2, P=6, seed=1):

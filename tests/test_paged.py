@@ -185,16 +185,11 @@ def test_transformers_continuous_batching_writes_the_same_tokens():
     model = getattr(transformers, "LlamaForCausalLM", None)
     if model is None or not hasattr(model, "generate_batch"):
         pytest.skip("this transformers has no generate_batch (continuous batching)")
+    from hf_models import hf_llama
+
     from attention_lib import from_hf_llama
 
-    settings = {"vocab_size": 50, "hidden_size": 64, "intermediate_size": 96, "num_hidden_layers": 2,
-                "num_attention_heads": 4, "num_key_value_heads": 2, "max_position_embeddings": 64,
-                "bos_token_id": None, "eos_token_id": None, "pad_token_id": None}
-    torch.manual_seed(0)
-    theirs = model(transformers.LlamaConfig(**settings)).eval()
-    with torch.no_grad():
-        for p in theirs.parameters():
-            p.normal_(0.0, 0.1) if p.dim() == 2 else p.uniform_(0.5, 1.5)
+    theirs = hf_llama(0)
     prompts = [torch.randint(0, 50, (n,), generator=torch.Generator().manual_seed(n)).tolist() for n in (3, 7, 12)]
     config = transformers.GenerationConfig(max_new_tokens=8, do_sample=False, eos_token_id=None, pad_token_id=0)
     outputs = theirs.generate_batch(prompts, generation_config=config)
