@@ -66,6 +66,36 @@ def test_main_returns_the_measurements(capsys):
     assert f"{'met' if value <= limit else 'MISSED'}" in out
 
 
+def test_the_header_and_the_json_say_where_it_ran(tmp_path, capsys, monkeypatch):
+    import json
+
+    from attention_lib.bench import machine
+    monkeypatch.setenv("MKL_CBWR", "COMPATIBLE")
+    path = tmp_path / "run.json"
+    result = bench.main(["--device", "cpu", "--sizes", "16", "--repeats", "2", "--loop-max", "0", "--part", "time",
+                         "--json", str(path)])
+    out = capsys.readouterr().out
+    described = machine.describe_machine()
+    for text in (f"CPU: {described['cpu']}", f"torch's CPU kernels: {torch.backends.cpu.get_cpu_capability()}",
+                 "MKL_CBWR=COMPATIBLE", "caches (per core", "load average", f"torch threads: {torch.get_num_threads()}"):
+        assert text in out, text
+    assert "memory" not in out.split("== targets")[0].split("== time")[0].lower()  # --part time: no memory tables
+    written = json.loads(path.read_text())
+    assert written["machine"]["cpu"] == described["cpu"]
+    assert written["machine"]["environment"]["MKL_CBWR"] == "COMPATIBLE"
+    assert set(written["machine"]["caches"]) == set(described["caches"])
+    ratios = {tuple(r["key"]): r["value"] for r in written["ratios"]}
+    assert ratios == {k: pytest.approx(v) for k, v in result["ratios"].items()}  # every ratio, as measured
+    judged = {t["text"]: t for t in written["targets"]}
+    assert judged["need_weights=False at 2x4, n=512 <= 1.1x SDPA"]["met"] is None  # not measured: neither met nor not
+    assert "decoding" not in written and "serving" not in written
+
+
+def test_cache_sizes_read_linux_units():
+    from attention_lib.bench.machine import _size
+    assert (_size("48K"), _size("2048K"), _size("32M"), _size("512")) == (48 * 1024, 2 * 1024**2, 32 * 1024**2, 512)
+
+
 def test_training_memory_is_linear_for_memory_efficient_attention():
     q, k, v = (t.requires_grad_() for t in bench_memory.inputs((1, 2), 1024, 8, "cpu", torch.float32))
     grad_output = torch.ones(1, 2, 1024, 8)
