@@ -39,7 +39,7 @@ from .measure import quiet_profiler, synchronize, time_paired
 from .memory_tables import inputs as _inputs
 from .memory_tables import memory_tables, with_gradients
 from .serving import run_serving
-from .targets import WEIGHTS_REFERENCE, exp2_vs_exp, print_targets
+from .targets import MATMULS, WEIGHTS_REFERENCE, exp2_vs_exp, matmuls_only, print_targets
 
 #: The methods compared, each called as ``fn(query, key, value, **options)`` (options: a mask or ``is_causal``).
 METHODS: dict[str, Callable[..., object]] = {
@@ -229,7 +229,8 @@ def main(argv: list[str] | None = None) -> dict:
     for bh in ((1, 1), (2, 4)):
         for n in args.sizes:
             inputs = _inputs(bh, n, d, device, dtype)
-            runs = [time_paired({m: fn for m, fn in methods.items() if m != "loop"}, inputs, _repeats(args.repeats, n))]
+            timed = {**{m: fn for m, fn in methods.items() if m != "loop"}, MATMULS: matmuls_only}
+            runs = [time_paired(timed, inputs, _repeats(args.repeats, n))]
             if n <= args.loop_max:  # the slow loop gets its own, fewer, paired runs
                 runs.append(time_paired({m: METHODS[m] for m in ("sdpa", "loop")}, inputs, min(args.repeats, 3)))
             for m, ratio in _ratios(runs[0], WEIGHTS_REFERENCE).items():
