@@ -91,11 +91,6 @@ def test_the_header_and_the_json_say_where_it_ran(tmp_path, capsys, monkeypatch)
     assert "decoding" not in written and "serving" not in written
 
 
-def test_cache_sizes_read_linux_units():
-    from attention_lib.bench.machine import _size
-    assert (_size("48K"), _size("2048K"), _size("32M"), _size("512")) == (48 * 1024, 2 * 1024**2, 32 * 1024**2, 512)
-
-
 def test_training_memory_is_linear_for_memory_efficient_attention():
     q, k, v = (t.requires_grad_() for t in bench_memory.inputs((1, 2), 1024, 8, "cpu", torch.float32))
     grad_output = torch.ones(1, 2, 1024, 8)

@@ -12,10 +12,10 @@ import json
 import os
 import platform
 import sys
-from functools import lru_cache
-from pathlib import Path
 
 import torch
+
+from ..memory_efficient._blocks import cache_sizes
 
 #: The environment variables that change which kernels run: torch's own (``ATEN_CPU_CAPABILITY``), MKL's (its
 #: instruction set, and its conditional numerical reproducibility mode) and oneDNN's.
@@ -37,35 +37,6 @@ def _cpuinfo() -> dict[str, str]:
             return fields
     except OSError:
         return {}
-
-
-def _size(text: str) -> int:
-    """Bytes from ``/sys``'s ``48K``, ``2048K``, ``32M``."""
-    units = {"K": 1024, "M": 1024**2, "G": 1024**3}
-    return int(text[:-1]) * units[text[-1]] if text and text[-1] in units else int(text or 0)
-
-
-@lru_cache(maxsize=1)
-def cache_sizes() -> dict[str, int]:
-    """This CPU's data caches per core (as Linux lists them for CPU 0): ``{"L1d": bytes, "L2": ..., "L3": ...}``.
-
-    Empty where the system does not say (not Linux). The L3 is shared between cores; L1d and L2 are one core's on
-    the x86 CPUs this was checked on.
-
-    Example:
-        >>> sizes = cache_sizes()
-        >>> all(isinstance(v, int) and v > 0 for v in sizes.values())
-        True
-    """
-    sizes = {}
-    for index in sorted(Path("/sys/devices/system/cpu/cpu0/cache").glob("index*")):
-        try:
-            level, kind, size = ((index / f).read_text().strip() for f in ("level", "type", "size"))
-        except OSError:
-            continue
-        if kind != "Instruction":
-            sizes[f"L{level}{'d' if kind == 'Data' else ''}"] = _size(size)
-    return sizes
 
 
 def describe_machine() -> dict:
