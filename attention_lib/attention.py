@@ -304,11 +304,13 @@ def _sdpa_fast_path(query, key, value, attn_mask, dropout_p, is_causal, scale, *
     if is_causal and scale is not None and scale <= 0:
         attn_mask, is_causal = causal_mask(query.size(-2), key.size(-2), device=query.device), False
     gqa = {"enable_gqa": True} if enable_gqa else {}  # only where asked: torch before 2.5 has no such argument
+    # The sum is one vectorised read of the query, made before SDPA so that SDPA finds the query in the cache
+    # (after SDPA it would come back from memory: 1.4 % of SDPA's time against 5.5 %, 2x4 heads, L = 512, E = 64,
+    # one thread), where marking the NaN rows and writing a new output every call cost 0.25 ms.
+    some_nan = query.device.type != "cpu" or math.isnan(query.detach().sum())
     output = F.scaled_dot_product_attention(query, key, value, attn_mask=attn_mask, dropout_p=dropout_p,
                                             is_causal=is_causal, scale=scale, **gqa)
-    # The sum is one vectorised read of the query (0.009 ms at 2x4 heads, L = 512, E = 64, one thread, against
-    # SDPA's 2-4 ms), where marking the NaN rows and writing a new output every call cost 0.25 ms.
-    if query.device.type != "cpu" or math.isnan(query.detach().sum()):
+    if some_nan:
         # A row's max is NaN exactly when the row holds a NaN (amax propagates NaN): (N, ..., L, E) -> (N, ..., L, 1)
         output = torch.where(query.amax(dim=-1, keepdim=True).isnan(), float("nan"), output)
     has_key = rows_with_keys(attn_mask)  # (N, ..., L, 1), or None when every row has a key (or no mask at all)

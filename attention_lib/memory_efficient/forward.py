@@ -250,5 +250,11 @@ def _fold_block_(running_max: torch.Tensor, running_sum: torch.Tensor, running_o
     correction = torch.exp2(running_max - shift)
     weights = scores.sub_(shift).exp2_()  # (N, ..., Bq, Bk)
     running_sum.mul_(correction).add_(weights.sum(dim=-1, keepdim=True))
-    running_output.mul_(correction).add_(weights @ value)  # (..., Bq, Bk) @ (..., Bk, Ev) -> (..., Bq, Ev)
+    running_output.mul_(correction)
+    if weights.shape[:-2] == value.shape[:-2] == running_output.shape[:-2] and running_output.is_contiguous():
+        # the same batch everywhere: the product is added where it lands, inside the matrix product (beta = 1)
+        flat = running_output.view(-1, *running_output.shape[-2:])
+        flat.baddbmm_(weights.reshape(-1, *weights.shape[-2:]), value.reshape(-1, *value.shape[-2:]))
+    else:
+        running_output.add_(weights @ value)  # (..., Bq, Bk) @ (..., Bk, Ev) -> (..., Bq, Ev)
     return new_max
