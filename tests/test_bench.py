@@ -85,6 +85,7 @@ def test_the_header_and_the_json_say_where_it_ran(tmp_path, capsys, monkeypatch)
     assert written["machine"]["cpu"] == described["cpu"]
     assert written["machine"]["environment"]["MKL_CBWR"] == "COMPATIBLE"
     assert set(written["machine"]["caches"]) == set(described["caches"])
+    assert written["machine"]["features"] == described["features"]  # a list of names, never read as a target
     ratios = {tuple(r["key"]): r["value"] for r in written["ratios"]}
     assert ratios == {k: pytest.approx(v) for k, v in result["ratios"].items()}  # every ratio, as measured
     judged = {t["text"]: t for t in written["targets"]}

@@ -104,13 +104,15 @@ def written(path: str | None, machine: dict, result: dict) -> dict:
 
 
 def _plain(x):
-    """JSON's types for the benchmark's results (see :func:`_written`)."""
+    """JSON's types for the benchmark's results (see :func:`written`)."""
     if isinstance(x, dict):
         if x and all(isinstance(k, tuple) for k in x):
             return [{"key": list(k), "value": _plain(v)} for k, v in x.items()]
         return {str(k): _plain(v) for k, v in x.items()}
     if isinstance(x, list | tuple):
-        if len(x) in (3, 4) and isinstance(x[0], str) and all(not isinstance(y, list | tuple | dict) for y in x):
+        number = (int, float)
+        if (len(x) in (3, 4) and isinstance(x[0], str) and (x[1] is None or isinstance(x[1], number))
+                and isinstance(x[-1], number) and not isinstance(x[-1], bool)):  # a target: (text, value, [sign,] limit)
             value, limit, sign = x[1], x[-1], x[2] if len(x) == 4 else "<="
             met = None if value is None else (value >= limit if sign == ">=" else value <= limit if sign == "<="
                                               else value < limit)
