@@ -112,7 +112,7 @@ def _plain(x):
     if isinstance(x, list | tuple):
         number = (int, float)
         if (len(x) in (3, 4) and isinstance(x[0], str) and (x[1] is None or isinstance(x[1], number))
-                and isinstance(x[-1], number) and not isinstance(x[-1], bool)):  # a target: (text, value, [sign,] limit)
+                and isinstance(x[-1], number) and not isinstance(x[-1], bool)):  # (text, value, [sign,] limit)
             value, limit, sign = x[1], x[-1], x[2] if len(x) == 4 else "<="
             met = None if value is None else (value >= limit if sign == ">=" else value <= limit if sign == "<="
                                               else value < limit)
