@@ -249,7 +249,8 @@ def _prepare(query, key, value, attn_mask, dropout_p, is_causal, scale, need_wei
     checks with the scores, as it checks any mask; the fast path gets its mask checked here and ``is_causal`` as it
     is, so that SDPA can skip the future instead of reading a dense mask.
     """
-    check_qkv(query, key, value)
+    if not _common_inputs(query, key, value):  # a few attribute reads pass the common case
+        check_qkv(query, key, value)
     check_options(attn_mask, dropout_p, is_causal, scale)
     check_bool(need_weights, "need_weights")
     L, S = query.size(-2), key.size(-2)
@@ -262,30 +263,37 @@ def _prepare(query, key, value, attn_mask, dropout_p, is_causal, scale, need_wei
     return attn_mask, is_causal
 
 
+def _common_inputs(query, key, value) -> bool:
+    """Whether ``check_qkv`` would pass these plain tensors, read in about a microsecond (the full checks cost
+    several times a decoding step's SDPA); ``False`` only means "check in full", which names any mistake."""
+    if not type(query) is type(key) is type(value) is torch.Tensor:
+        return False
+    q, k, v = query.shape, key.shape, value.shape
+    return (query.dtype == key.dtype == value.dtype and query.is_floating_point() and len(q) == len(k) == len(v) >= 2
+            and query.device == key.device == value.device and q[:-2] == k[:-2] == v[:-2] and q[-1] == k[-1] >= 1
+            and k[-2] == v[-2])
+
+
 def _sdpa_fast_path(query, key, value, attn_mask, dropout_p, is_causal, scale, *, enable_gqa: bool = False
                     ) -> torch.Tensor:
-    """The same five steps inside PyTorch's fused kernel (no weights to return), with the recipe's answers at the
-    edges: a query with a NaN gets NaN, a query with no key gets zeros.
+    """The five steps in PyTorch's fused kernel, with the recipe's edges: NaN query -> NaN, no key -> zeros.
 
     ``is_causal`` reaches SDPA as it is, so SDPA can skip the future instead of reading a dense mask (and, on
-    CUDA, pick its flash kernel), with one exception: with a scale that is not positive, torch 2.13's fused CPU
-    kernel returns NaN for ``is_causal=True``, so that case gets the dense causal mask instead. The fused CPU kernel
-    also gives a query that holds a NaN a row of zeros, where the recipe's softmax gives NaN: such a row is set to
-    NaN here, as on every other path of the package. SDPA gives fully masked rows zeros since torch 2.5
-    (pytorch/pytorch#133882); the package accepts torch 2.1 and newer, where such rows gave NaN, so they are set to
-    zeros here too. Neither fix reads a value from a GPU back to the host: both are ``masked_fill`` on the output.
-    ``enable_gqa`` (torch 2.5+; :class:`~attention_lib.GroupedQueryAttention`) lets ``H`` query heads read ``Hkv``
-    key/value heads without a copy; the edge rules then hold per query head, ``(N, H, L, 1)``.
+    CUDA, pick its flash kernel), except with a scale that is not positive, where torch 2.13's fused CPU kernel
+    returns NaN for ``is_causal=True``: that case gets the dense causal mask. The fused CPU kernel gives a query
+    holding a NaN a row of zeros (the recipe: NaN): on the CPU one sum of the query says whether any NaN is there
+    (no wait to read it), and only then do the rows whose max is NaN become NaN, in a new tensor (SDPA's saved
+    output stays intact for its backward); a GPU always takes that path. Fully masked rows get zeros (as SDPA's
+    since torch 2.5, pytorch/pytorch#133882; the package accepts torch 2.1) only where a mask leaves a row keyless.
+    ``enable_gqa`` (torch 2.5+; :class:`~attention_lib.GroupedQueryAttention`): ``H`` query heads read ``Hkv``.
     """
     if is_causal and scale is not None and scale <= 0:
         attn_mask, is_causal = causal_mask(query.size(-2), key.size(-2), device=query.device), False
     gqa = {"enable_gqa": True} if enable_gqa else {}  # only where asked: torch before 2.5 has no such argument
+    some_nan = query.device.type != "cpu" or math.isnan(query.detach().sum())  # before SDPA, which finds q cached
     output = F.scaled_dot_product_attention(query, key, value, attn_mask=attn_mask, dropout_p=dropout_p,
                                             is_causal=is_causal, scale=scale, **gqa)
-    # A row's max is NaN exactly when the row holds a NaN (amax propagates NaN): one reduction, where
-    # isnan().any() first writes a bool tensor the size of the query (0.07 against 0.9 ms at 2x4 heads,
-    # L = 1024, E = 64, on 2 CPU threads: 5 % of SDPA's time).
-    nan_rows = query.amax(dim=-1, keepdim=True).isnan()  # (N, ..., L, E) -> (N, ..., L, 1)
-    output = torch.where(nan_rows, float("nan"), output)
-    has_key = rows_with_keys(attn_mask)  # (N, ..., L, 1), or None when every row has a key
+    if some_nan:  # a row's max is NaN exactly when the row holds a NaN (amax propagates NaN): (N, ..., L, 1)
+        output = torch.where(query.amax(dim=-1, keepdim=True).isnan(), float("nan"), output)
+    has_key = rows_with_keys(attn_mask)  # (N, ..., L, 1), or None when every row has a key (or no mask at all)
     return output if has_key is None else output.masked_fill(~has_key, 0.0)

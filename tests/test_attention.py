@@ -630,16 +630,91 @@ def test_a_masked_call_never_reads_a_value_back_to_the_host(need_weights, kind):
 
 
 def test_each_check_of_a_call_runs_once(monkeypatch):
-    """One preparation checks query, key, value and the mask; the steps check only what is theirs."""
+    """One preparation checks query, key, value and the mask; the steps check only what is theirs. Common inputs
+    pass the quick check and skip the full one; inputs that only broadcast take the full one, once."""
     import attention_lib.attention as attention
     counts = {}
-    for name in ("check_qkv", "check_mask"):
+    for name in ("_common_inputs", "check_qkv", "check_mask"):
         real = getattr(attention, name)
         spy = lambda *a, _r=real, _n=name, **kw: counts.update({_n: counts.get(_n, 0) + 1}) or _r(*a, **kw)
         monkeypatch.setattr(attention, name, spy)
     q, k, v = make_qkv((2,), 3, 5, 4, 2)
-    calculate_attention(q, k, v, attn_mask=torch.ones(3, 5, dtype=torch.bool))
-    assert counts == {"check_qkv": 1, "check_mask": 1}
-    counts.clear()
-    calculate_attention(q, k, v, attn_mask=torch.ones(3, 5, dtype=torch.bool), need_weights=False)
-    assert counts == {"check_qkv": 1, "check_mask": 1}
+    for need_weights in (True, False):
+        counts.clear()
+        calculate_attention(q, k, v, attn_mask=torch.ones(3, 5, dtype=torch.bool), need_weights=need_weights)
+        assert counts == {"_common_inputs": 1, "check_mask": 1}
+        counts.clear()
+        calculate_attention(q, k[:1], v[:1], attn_mask=torch.ones(3, 5, dtype=torch.bool), need_weights=need_weights)
+        assert counts == {"_common_inputs": 1, "check_qkv": 1, "check_mask": 1}
+
+
+def _mistaken_inputs():
+    q, k, v = _qkv()
+    return {"not a tensor": (q, [[1.0]], v), "integer": (q.long(), k, v), "one dimension": (torch.randn(4), k, v),
+            "E differs": (q, torch.randn(2, 5, 7), v), "S differs": (q, k, torch.randn(2, 4, 6)),
+            "batch": (torch.randn(2, 3, 4), torch.randn(3, 5, 4), torch.randn(3, 5, 6)), "dtype": (q, k.double(), v),
+            "value dtype": (q, k, v.double()), "device": (q, k.to("meta"), v),
+            "E = 0": (torch.randn(2, 0), torch.randn(3, 0), torch.randn(3, 4)),
+            "a parameter": (torch.nn.Parameter(q), k, v), "fewer dimensions": (q[0], k, v)}
+
+
+@pytest.mark.parametrize("case", list(_mistaken_inputs()))
+def test_the_quick_check_of_inputs_lets_no_mistake_through(case):
+    """What skips the full check is only what the full check passes: every mistake (and a tensor subclass, a batch
+    that only broadcasts) goes to the full check."""
+    from attention_lib.attention import _common_inputs
+    from attention_lib.validation import check_qkv
+    query, key, value = _mistaken_inputs()[case]
+    assert not _common_inputs(query, key, value)
+    if case not in ("a parameter", "fewer dimensions"):
+        with pytest.raises((TypeError, ValueError)):
+            check_qkv(query, key, value)
+
+
+@pytest.mark.parametrize(("L", "S", "E", "Ev"), GRID)
+def test_the_quick_check_passes_common_inputs(L, S, E, Ev):
+    from attention_lib.attention import _common_inputs
+    for dtype in (torch.float32, torch.float64, torch.bfloat16):
+        q, k, v = make_qkv((2, 3), L, S, E, Ev, dtype)
+        assert _common_inputs(q, k, v)
+
+
+def _ops_of(fn, *args, **kwargs) -> set[str]:
+    from torch.profiler import ProfilerActivity, profile
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        fn(*args, **kwargs)
+    return {e.name for e in prof.events()}
+
+
+@pytest.mark.parametrize("options", [{}, {"is_causal": True}, {"attn_mask": "every row has a key"}])
+def test_the_fast_path_pays_only_for_what_can_happen(options):
+    """Without a NaN in the queries and with a key for every row, the fast path returns SDPA's output as it is: no
+    row marked, no copy of the output (the edge rules cost one sum of the queries)."""
+    for dtype in (torch.float32, torch.float64):  # the fused kernel, and the math one
+        q, k, v = make_qkv((2, 2), 6, 6, 4, 3, dtype)
+        if "attn_mask" in options:
+            options = {"attn_mask": torch.ones(6, 6, dtype=torch.bool).tril(2)}
+        sdpa = _ops_of(F.scaled_dot_product_attention, q, k, v, **options)
+        ops = _ops_of(calculate_attention, q, k, v, need_weights=False, **options) - sdpa
+        assert not ops & {"aten::where", "aten::masked_fill", "aten::amax", "aten::clone", "aten::copy_"}, ops
+        q[1, 0, 2, 1] = float("nan")  # now the NaN rule has something to do
+        assert "aten::where" in _ops_of(calculate_attention, q, k, v, need_weights=False, **options)
+
+
+@pytest.mark.parametrize("nan", [False, True])
+def test_the_fast_path_keeps_sdpa_backward(nan):
+    """SDPA saves its output for the backward pass: the NaN rule writes a new tensor, never into that output. Rows
+    without a NaN get SDPA's gradients."""
+    q, k, v = (t.requires_grad_() for t in make_qkv((2, 2), 5, 6, 4, 3))
+    if nan:
+        with torch.no_grad():
+            q[0, 1, 3, 2] = float("nan")
+    out, _ = calculate_attention(q, k, v, need_weights=False)
+    out.sum().backward()
+    clean = (slice(1, None),)  # batch 1 holds no NaN
+    q2, k2, v2 = (t.detach()[clean].requires_grad_() for t in (q, k, v))
+    F.scaled_dot_product_attention(q2, k2, v2).sum().backward()
+    torch.testing.assert_close(out[clean], F.scaled_dot_product_attention(q2, k2, v2))
+    for mine, sdpa in zip((q, k, v), (q2, k2, v2), strict=True):
+        torch.testing.assert_close(mine.grad[clean], sdpa.grad)
+    assert bool(out[0, 1, 3].isnan().all()) == nan

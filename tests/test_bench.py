@@ -66,6 +66,34 @@ def test_main_returns_the_measurements(capsys):
     assert f"{'met' if value <= limit else 'MISSED'}" in out
 
 
+def test_the_header_and_the_json_say_where_it_ran(tmp_path, capsys, monkeypatch):
+    import json
+
+    from attention_lib.bench import machine
+    monkeypatch.setenv("MKL_CBWR", "COMPATIBLE")
+    path = tmp_path / "run.json"
+    result = bench.main(["--device", "cpu", "--sizes", "16", "--repeats", "2", "--loop-max", "0", "--part", "time",
+                         "--json", str(path)])
+    out = capsys.readouterr().out
+    described = machine.describe_machine()
+    for text in (f"CPU: {described['cpu']}", f"torch's CPU kernels: {torch.backends.cpu.get_cpu_capability()}",
+                 "MKL_CBWR=COMPATIBLE", "caches (per core", "load average",
+                 f"torch threads: {torch.get_num_threads()}"):
+        assert text in out, text
+    assert "memory" not in out.split("== targets")[0].split("== time")[0].lower()  # --part time: no memory tables
+    written = json.loads(path.read_text())
+    assert written["machine"]["cpu"] == described["cpu"]
+    assert written["machine"]["environment"]["MKL_CBWR"] == "COMPATIBLE"
+    assert set(written["machine"]["caches"]) == set(described["caches"])
+    assert written["machine"]["features"] == described["features"]  # a list of names, never read as a target
+    ratios = {tuple(r["key"]): r["value"] for r in written["ratios"]}
+    assert ratios == {k: pytest.approx(v) for k, v in result["ratios"].items()}  # every ratio, as measured
+    judged = {t["text"]: t for t in written["targets"]}
+    assert judged["need_weights=False at 2x4, n=512 <= 1.1x SDPA"]["met"] is None  # not measured: neither met nor not
+    assert "decoding" not in written
+    assert "serving" not in written
+
+
 def test_training_memory_is_linear_for_memory_efficient_attention():
     q, k, v = (t.requires_grad_() for t in bench_memory.inputs((1, 2), 1024, 8, "cpu", torch.float32))
     grad_output = torch.ones(1, 2, 1024, 8)
@@ -143,3 +171,20 @@ def test_the_weights_path_is_judged_against_pytorchs_own_weights_path():
     ours, our_weights = calculate_attention(q, k, v, is_causal=True)
     torch.testing.assert_close(output, ours)
     torch.testing.assert_close(weights, our_weights)
+
+
+def test_the_memory_efficient_target_follows_its_own_matrix_products(capsys):
+    """1.5x SDPA where its matrix products alone match SDPA; where they alone are slower (the kernel's own ceiling
+    on this machine), the same half of SDPA's time on top of them."""
+    from attention_lib.bench.targets import MATMULS, matmuls_only, print_targets
+    ratios = {("2x4", 1024, "memory_efficient"): 1.6, ("2x4", 1024, MATMULS): 0.9,
+              ("2x4", 2048, "memory_efficient"): 1.6, ("2x4", 2048, MATMULS): 1.2}
+    judged = {text: (value, limit) for text, value, limit in print_targets(ratios, {}, (16, 32), 64, 4)}
+    assert judged["memory_efficient forward at 2x4, n=1024 <= 1.5x SDPA"] == (1.6, 1.5)
+    assert judged["memory_efficient forward at 2x4, n=2048 <= its matmuls' 1.20x SDPA + 0.5 (1.5x where the matmuls "
+                  "alone match SDPA)"] == (1.6, 1.7)
+    out = capsys.readouterr().out
+    assert "MISSED       memory_efficient forward at 2x4, n=1024" in out
+    assert "met          memory_efficient forward at 2x4, n=2048" in out
+    q, k, v = (torch.randn(1, 2, 10, 4) for _ in range(3))  # the products of the blocks, the last one returned
+    torch.testing.assert_close(matmuls_only(q, k, v, block=4), (q[..., 8:, :] @ k[..., 8:, :].mT) @ v[..., 8:, :])

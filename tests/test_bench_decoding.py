@@ -90,3 +90,18 @@ def test_the_attention_core_is_the_folded_attention_of_one_new_query():
     expected = torch.nn.functional.scaled_dot_product_attention(q, k.repeat_interleave(4, dim=1),
                                                                 v.repeat_interleave(4, dim=1))  # (1, H, 1, Dh)
     torch.testing.assert_close(ungroup_heads(attention_core_step(4, 10, seed=3)(), H), expected)
+
+
+def test_the_paged_target_follows_the_bytes_its_gathers_move():
+    """1.3x the contiguous cache; where copying the blocks out alone costs more (memory slow against the rest of a
+    step), 1.1x the floor that copy sets."""
+    from attention_lib.bench.serving import paged_floor, serving_targets
+    cheap = {("contiguous", 2048): 1.0, ("gathers", 2048): 0.1, ("paged", 2048): 1.25}
+    dear = {("contiguous", 2048): 1.0, ("gathers", 2048): 0.4, ("paged", 2048): 1.5}
+    mla = {("expanded", 2048): 10.0, ("absorbed", 2048): 1.0}
+    assert paged_floor(cheap, 2048) == pytest.approx(1.1)
+    assert paged_floor(cheap, 512) is None
+    assert serving_targets(mla, cheap)[1][1:] == (1.25, "<=", 1.3)
+    text, value, sign, limit = serving_targets(mla, dear)[1]
+    assert (value, sign, limit) == (1.5, "<=", 1.54)
+    assert "1.1x the 1.40 that the gathers' copy sets" in text

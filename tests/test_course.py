@@ -160,16 +160,21 @@ def test_course_parts_use_the_standard_library_only(clone):
 def test_ci_runs_the_readme_command_in_both_environments_and_on_both_cpu_paths():
     """.ci/run: the README's test command over everything (pinned torch), then in an environment made as the
     default install makes it (no torch pin: the newest) the quick part and the notebooks that train, then those
-    notebooks under both other CPU kernel paths; the notebooks that train come from the ``trains`` marker."""
+    notebooks under both other CPU kernel paths, and those notebooks with lesson 12's retraining tests under MKL's
+    two other paths; the notebooks that train come from the ``trains`` marker."""
     ci = (ROOT / ".ci" / "run").read_text()
     commands = [line.strip() for line in ci.splitlines() if "course.py test" in line and not line.startswith("#")]
     assert commands == [
-        'part "1/4 the whole suite, torch $TORCH_PIN" "$PY" course.py test',
-        'part "2/4 the newest torch: the quick part" env COURSE_VENV=.venv-newest "$PY" course.py test -m "not slow"',
+        'part "1/6 the whole suite, torch $TORCH_PIN" "$PY" course.py test',
+        'part "2/6 the newest torch: the quick part" env COURSE_VENV=.venv-newest "$PY" course.py test -m "not slow"',
         'env COURSE_VENV=.venv-newest "$PY" course.py test -m trains notebooks/',
         'env ATEN_CPU_CAPABILITY=avx2 "$PY" course.py test -m trains notebooks/',
         'env ATEN_CPU_CAPABILITY=default "$PY" course.py test -m trains notebooks/',
+        '"$PY" course.py test -m trains notebooks/ || status=1',
+        '"$PY" course.py test tests/test_training.py || status=1',
     ]
+    assert "retrained MKL_CBWR=COMPATIBLE" in ci
+    assert "retrained MKL_ENABLE_INSTRUCTIONS=AVX2" in ci
     assert "rm -rf .venv-newest" in ci
     assert "export COURSE_TORCH=default" in ci
     assert ".venv-newest/bin/python -m pip" not in ci, "the newest environment is made by course.py, as a learner's"

@@ -7,6 +7,7 @@
   ``exp2`` / ``exp`` comparison (information, not a target);
 - :mod:`~attention_lib.bench.decoding`: the one per-token timer, :func:`time_per_token` (lesson 15 and the benchmark),
   and :mod:`~attention_lib.bench.grouped_query`: one decoding step for 16, 4 and 1 KV heads;
+- :mod:`~attention_lib.bench.machine`: where it ran (CPU, torch's kernels, caches, threads, load) and ``--json``;
 - :mod:`~attention_lib.bench.run`: the benchmark itself (``python -m attention_lib.bench [--quick]``).
 """
 

@@ -22,10 +22,7 @@ targets, each marked met or missed (``--quick``: about a minute; lesson 10 uses 
 from __future__ import annotations
 
 import argparse
-import os
-import platform
 import statistics
-import sys
 from collections.abc import Callable
 
 import torch
@@ -37,11 +34,12 @@ from ..loops import loop_attention
 from ..memory_efficient.forward import memory_efficient_attention
 from ..multihead import MultiHeadAttention
 from .decoding import run_decoding
+from .machine import describe_machine, machine_lines, written
 from .measure import quiet_profiler, synchronize, time_paired
 from .memory_tables import inputs as _inputs
 from .memory_tables import memory_tables, with_gradients
 from .serving import run_serving
-from .targets import WEIGHTS_REFERENCE, exp2_vs_exp, print_targets
+from .targets import MATMULS, WEIGHTS_REFERENCE, exp2_vs_exp, matmuls_only, print_targets
 
 #: The methods compared, each called as ``fn(query, key, value, **options)`` (options: a mask or ``is_causal``).
 METHODS: dict[str, Callable[..., object]] = {
@@ -128,30 +126,6 @@ def matmul_gflops(device: torch.device, dtype: torch.dtype, size: int, repeats: 
     return 2 * size**3 / seconds / 1e9
 
 
-def _cpu_name() -> str:
-    try:
-        with open("/proc/cpuinfo") as f:
-            return next(line.split(":", 1)[1].strip() for line in f if line.startswith("model name"))
-    except (OSError, StopIteration):
-        return platform.processor() or "unknown CPU"
-
-
-def _environment(device: torch.device, dtype: torch.dtype) -> list[str]:
-    lines = [f"torch {torch.__version__}, python {sys.version.split()[0]}, {platform.platform()}",
-             f"device: {device}, dtype: {str(dtype).removeprefix('torch.')}, torch threads: "
-             f"{torch.get_num_threads()}, CPU cores: {os.cpu_count()}"]
-    if device.type == "cuda":
-        lines.append(f"GPU: {torch.cuda.get_device_name(device)}, CUDA {torch.version.cuda}")
-    else:
-        lines.append(f"CPU: {_cpu_name()}")
-    if hasattr(os, "getloadavg"):
-        load = os.getloadavg()
-        busy = "above" if load[0] > (os.cpu_count() or 1) else "at or below"
-        lines.append("load average (1, 5, 15 min): " + ", ".join(f"{x:.2f}" for x in load)
-                     + f"  ({busy} the number of cores; above it, other programs compete for them: noisier times)")
-    return lines
-
-
 def _parse(argv) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m attention_lib.bench", description=__doc__.splitlines()[0])
     p.add_argument("--quick", action="store_true", help="small sizes and few repeats (under a minute)")
@@ -163,8 +137,14 @@ def _parse(argv) -> argparse.Namespace:
     p.add_argument("--loop-max", type=int, help="largest n for the (slow) loop version")
     p.add_argument("--head-dim", type=int, default=64, help="E = Ev, the size of each query/key/value vector")
     p.add_argument("--threads", type=int, help="torch.set_num_threads(THREADS) first (default: torch's choice)")
-    p.add_argument("--decoding", action="store_true", help="only the decoding part (time per generated token)")
+    p.add_argument("--decoding", action="store_true", help="only the decoding and serving parts (same as --part "
+                   "decoding)")
+    p.add_argument("--part", choices=["all", "time", "decoding", "serving"], default="all",
+                   help="time: the timing tables and their targets only (no memory tables, no decoding); decoding: "
+                        "decoding and serving; serving: MLA and paged only")
+    p.add_argument("--json", metavar="PATH", help="also write the machine, every ratio and every target to PATH")
     args = p.parse_args(argv)
+    args.part = "decoding" if args.decoding else args.part
     quick = args.quick
     args.sizes = args.sizes or ([64, 256] if quick else [128, 512, 1024, 2048])
     args.memory_sizes = args.memory_sizes or ([512, 1024] if quick else [2048, 4096])
@@ -231,9 +211,13 @@ def main(argv: list[str] | None = None) -> dict:
     triton, triton_says = triton_method(device, dtype, d)
     extra = {} if triton is None else {"triton": triton}
     methods = {**METHODS, **extra}
-    print("== environment", *_environment(device, dtype), sep="\n  ")
-    if args.decoding:
-        return {"decoding": run_decoding(args.quick), "serving": run_serving(args.quick)}
+    machine = describe_machine()
+    print("== environment", *machine_lines(machine, device, dtype), sep="\n  ")
+    if args.part in ("decoding", "serving"):
+        result = {"serving": run_serving(args.quick)}
+        if args.part == "decoding":
+            result = {"decoding": run_decoding(args.quick), **result}
+        return written(args.json, machine, result)
     q, k, v = _inputs((2, 4), max(args.sizes), d, device, dtype)
     print(f"  SDPA implementation at 2x4 heads, n={max(args.sizes)}: {sdpa_implementation(q, k, v)} (found with "
           f"torch.profiler)\n  Triton kernel: {triton_says}")
@@ -245,7 +229,8 @@ def main(argv: list[str] | None = None) -> dict:
     for bh in ((1, 1), (2, 4)):
         for n in args.sizes:
             inputs = _inputs(bh, n, d, device, dtype)
-            runs = [time_paired({m: fn for m, fn in methods.items() if m != "loop"}, inputs, _repeats(args.repeats, n))]
+            timed = {**{m: fn for m, fn in methods.items() if m != "loop"}, MATMULS: matmuls_only}
+            runs = [time_paired(timed, inputs, _repeats(args.repeats, n))]
             if n <= args.loop_max:  # the slow loop gets its own, fewer, paired runs
                 runs.append(time_paired({m: METHODS[m] for m in ("sdpa", "loop")}, inputs, min(args.repeats, 3)))
             for m, ratio in _ratios(runs[0], WEIGHTS_REFERENCE).items():
@@ -282,8 +267,8 @@ def main(argv: list[str] | None = None) -> dict:
             for m, ratio in _ratios(times, reference).items():
                 ratios[group, n, m] = ratio
                 print(f"  {group:<11} {n:>5}  {m:<20} {statistics.median(times[m]) * 1e3:>9.2f} {ratio:>7.2f}")
-    memory = memory_tables({m: METHODS[m] for m in METHODS if m != "loop"}, TRAINED, args.memory_sizes, d, device,
-                           dtype)
+    memory = {} if args.part == "time" else memory_tables({m: METHODS[m] for m in METHODS if m != "loop"}, TRAINED,
+                                                          args.memory_sizes, d, device, dtype)
     exp2 = exp2_vs_exp(device, dtype, _repeats(args.repeats, 512))
     print(f"\n== exp2 and exp on one block of scores (2x4 heads, 256 x 256, paired median): exp2(s * log2(e)) is "
           f"exp(s) within {exp2['max_relative_difference']:.1e} (relative) and takes {exp2['time_ratio']:.2f} times "
@@ -292,8 +277,12 @@ def main(argv: list[str] | None = None) -> dict:
           f"by log2(e), which the kernel folds into the scale). Information, not a target: on CPUs the ratio "
           f"differs from machine to machine.")
     targets = print_targets(ratios, memory, tuple(args.memory_sizes), d, torch.empty((), dtype=dtype).element_size())
-    return {"ceiling": ceiling, "ratios": ratios, "memory": memory, "exp2_vs_exp": exp2, "targets": targets,
-            "decoding": run_decoding(args.quick), "serving": run_serving(args.quick)}
+    result = {"ceiling": ceiling, "ratios": ratios, "memory": memory, "exp2_vs_exp": exp2, "targets": targets}
+    if args.part == "all":
+        result |= {"decoding": run_decoding(args.quick), "serving": run_serving(args.quick)}
+    return written(args.json, machine, result)
+
+
 
 if __name__ == "__main__":
     main()

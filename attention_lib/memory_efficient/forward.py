@@ -19,7 +19,15 @@ from torch.autograd.function import once_differentiable
 
 from ..masks import resolve_causal_bias
 from ..validation import check_mask, check_options, check_qkv, check_same_device_and_dtype, check_tensor, scores_shape
-from ._blocks import DEFAULT_BLOCK_SIZE, LOG2_E, block_scores, check_block_size, full_mask, key_blocks
+from ._blocks import (
+    DEFAULT_BLOCK_SIZE,
+    LOG2_E,
+    block_scores,
+    check_block_size,
+    forward_blocks,
+    full_mask,
+    key_blocks,
+)
 from .backward import blockwise_backward
 
 __all__ = ["DEFAULT_BLOCK_SIZE", "key_blocks", "memory_efficient_attention", "online_softmax_update"]
@@ -121,7 +129,9 @@ def memory_efficient_attention(query: torch.Tensor, key: torch.Tensor, value: to
             blocks entirely in the future are skipped. Cannot be combined with ``attn_mask``.
         scale: multiplies the scores; defaults to ``1 / sqrt(E)``.
         block_size: queries and keys per block (a positive int), or a pair ``(queries, keys)`` per block;
-            defaults to :data:`DEFAULT_BLOCK_SIZE`.
+            by default :data:`DEFAULT_BLOCK_SIZE`, with fewer keys (and queries) per block in the forward pass
+            where a block of scores of every batch and head would not fit half of the CPU's L2 cache
+            (:func:`~attention_lib.memory_efficient._blocks.forward_blocks`).
 
     Returns:
         The output ``(N, ..., L, Ev)``. A query whose every key is masked, or that has no key at all
@@ -157,7 +167,8 @@ def memory_efficient_attention(query: torch.Tensor, key: torch.Tensor, value: to
         attn_mask = attn_mask.float() if attn_mask is not None and attn_mask.is_floating_point() else attn_mask
     if attn_mask is not None and attn_mask.is_floating_point():
         attn_mask = attn_mask.detach()  # a float mask is a constant here: no gradient flows into it
-    output = _MemoryEfficientAttention.apply(query, key, value, attn_mask, is_causal, scale, block)
+    output = _MemoryEfficientAttention.apply(query, key, value, attn_mask, is_causal, scale, block,
+                                             block_size is None)
     return output.to(dtype)
 
 
@@ -170,8 +181,13 @@ class _MemoryEfficientAttention(torch.autograd.Function):
     """
 
     @staticmethod
-    def forward(ctx, query, key, value, attn_mask, is_causal: bool, scale: float, block: tuple[int, int]):
-        output, row_max, row_sum = _blockwise_forward(query, key, value, attn_mask, is_causal, scale, block)
+    def forward(ctx, query, key, value, attn_mask, is_causal: bool, scale: float, block: tuple[int, int],
+                by_cache: bool = False):
+        forward_block = block
+        if by_cache:  # block_size not given: blocks of scores that stay in the L2 cache (the backward keeps its own)
+            batch = math.prod(torch.broadcast_shapes(query.shape[:-2], key.shape[:-2]))
+            forward_block = forward_blocks(batch, query.element_size())
+        output, row_max, row_sum = _blockwise_forward(query, key, value, attn_mask, is_causal, scale, forward_block)
         ctx.save_for_backward(query, key, value, attn_mask, output, row_max, row_sum)
         ctx.options = is_causal, scale, block
         return output
@@ -182,7 +198,7 @@ class _MemoryEfficientAttention(torch.autograd.Function):
         query, key, value, attn_mask, output, row_max, row_sum = ctx.saved_tensors
         grads = blockwise_backward(grad_output, query, key, value, attn_mask, output, row_max, row_sum,
                                    *ctx.options, needs=ctx.needs_input_grad[:3])
-        return (*grads, None, None, None, None)
+        return (*grads, None, None, None, None, None)
 
 
 def _blockwise_forward(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, attn_mask: torch.Tensor | None,
@@ -234,5 +250,11 @@ def _fold_block_(running_max: torch.Tensor, running_sum: torch.Tensor, running_o
     correction = torch.exp2(running_max - shift)
     weights = scores.sub_(shift).exp2_()  # (N, ..., Bq, Bk)
     running_sum.mul_(correction).add_(weights.sum(dim=-1, keepdim=True))
-    running_output.mul_(correction).add_(weights @ value)  # (..., Bq, Bk) @ (..., Bk, Ev) -> (..., Bq, Ev)
+    running_output.mul_(correction)
+    if weights.shape[:-2] == value.shape[:-2] == running_output.shape[:-2] and running_output.is_contiguous():
+        # the same batch everywhere: the product is added where it lands, inside the matrix product (beta = 1)
+        flat = running_output.view(-1, *running_output.shape[-2:])
+        flat.baddbmm_(weights.reshape(-1, *weights.shape[-2:]), value.reshape(-1, *value.shape[-2:]))
+    else:
+        running_output.add_(weights @ value)  # (..., Bq, Bk) @ (..., Bk, Ev) -> (..., Bq, Ev)
     return new_max
