@@ -14,10 +14,10 @@ from collections.abc import Callable, Mapping, Sequence
 
 import torch
 
-from ..ring_attention import chunk_positions
-from ..validation import is_int
-from ._allowed import PLAIN, Allowed
-from ._checker import CheckResult, check_function
+from ...ring_attention import chunk_positions
+from ...validation import is_int
+from .._allowed import PLAIN, Allowed
+from .._checker import CheckResult, check_function
 
 _INPUTS = [(16, 4, 1), (24, 3, 2), (8, 2, 0)]
 
