@@ -1,4 +1,5 @@
-"""One hop of a ring, as lesson 16's hop-loop exercise hands it to the learner: ``pass_on(key, value)``.
+"""One hop of a ring: :func:`pass_round` (what the package's ring sends), and ``pass_on(key, value)``, the hop
+lesson 16's hop-loop exercise hands to the learner.
 
 Every rank calls ``pass_on`` with the key/value chunk it holds; the chunk goes to rank ``r + 1`` and the chunk of
 rank ``r - 1`` comes back (round the ring). A pass is collective: both neighbours must take part, so every rank
@@ -12,6 +13,29 @@ from __future__ import annotations
 
 import torch
 import torch.distributed as dist
+
+
+def _world_and_rank(group) -> tuple[int, int]:
+    initialised = dist.is_available() and dist.is_initialized()
+    return (dist.get_world_size(group), dist.get_rank(group)) if initialised else (1, 0)
+
+
+def pass_round(tensor: torch.Tensor, group=None):
+    """Send ``tensor`` to the next rank and receive the previous rank's (``dist.batch_isend_irecv``, which cannot
+    deadlock): ``(buffer, wait)``; call ``wait()`` before reading ``buffer``, and work in between, overlapping."""
+    (world, rank), buffer = _world_and_rank(group), torch.empty_like(tensor)
+    peer = (lambda r: r) if group is None else (lambda r: dist.get_global_rank(group, r))  # a group's rank -> global
+    requests = dist.batch_isend_irecv([dist.P2POp(dist.isend, tensor, peer((rank + 1) % world), group),
+                                       dist.P2POp(dist.irecv, buffer, peer((rank - 1) % world), group)])
+    return buffer, lambda: [r.wait() for r in requests]
+
+
+def _pack(*tensors: torch.Tensor) -> torch.Tensor:  # one message per hop
+    return torch.cat([t.reshape(-1) for t in tensors])
+
+
+def _unpack(flat: torch.Tensor, *like: torch.Tensor) -> list[torch.Tensor]:
+    return [part.view_as(t) for part, t in zip(flat.split([t.numel() for t in like]), like, strict=True)]
 
 
 class RingStopped(RuntimeError):

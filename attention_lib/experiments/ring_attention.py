@@ -21,6 +21,8 @@ import torch.nn.functional as F
 from ..distributed import ProcessRing, run_under_torchrun, spawn, tensor_bytes
 from ..multihead import merge_heads, split_heads
 from ..ring_attention import chunk_positions, ring_attention, ring_block_mask, ring_forward, shard
+from ..ring_layout import check_split
+from ..validation import check_int
 
 
 def fold_without_rescale(running_max, running_sum, running_output, scores, value):
@@ -126,11 +128,17 @@ def held_bytes(n: int, world: int, heads: int, E: int, dtype=torch.float32) -> d
     ``online_softmax_update``, which works out of place); and the running max, sum and blend. Each is built as
     the ring builds it, then counted.
 
+    Raises:
+        TypeError: if a size is not an int or ``dtype`` not a floating-point dtype.
+        ValueError: if a size is below 1, or ``n`` is not a multiple of ``world``.
+
     Example:
         >>> held_bytes(4096, 4, heads=4, E=64)["Q, K, V"] / 2**20
         3.0
     """
-    C = n // world
+    C, heads, E = check_split(n, world), check_int(heads, "heads", minimum=1), check_int(E, "E", minimum=1)
+    if not (isinstance(dtype, torch.dtype) and dtype.is_floating_point):
+        raise TypeError(f"dtype must be a floating-point torch.dtype, such as torch.float32, but got {dtype!r}.")
     q, k, v = (torch.empty(1, heads, C, E, dtype=dtype) for _ in range(3))
     passing = [torch.cat([k.flatten(), v.flatten()]) for _ in range(2 if world > 1 else 0)]
     blocks = [q.new_empty(1, heads, C, C) for _ in range(3)]
