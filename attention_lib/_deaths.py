@@ -31,7 +31,7 @@ def signal_meaning(number: int) -> str:
     return f"{name}, {signal.strsignal(number) or 'no description'}"
 
 
-def _tail(path: str, lines: int = 12) -> str:
+def _tail(path: str, lines: int = 20) -> str:
     try:
         with open(path, errors="replace") as log:
             return "".join(log.readlines()[-lines:]).rstrip()

@@ -167,7 +167,7 @@ def test_an_unguarded_script_fails_with_the_childs_own_words(tmp_path):
     assert done.returncode != 0
     assert "rank 0 of 1 died before returning a result (exit code 1)" in done.stderr, done.stderr[-3000:]
     assert "The last lines it wrote to its stderr" in done.stderr
-    assert "bootstrapping phase" in done.stderr.split("The last lines it wrote to its stderr")[-1]
+    assert "if __name__ == '__main__'" in done.stderr.split("The last lines it wrote to its stderr")[-1]
 
 
 def test_threads_is_checked():
