@@ -57,7 +57,8 @@ def test_each_slip_gets_its_hint(ring, answer, said):
 def test_a_crash_on_a_rank_is_explained_with_its_rank_and_trial(ring, answer, said):
     result = check_ring_forward(answer, ring)
     assert result.status == "error", result.message
-    assert said in result.message and "(On rank 0, the trial" in result.message, result.message
+    assert said in result.message, result.message
+    assert "(On rank 0, the trial" in result.message, result.message
 
 
 def test_the_stub_is_not_attempted_without_starting_a_ring():
