@@ -17,6 +17,7 @@ import torch
 
 from ..._ring_hops import PassOn, RingStopped, finish
 from ...bench import peak_memory
+from ...experiments.ring_attention import fold_without_rescale
 from ...memory_efficient import online_softmax_update
 from ...ring_attention import chunk_positions, ring_forward
 from .._allowed import PLAIN, PRODUCTS, SOFTMAX, Allowed
@@ -76,13 +77,6 @@ def rank_chunk(x: torch.Tensor, trial: Trial, positions: torch.Tensor) -> torch.
     if trial.transposed:
         return x[..., int(positions[0]):int(positions[-1]) + 1, :]
     return x[..., positions, :]
-
-
-def fold_without_rescale(running_max, running_sum, running_output, scores, value):
-    """The fold with its slip: the old sum and blend are not multiplied by ``exp(old max - new max)``."""
-    new_max = torch.maximum(running_max, scores.amax(dim=-1, keepdim=True))
-    weights = torch.exp(scores - new_max)
-    return new_max, running_sum + weights.sum(dim=-1, keepdim=True), running_output + weights @ value
 
 
 def simulate(q, k, v, positions, rank, is_causal, slip=None) -> torch.Tensor:
