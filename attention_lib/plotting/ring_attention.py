@@ -162,7 +162,7 @@ def plot_computed_blocks(n: int, world: int, layout: str = "zigzag", *, title: s
     from matplotlib.lines import Line2D
 
     owners, masked = computed_owners(n, world, layout)
-    fig, ax = plt.subplots(figsize=(5.4, 5.0))
+    fig, ax = plt.subplots(figsize=(7.2, 5.0))
     ax.imshow((owners + 1).numpy(), cmap=ListedColormap(["white", *OKABE_ITO[:world]]), vmin=0, vmax=world,
               interpolation="nearest")
     for i in range(n):
@@ -174,7 +174,8 @@ def plot_computed_blocks(n: int, world: int, layout: str = "zigzag", *, title: s
     useful = [int(((owners == r) & ~masked).sum()) for r in range(world)]
     handles = [Line2D([], [], linestyle="none", markersize=7, label=f"rank {r}: {computed[r]} computed",
                       **{k: v for k, v in category_style(r).items() if k != "linestyle"}) for r in range(world)]
-    ax.legend(handles=handles, loc="upper right", fontsize=8, title="× computed, masked", title_fontsize=8)
+    ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.02, 1.0), fontsize=8, title="× computed, masked",
+              title_fontsize=8)
     ax.set_xlabel("key position")
     ax.set_ylabel("query position")
     ax.set_xticks(range(n))
