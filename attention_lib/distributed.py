@@ -160,8 +160,10 @@ class ProcessRing:
         for tasks, process in zip(self._tasks, self._ranks, strict=True):
             if process.is_alive():
                 tasks.put(None)
+        deadline = time.monotonic() + wait  # one wait for all the ranks, not one each
         for process in self._ranks:
-            process.join(timeout=wait)
+            process.join(timeout=max(0.0, deadline - time.monotonic()))
+        for process in self._ranks:
             if process.is_alive():
                 process.terminate()
                 process.join(timeout=5)
@@ -228,7 +230,12 @@ def _serve(rank: int, world: int, store: str, tasks, messages, threads: int) -> 
                 messages.put((rank, False, traceback.format_exc()))
     except BaseException:  # noqa: BLE001 - joining the group failed
         messages.put((rank, False, traceback.format_exc()))
-        # No destroy_process_group(): on gloo it waits about 5 s for the other ranks; the process ends here anyway.
+    # No destroy_process_group(), and no normal exit (gloo's clean-up waits seconds for the other ranks): once the
+    # last message has left, the process ends at once.
+    messages.close()
+    messages.join_thread()
+    sys.stdout.flush()
+    os._exit(0)
 
 
 def run_under_torchrun(fn: Callable, *args):
