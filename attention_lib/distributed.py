@@ -203,7 +203,7 @@ def _collect(ranks, messages, results: dict, timeout: float, logs: list[str]) ->
         except queues.Empty:
             for rank, process in enumerate(ranks):
                 if rank not in results and process.exitcode is not None:
-                    _raise_for_silent_death(rank, process.exitcode, len(ranks), logs)
+                    _raise_for_silent_death(rank, process.exitcode, len(ranks), logs, ranks)
             if time.monotonic() > deadline:
                 raise TimeoutError(f"the ranks did not finish within timeout={timeout} s (done: {sorted(results)} of "
                                    f"{len(ranks)}); pass a larger timeout, or look for a rank that waits on a message "
