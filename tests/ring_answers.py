@@ -201,3 +201,30 @@ def calls_sdpa(query, key, value, positions, rank, is_causal, pass_on):
 
 def stub(query, key, value, positions, rank, is_causal, pass_on):
     raise NotImplementedError
+
+
+def folds_then_passes_too_few(query, key, value, positions, rank, is_causal, pass_on):
+    """P - 1 hops, each a fold then a pass: the last chunk received is never folded."""
+    world, scale = len(positions), 1 / math.sqrt(query.shape[-1])
+    state, k, v = _start(query, value), key, value
+    for hop in range(world - 1):
+        allowed = positions[(rank - hop) % world][None, :] <= positions[rank][:, None]
+        if not is_causal or allowed.any():
+            scores = query @ k.transpose(-2, -1) * scale
+            state = online_softmax_update(*state, scores.masked_fill(~allowed, -math.inf) if is_causal else scores, v)
+        k, v = pass_on(k, v)
+    return state[2] / state[1]
+
+
+def one_hop_short(query, key, value, positions, rank, is_causal, pass_on):
+    """Right alone (one fold), one fold short on a ring: max(1, world - 1) hops."""
+    world, scale = len(positions), 1 / math.sqrt(query.shape[-1])
+    state, k, v = _start(query, value), key, value
+    for hop in range(max(1, world - 1)):
+        allowed = positions[(rank - hop) % world][None, :] <= positions[rank][:, None]
+        if not is_causal or allowed.any():
+            scores = query @ k.transpose(-2, -1) * scale
+            state = online_softmax_update(*state, scores.masked_fill(~allowed, -math.inf) if is_causal else scores, v)
+        if hop < world - 1:
+            k, v = pass_on(k, v)
+    return state[2] / state[1]

@@ -16,6 +16,8 @@ WRONG = [  # (answer, a fragment of its message)
     (answers.backwards, SLIPS["turned backwards"][:60]),
     (answers.no_rescale, SLIPS["no rescale"][:60]),
     (answers.last_hop_skipped, "your loop folded none (0 / 0 is nan)"),
+    (answers.folds_then_passes_too_few, "your loop folded none (0 / 0 is nan)"),
+    (answers.one_hop_short, SLIPS["the last hop skipped"][:60]),
     (answers.own_chunk_skipped, "your loop folded none (0 / 0 is nan)"),
     (answers.local_positions, SLIPS["local positions"][:60]),
     (answers.ignores_the_mask, SLIPS["no mask"][:60]),
@@ -67,7 +69,7 @@ def test_the_stub_is_not_attempted_without_starting_a_ring():
 
 def test_every_slip_hint_is_reached():
     reached = {s for _, said in WRONG for s, hint in SLIPS.items() if hint.startswith(said)}
-    reached |= {"the last hop skipped", "the own chunk skipped"}  # alone: one hint for both
+    reached |= {"the own chunk skipped"}  # alone, where it shows, its hint is the skipped last hop's
     assert reached == set(SLIPS)
 
 
