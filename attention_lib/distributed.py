@@ -3,24 +3,25 @@
 Built for ``notebooks/16_ring_attention.ipynb``. :func:`spawn` starts ``world`` fresh Python processes (the
 ``spawn`` start method, the one Windows and macOS use by default, so nothing depends on ``fork``), joins them
 in a ``torch.distributed`` process group on the ``gloo`` backend (CPU), calls ``fn(rank, world, *args)`` in
-each and returns their results in rank order. The processes meet through a ``file://`` store in a temporary
-folder: no network port is opened. A child never prints (its output goes to ``os.devnull``); what it returns
-comes back through a queue. :class:`ProcessRing` keeps such processes alive between calls, so that a lesson
-pays for starting them once. When a child raises, :func:`spawn` raises a ``RuntimeError`` holding the child's
-traceback; when one dies without a word (killed, out of memory), it says which rank and how, and stops the
-others, so a broken ring never hangs the notebook.
+each and returns their results in rank order. The processes find each other through a ``file://`` store in a
+temporary folder; gloo then connects them over TCP, each rank listening on a port of this machine. What a child
+prints goes to its own log file (:meth:`ProcessRing.output` reads it back); what it returns comes back through a
+queue. :class:`ProcessRing` keeps such processes alive between calls, so that a lesson pays for starting them
+once. When a child raises, :func:`spawn` raises a ``RuntimeError`` holding the child's traceback; when one dies
+without a traceback, it says which rank, which signal or exit code (and what that signal is), and the last lines
+the child wrote to its stderr, and stops the others, so a broken ring never hangs the notebook.
 
-``fn`` must live in an importable module: a child imports it by name, and a function defined in a notebook
-cannot be imported (with ``spawn`` the child then waits for ever, and its error never reaches the cell).
-:func:`run_under_torchrun` calls the same ``fn`` in a process started by ``torchrun``.
+``fn`` must be importable by a child: a module-level function of a module, or of a script guarded by
+``if __name__ == "__main__":`` (spawn imports the script again in each child); a function defined in a notebook
+cannot be imported. :func:`run_under_torchrun` calls the same ``fn`` in a process started by ``torchrun``.
 """
 
 from __future__ import annotations
 
-import contextlib
 import os
 import pickle
 import queue as queues
+import sys
 import tempfile
 import time
 import traceback
@@ -30,6 +31,8 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
+from ._deaths import _raise_for_death_behind, _raise_for_silent_death, signal_meaning  # noqa: F401
+from ._ring_hops import _pack, _unpack, _world_and_rank, pass_round  # noqa: F401 - one hop, re-exported
 from .validation import check_int
 
 
@@ -49,17 +52,26 @@ DEFAULT_TIMEOUT = 120.0
 def check_importable(fn) -> Callable:
     """``fn`` itself, if a child process can import it by name; else a clear error.
 
+    A function of a script's ``__main__`` is accepted: spawn runs the script again in each child (as
+    ``__mp_main__``), so its module-level functions are found there, as long as the script guards what it runs
+    with ``if __name__ == "__main__":``.
+
     Raises:
-        TypeError: if ``fn`` is not callable, or is defined in ``__main__`` (a notebook or a script) or inside
-            another function, where a spawned child cannot find it.
+        TypeError: if ``fn`` is not callable, is defined inside another function or as a lambda, or in a notebook
+            or at the interactive prompt, where a spawned child cannot find it.
     """
     if not callable(fn):
         raise TypeError(f"fn must be a function fn(rank, world, *args), but got {type(fn).__name__}.")
     module, name = getattr(fn, "__module__", None), getattr(fn, "__qualname__", "")
-    if module in (None, "__main__") or "<locals>" in name or "<lambda>" in name:
-        raise TypeError(f"fn must be a module-level function of an importable module, because each process imports "
-                        f"it by name, but found {name!r} in module {module!r}; move it into a .py file (the lesson's "
-                        f"workers live in attention_lib.experiments.ring_attention).")
+    if "<locals>" in name or "<lambda>" in name:
+        raise TypeError(f"fn must be a module-level function (def at the top of a module), because each process "
+                        f"imports it by name, but found {name!r}, defined inside a function or as a lambda.")
+    script = getattr(sys.modules.get("__main__"), "__file__", None)
+    if module is None or (module == "__main__" and not (script and script.endswith(".py"))):
+        raise TypeError(f"fn must be importable by a new process, but {name!r} was defined in a notebook or at the "
+                        f"interactive prompt, which a new process cannot import; move it into a .py file next to "
+                        f"the notebook and import it from there (the lesson's workers live in "
+                        f"attention_lib.experiments.ring_attention).")
     return fn
 
 
@@ -101,6 +113,7 @@ class ProcessRing:
 
     def __init__(self, world: int, *, timeout: float = DEFAULT_TIMEOUT, threads: int = 1):
         self.world, self.timeout = check_world(world), timeout
+        threads = check_int(threads, "threads", minimum=1, fix="each rank needs at least one thread")
         context = mp.get_context("spawn")
         self._folder = tempfile.TemporaryDirectory(prefix="ring-")
         store = f"file://{os.path.join(self._folder.name, 'store')}"
@@ -109,8 +122,9 @@ class ProcessRing:
         self._ranks = [context.Process(target=_serve, args=(rank, self.world, store, self._tasks[rank],
                                                             self._messages, threads), daemon=True)
                        for rank in range(self.world)]
-        for process in self._ranks:
-            process.start()
+        for rank, process in enumerate(self._ranks):
+            _start_writing_to(process, self.log(rank))
+        self._logs = [self.log(rank) for rank in range(self.world)]
 
     def run(self, fn: Callable, *args) -> list:
         """``fn(rank, world, *args)`` on every rank: the results, in rank order."""
@@ -121,11 +135,23 @@ class ProcessRing:
             tasks.put((fn, args))
         results: dict[int, object] = {}
         try:
-            _collect(self._ranks, self._messages, results, self.timeout)
+            _collect(self._ranks, self._messages, results, self.timeout, self._logs)
         except BaseException:
             self.close(wait=0)  # the ranks may be stuck waiting for each other: stop them now
             raise
         return [results[rank] for rank in range(self.world)]
+
+    def log(self, rank: int) -> str:
+        """The file that rank ``rank``'s output (its ``print`` and its stderr) goes to while the ring runs."""
+        return os.path.join(self._folder.name if self._folder is not None else "", f"rank{rank}.log")
+
+    def output(self, rank: int) -> str:
+        """What rank ``rank`` has printed so far (stdout and stderr), read from its log; ``""`` once closed."""
+        try:
+            with open(self._logs[rank], errors="replace") as log:
+                return log.read()
+        except OSError:
+            return ""
 
     def close(self, wait: float = 5.0) -> None:
         """Stop every rank (after ``wait`` seconds, terminated) and remove the store's folder (safe to call twice)."""
@@ -134,8 +160,10 @@ class ProcessRing:
         for tasks, process in zip(self._tasks, self._ranks, strict=True):
             if process.is_alive():
                 tasks.put(None)
+        deadline = time.monotonic() + wait  # one wait for all the ranks, not one each
         for process in self._ranks:
-            process.join(timeout=wait)
+            process.join(timeout=max(0.0, deadline - time.monotonic()))
+        for process in self._ranks:
             if process.is_alive():
                 process.terminate()
                 process.join(timeout=5)
@@ -152,7 +180,22 @@ class ProcessRing:
         return f"ProcessRing(world={self.world}, {'closed' if self._folder is None else 'running'})"
 
 
-def _collect(ranks, messages, results: dict, timeout: float) -> None:
+def _start_writing_to(process, path: str) -> None:
+    """Start ``process`` with its stdout and stderr (file descriptors 1 and 2) writing to ``path``: a spawned child
+    inherits them, so even an error raised before our code runs in it (importing the parent's script) lands there."""
+    with open(path, "ab", buffering=0) as log:
+        saved = [os.dup(1), os.dup(2)]
+        try:
+            for fd in (1, 2):
+                os.dup2(log.fileno(), fd)
+            process.start()
+        finally:
+            for fd, old in zip((1, 2), saved, strict=True):
+                os.dup2(old, fd)
+                os.close(old)
+
+
+def _collect(ranks, messages, results: dict, timeout: float, logs: list[str]) -> None:
     deadline = time.monotonic() + timeout
     while len(results) < len(ranks):
         try:
@@ -160,51 +203,39 @@ def _collect(ranks, messages, results: dict, timeout: float) -> None:
         except queues.Empty:
             for rank, process in enumerate(ranks):
                 if rank not in results and process.exitcode is not None:
-                    _raise_for_silent_death(rank, process.exitcode, len(ranks))
+                    _raise_for_silent_death(rank, process.exitcode, len(ranks), logs, ranks)
             if time.monotonic() > deadline:
                 raise TimeoutError(f"the ranks did not finish within timeout={timeout} s (done: {sorted(results)} of "
                                    f"{len(ranks)}); pass a larger timeout, or look for a rank that waits on a message "
                                    f"no other rank sends.") from None
             continue
         if not ok:
-            _raise_for_death_behind(ranks, results, rank)  # a peer died and this rank lost its connection
+            _raise_for_death_behind(ranks, results, rank, logs)  # a peer died and this rank lost its connection
             raise RuntimeError(f"rank {rank} of {len(ranks)} raised an error; its traceback:\n{payload}")
         results[rank] = pickle.loads(payload)
 
 
-def _raise_for_death_behind(ranks, results: dict, failed: int, grace: float = 1.0) -> None:
-    """When rank ``failed`` raised because another rank died (gloo: "Connection closed by peer"), name the dead one."""
-    deadline = time.monotonic() + grace
-    while time.monotonic() < deadline:
-        for rank, process in enumerate(ranks):
-            if rank != failed and rank not in results and process.exitcode not in (None, 0):
-                _raise_for_silent_death(rank, process.exitcode, len(ranks))
-        time.sleep(0.05)
-
-
-def _raise_for_silent_death(rank: int, exitcode: int, world: int) -> None:
-    how = f"killed by signal {-exitcode}" if exitcode < 0 else f"exit code {exitcode}"
-    raise RuntimeError(f"rank {rank} of {world} died before returning a result ({how}), so there is no traceback; "
-                       f"the other ranks were stopped. A rank killed by signal 9 was usually out of memory.")
-
-
 def _serve(rank: int, world: int, store: str, tasks, messages, threads: int) -> None:
-    """One rank: quiet, in the process group, running ``(fn, args)`` tasks until ``None``; each result or
-    traceback goes home through ``messages``."""
-    with open(os.devnull, "w") as quiet, contextlib.redirect_stdout(quiet), contextlib.redirect_stderr(quiet):
-        os.dup2(quiet.fileno(), 1)
-        os.dup2(quiet.fileno(), 2)
-        torch.set_num_threads(threads)
-        try:
-            dist.init_process_group("gloo", init_method=store, rank=rank, world_size=world)
-            for fn, args in iter(tasks.get, None):
-                try:
-                    messages.put((rank, True, pickle.dumps(fn(rank, world, *args))))
-                except BaseException:  # noqa: BLE001 - whatever happened, the parent hears of it
-                    messages.put((rank, False, traceback.format_exc()))
-        except BaseException:  # noqa: BLE001 - joining the group failed
-            messages.put((rank, False, traceback.format_exc()))
-        # No destroy_process_group(): on gloo it waits about 5 s for the other ranks; the process ends here anyway.
+    """One rank: in the process group, running ``(fn, args)`` tasks until ``None``; each result or traceback goes
+    home through ``messages``. Its stdout and stderr are its log file (see :func:`_start_writing_to`)."""
+    for stream in (sys.stdout, sys.stderr):
+        stream.reconfigure(line_buffering=True)  # each printed line reaches the log at once
+    torch.set_num_threads(threads)
+    try:
+        dist.init_process_group("gloo", init_method=store, rank=rank, world_size=world)
+        for fn, args in iter(tasks.get, None):
+            try:
+                messages.put((rank, True, pickle.dumps(fn(rank, world, *args))))
+            except BaseException:  # noqa: BLE001 - whatever happened, the parent hears of it
+                messages.put((rank, False, traceback.format_exc()))
+    except BaseException:  # noqa: BLE001 - joining the group failed
+        messages.put((rank, False, traceback.format_exc()))
+    # No destroy_process_group(), and no normal exit (gloo's clean-up waits seconds for the other ranks): once the
+    # last message has left, the process ends at once.
+    messages.close()
+    messages.join_thread()
+    sys.stdout.flush()
+    os._exit(0)
 
 
 def run_under_torchrun(fn: Callable, *args):
@@ -243,28 +274,5 @@ def tensor_bytes(*tensors: torch.Tensor) -> int:
     return total
 
 
-def _world_and_rank(group) -> tuple[int, int]:
-    initialised = dist.is_available() and dist.is_initialized()
-    return (dist.get_world_size(group), dist.get_rank(group)) if initialised else (1, 0)
-
-
-def pass_round(tensor: torch.Tensor, group=None):
-    """Send ``tensor`` to the next rank and receive the previous rank's (``dist.batch_isend_irecv``, which cannot
-    deadlock): ``(buffer, wait)``; call ``wait()`` before reading ``buffer``, and work in between, overlapping."""
-    (world, rank), buffer = _world_and_rank(group), torch.empty_like(tensor)
-    peer = (lambda r: r) if group is None else (lambda r: dist.get_global_rank(group, r))  # a group's rank -> global
-    requests = dist.batch_isend_irecv([dist.P2POp(dist.isend, tensor, peer((rank + 1) % world), group),
-                                       dist.P2POp(dist.irecv, buffer, peer((rank - 1) % world), group)])
-    return buffer, lambda: [r.wait() for r in requests]
-
-
-def _pack(*tensors: torch.Tensor) -> torch.Tensor:  # one message per hop
-    return torch.cat([t.reshape(-1) for t in tensors])
-
-
-def _unpack(flat: torch.Tensor, *like: torch.Tensor) -> list[torch.Tensor]:
-    return [part.view_as(t) for part, t in zip(flat.split([t.numel() for t in like]), like, strict=True)]
-
-
 __all__ = ["DEFAULT_TIMEOUT", "ProcessRing", "check_importable", "check_world", "pass_round", "run_under_torchrun",
-           "spawn", "tensor_bytes"]
+           "signal_meaning", "spawn", "tensor_bytes"]

@@ -19,144 +19,22 @@ import math
 
 import torch
 
-from .distributed import _pack, _unpack, _world_and_rank, check_world, pass_round
+from .distributed import _pack, _unpack, _world_and_rank, pass_round
 from .memory_efficient import online_softmax_update
-from .validation import check_index, check_int, check_qkv
-
-LAYOUTS = ("contiguous", "zigzag")  #: the layouts :func:`chunk_positions` knows
-
-
-def check_layout(layout) -> str:
-    """``layout`` itself, checked: one of :data:`LAYOUTS` (TypeError if not a string, else ValueError)."""
-    if not isinstance(layout, str):
-        raise TypeError(f"layout must be a string, one of {LAYOUTS}, but got {type(layout).__name__} ({layout!r}).")
-    if layout not in LAYOUTS:
-        raise ValueError(f"layout must be one of {LAYOUTS}, but got {layout!r}.")
-    return layout
-
-
-def chunks_per_rank(layout: str) -> int:
-    """1 for ``"contiguous"``, 2 for ``"zigzag"``: how many pieces of the sequence each rank holds."""
-    return 1 if check_layout(layout) == "contiguous" else 2
-
-
-def chunk_positions(n: int, world: int, rank: int, layout: str = "contiguous") -> torch.Tensor:
-    """The global positions ``(n / world,)`` that ``rank`` holds, in the order it holds them.
-
-    Built step by step in ``notebooks/16_ring_attention.ipynb``. ``"contiguous"``: rank ``r`` holds
-    positions ``r·C .. (r+1)·C - 1`` with ``C = n / world``. ``"zigzag"``: the sequence is cut into
-    ``2·world`` chunks of ``c = n / (2·world)``; rank ``r`` holds chunk ``r`` and chunk ``2·world - 1 - r``.
-
-    Raises:
-        TypeError: if a size is not an int, or ``layout`` not a string.
-        ValueError: if ``world < 1``, ``rank`` is outside ``0 .. world - 1``, the layout is unknown, or ``n`` is not
-            a multiple of ``world`` (contiguous) or ``2·world`` (zigzag): refused, not padded.
-
-    Example:
-        >>> chunk_positions(8, 2, 0, "zigzag")
-        tensor([0, 1, 6, 7])
-        >>> chunk_positions(8, 2, 1)
-        tensor([4, 5, 6, 7])
-    """
-    world = check_world(world)
-    rank = check_index(rank, "rank", world, fix="a rank is 0 .. world - 1")
-    pieces = chunks_per_rank(layout) * world
-    n = check_int(n, "n", minimum=1)
-    if n % pieces:
-        fit = ((n + pieces - 1) // pieces) * pieces
-        fits = f"n={fit}" if fit == pieces else f"n={fit} or n={fit - pieces}"
-        raise ValueError(f"the {layout} layout cuts the sequence into {pieces} equal chunks ({chunks_per_rank(layout)}"
-                         f" per rank x world={world}), so n must be a multiple of {pieces}, but found n={n}; "
-                         f"ring attention does not pad: pad or cut the sequence to {fits}.")
-    c = n // pieces
-    chunks = [rank] if layout == "contiguous" else [rank, pieces - 1 - rank]
-    return torch.cat([torch.arange(i * c, (i + 1) * c) for i in chunks])
-
-
-def shard(x: torch.Tensor, world: int, rank: int, layout: str = "contiguous", dim: int = -2) -> torch.Tensor:
-    """The part of ``x`` that ``rank`` holds: the positions :func:`chunk_positions` gives, along ``dim``.
-
-    Example:
-        >>> shard(torch.arange(8.0)[:, None], 2, 1, "zigzag").flatten()
-        tensor([2., 3., 4., 5.])
-    """
-    return x.index_select(dim, chunk_positions(x.shape[dim], world, rank, layout).to(x.device))
-
-
-def ring_block_mask(q_positions: torch.Tensor, k_positions: torch.Tensor) -> torch.Tensor:
-    """The causal mask ``(Lq, Lk)`` between two chunks, from their **global** positions (``True`` = may attend).
-
-    Example:
-        >>> ring_block_mask(torch.tensor([2, 3]), torch.tensor([0, 3])).int()
-        tensor([[1, 0],
-                [1, 1]], dtype=torch.int32)
-    """
-    return k_positions[None, :] <= q_positions[:, None]  # (1, Lk) <= (Lq, 1) -> (Lq, Lk)
-
-
-def useful_scores(n: int, world: int, layout: str = "contiguous", is_causal: bool = True) -> list[int]:
-    """The scores each rank computes that are not masked, counted hop by hop from the ring's own masks.
-
-    Example:
-        >>> useful_scores(48, 4), useful_scores(48, 4, "zigzag")
-        ([78, 222, 366, 510], [294, 294, 294, 294])
-    """
-    counts = []
-    for rank in range(check_world(world)):
-        mine = chunk_positions(n, world, rank, layout)
-        held = [chunk_positions(n, world, (rank - hop) % world, layout) for hop in range(world)]
-        counts.append(sum(int(ring_block_mask(mine, k).sum()) if is_causal else mine.numel() * k.numel()
-                          for k in held))
-    return counts
-
-
-def useful_scores_formula(n: int, world: int, layout: str = "contiguous") -> list[int]:
-    """:func:`useful_scores` of causal attention in closed form: a chunk of ``c`` queries starting at ``s``
-    sees ``s + 1 .. s + c`` keys, ``c·s + c(c + 1)/2`` scores in all.
-
-    Example:
-        >>> useful_scores_formula(48, 4, "zigzag")
-        [294, 294, 294, 294]
-    """
-    c = n // (chunks_per_rank(layout) * world)
-    chunks = {r: [r] if layout == "contiguous" else [r, 2 * world - 1 - r] for r in range(world)}
-    return [sum(c * (i * c) + c * (c + 1) // 2 for i in chunks[r]) for r in range(world)]
-
-
-def block_to_compute(mask: torch.Tensor | None):
-    """The part of a block of scores the ring computes: ``(rows, cols, mask)``, slices of the queries and keys
-    and the mask of that part (``None`` where all of it may attend), or ``None`` when nothing may attend.
-
-    The part is the smallest rectangle holding every ``True`` of ``mask`` ``(Lq, Lk)``. Zigzag blocks off the
-    diagonal are halves: the first half of the keys for all queries, or all keys for the second half of the
-    queries, as in torch's ``_templated_ring_attention`` with load balancing.
-
-    Example:
-        >>> block_to_compute(ring_block_mask(chunk_positions(16, 4, 1, "zigzag"), chunk_positions(16, 4, 0, "zigzag")))
-        (slice(0, 4, None), slice(0, 2, None), None)
-    """
-    if mask is None:  # not causal: the whole block
-        return slice(None), slice(None), None
-    rows, cols = mask.any(dim=-1).nonzero().flatten(), mask.any(dim=-2).nonzero().flatten()
-    if rows.numel() == 0:
-        return None  # the whole chunk is in the future of every query here: skipped
-    rows, cols = slice(int(rows[0]), int(rows[-1]) + 1), slice(int(cols[0]), int(cols[-1]) + 1)
-    part = mask[rows, cols]
-    return rows, cols, None if bool(part.all()) else part
-
-
-def computed_scores(n: int, world: int, layout: str = "contiguous") -> list[int]:
-    """The scores each rank of a causal ring computes, masked ones included: the parts
-    :func:`block_to_compute` keeps, hop by hop. Compare with :func:`useful_scores`.
-
-    Example:
-        >>> computed_scores(48, 4), computed_scores(48, 4, "zigzag")
-        ([144, 288, 432, 576], [360, 360, 360, 360])
-    """
-    mine = [chunk_positions(n, world, rank, layout) for rank in range(check_world(world))]
-    parts = [[block_to_compute(ring_block_mask(mine[r], mine[(r - hop) % world])) for hop in range(world)]
-             for r in range(world)]
-    return [sum(len(mine[r][p[0]]) * len(mine[r][p[1]]) for p in parts[r] if p is not None) for r in range(world)]
+from .ring_layout import (  # noqa: F401 - the layout's functions, also reachable from here
+    LAYOUTS,
+    block_to_compute,
+    check_layout,
+    check_split,
+    chunk_positions,
+    chunks_per_rank,
+    computed_scores,
+    ring_block_mask,
+    shard,
+    useful_scores,
+    useful_scores_formula,
+)
+from .validation import check_bool, check_qkv
 
 
 def ring_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, is_causal: bool = False, *,
@@ -180,9 +58,11 @@ def ring_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, 
         This rank's output ``(N, ..., C, Ev)``.
 
     Raises:
-        TypeError: if an input is not a floating-point tensor, dtypes differ, or ``layout`` is not a string.
+        TypeError: if an input is not a floating-point tensor, dtypes differ, ``is_causal`` is not a bool, or
+            ``layout`` is not a string.
         ValueError: if shapes do not fit (query, key and value must share ``C`` and the batch shape), devices
-            differ, the layout is unknown, or ``C`` is odd with ``"zigzag"`` (each rank holds two equal chunks).
+            differ, the layout is unknown, ``C`` is odd with ``"zigzag"``, or ranks hold different ``C``
+            (compared across the ranks before the first hop).
 
     Example:
         >>> import torch.nn.functional as F
@@ -198,14 +78,31 @@ def ring_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, 
                          f"batch shape and the chunk length C, but query.shape={tuple(query.shape)}, "
                          f"key.shape={tuple(key.shape)} and value.shape={tuple(value.shape)}; give every rank the "
                          f"same positions of all three (shard(x, world, rank, layout)).")
+    is_causal = check_bool(is_causal, "is_causal")
     world, rank = _world_and_rank(group)
     C = query.shape[-2]
+    if world > 1:
+        _check_same_length(C, world, rank, group)
     if chunks_per_rank(layout) == 2 and C % 2:
         raise ValueError(f"the zigzag layout holds two equal chunks per rank, so the local length C must be even, "
                          f"but found C={C}; use a sequence length that is a multiple of 2·world={2 * world}.")
     scale = 1.0 / math.sqrt(query.shape[-1]) if scale is None else float(scale)
     positions = [chunk_positions(C * world, world, r, layout).to(query.device) for r in range(world)]
-    return _RingAttention.apply(query, key, value, bool(is_causal), scale, positions, rank, group)
+    return _RingAttention.apply(query, key, value, is_causal, scale, positions, rank, group)
+
+
+def _check_same_length(C: int, world: int, rank: int, group) -> None:
+    """Every rank must hold as many positions: compared across the ranks (one small all-gather) before any hop,
+    so that every rank raises the same ValueError instead of one rank's transfer failing."""
+    import torch.distributed as dist
+
+    lengths = [torch.zeros(1, dtype=torch.int64) for _ in range(world)]
+    dist.all_gather(lengths, torch.tensor([C]), group=group)
+    held = [int(x) for x in lengths]
+    if len(set(held)) > 1:
+        said = ", ".join(f"rank {r} holds {c}" for r, c in enumerate(held))
+        raise ValueError(f"every rank of the ring must hold as many positions, but {said} (this is rank {rank}); "
+                         f"cut the sequence with shard(x, world, rank, layout), which gives each rank n / world.")
 
 
 def ring_forward(query, key, value, is_causal, scale, positions, rank, group=None, *, update=online_softmax_update,

@@ -23,6 +23,36 @@ def raise_on_rank(rank: int, world: int, victim: int) -> int:
     return rank
 
 
+def abort_on_rank(rank: int, world: int, victim: int) -> int:
+    """Rank ``victim`` writes a line to its stderr, then aborts (SIGABRT, as a C++ library's fatal error does)."""
+    if rank == victim:
+        import sys
+
+        print("about to abort", file=sys.stderr, flush=True)
+        os.abort()
+    dist.barrier()
+    return rank
+
+
+def uneven_chunks(rank: int, world: int) -> None:
+    """Rank 0 holds 5 positions, the others 4: ring_attention must refuse before any hop."""
+    import torch
+
+    from attention_lib.ring_attention import ring_attention
+
+    q = torch.randn(1, 5 if rank == 0 else 4, 2)
+    return ring_attention(q, q, q)
+
+
+def listening_ports(pid: int) -> list[str]:
+    """The local TCP addresses process ``pid`` listens on (Linux: its socket inodes in /proc/net/tcp*)."""
+    sockets = {os.readlink(f"/proc/{pid}/fd/{fd}")[8:-1] for fd in os.listdir(f"/proc/{pid}/fd")
+               if os.readlink(f"/proc/{pid}/fd/{fd}").startswith("socket:")}
+    rows = [line.split() for table in ("/proc/net/tcp", "/proc/net/tcp6")
+            for line in open(table).read().splitlines()[1:]]
+    return [row[1] for row in rows if row[9] in sockets and row[3] == "0A"]  # 0A: LISTEN
+
+
 def sleep(rank: int, world: int, seconds: float) -> int:
     time.sleep(seconds)
     return rank

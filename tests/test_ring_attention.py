@@ -6,6 +6,7 @@ torch's own ring, torchrun and the training steps are marked ``slow``.
 
 import math
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -14,7 +15,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from attention_lib.distributed import ProcessRing, spawn, tensor_bytes
+from attention_lib.distributed import ProcessRing, check_importable, signal_meaning, spawn, tensor_bytes
 from attention_lib.experiments import ring_attention as workers
 from attention_lib.ring_attention import (
     block_to_compute,
@@ -129,10 +130,82 @@ def test_ring_attention_checks_its_inputs():
 
 
 def test_spawn_refuses_a_function_a_child_cannot_import():
-    with pytest.raises(TypeError, match="module-level function of an importable module"):
+    with pytest.raises(TypeError, match="must be a module-level function .* defined inside a function or as a lambda"):
         spawn(lambda rank, world: rank, 2)
     with pytest.raises(TypeError, match="must be a function"):
         spawn("compare_cases", 2)
+
+
+def test_a_function_of_a_notebook_is_refused_with_words_for_notebooks(monkeypatch):
+    def worker(rank, world):
+        return rank
+
+    worker.__qualname__, worker.__module__ = "worker", "__main__"
+    monkeypatch.delattr(sys.modules["__main__"], "__file__", raising=False)  # as in a notebook's kernel
+    with pytest.raises(TypeError, match=r"'worker' was defined in a notebook or at the interactive prompt.*move it "
+                                        r"into a \.py file next to the notebook"):
+        check_importable(worker)
+
+
+def test_a_guarded_scripts_main_worker_is_accepted_and_runs(tmp_path):
+    script = tmp_path / "guarded.py"
+    script.write_text("import sys\nfrom attention_lib.distributed import spawn\n\n\ndef worker(rank, world):\n"
+                      "    return rank * 10\n\n\nif __name__ == '__main__':\n    print(spawn(worker, 2))\n")
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=240,
+                          env={**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": os.getcwd()})
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == "[0, 10]"
+
+
+@pytest.mark.slow
+def test_an_unguarded_script_fails_with_the_childs_own_words(tmp_path):
+    script = tmp_path / "unguarded.py"
+    script.write_text("from attention_lib.distributed import spawn\n\n\ndef worker(rank, world):\n"
+                      "    return rank\n\n\nspawn(worker, 1, timeout=60)\n")
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=240,
+                          env={**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": os.getcwd()})
+    assert done.returncode != 0
+    assert "rank 0 of 1 died before returning a result" in done.stderr, done.stderr[-3000:]
+    assert "rank 0 (exit code 1); the last lines it wrote to its stderr" in done.stderr
+    assert "if __name__ == '__main__'" in done.stderr.split("the last lines it wrote to its stderr")[-1]
+
+
+def test_threads_is_checked():
+    with pytest.raises(ValueError, match="threads must be positive, but threads=0; each rank needs at least one"):
+        ProcessRing(1, threads=0)
+
+
+def test_the_counts_check_n_and_world():
+    with pytest.raises(ValueError, match="multiple of 4, but found n=50"):
+        useful_scores_formula(50, 4)
+    with pytest.raises(ValueError, match="world must be positive, but world=0"):
+        useful_scores_formula(48, 0)
+    with pytest.raises(ValueError, match="world must be positive, but world=-1"):
+        useful_scores_formula(48, -1)
+    with pytest.raises(ValueError, match="multiple of 8, but found n=50"):
+        computed_scores(50, 4, "zigzag")
+    with pytest.raises(TypeError, match="n must be an int"):
+        useful_scores(48.0, 4)
+    with pytest.raises(ValueError, match="world must be positive, but world=0"):
+        workers.held_bytes(4096, 0, heads=4, E=64)
+    with pytest.raises(ValueError, match="multiple of 3, but found n=4096"):
+        workers.held_bytes(4096, 3, heads=4, E=64)
+    with pytest.raises(ValueError, match="heads must be positive"):
+        workers.held_bytes(4096, 4, heads=0, E=64)
+    with pytest.raises(TypeError, match="dtype must be a floating-point torch.dtype"):
+        workers.held_bytes(4096, 4, heads=4, E=64, dtype=torch.int64)
+
+
+@pytest.mark.parametrize("is_causal", ["no", None, 1])
+def test_is_causal_must_be_a_bool(is_causal):
+    q = torch.randn(1, 4, 2)
+    with pytest.raises(TypeError, match=f"is_causal must be True or False, but got {type(is_causal).__name__}"):
+        ring_attention(q, q, q, is_causal)
+
+
+def test_signals_are_named_as_the_system_names_them():
+    assert signal_meaning(9) == f"SIGKILL, {signal.strsignal(9)}"
+    assert signal_meaning(6) == f"SIGABRT, {signal.strsignal(6)}"
 
 
 # -- one process: a ring of one, no torch.distributed ---------------------------------------------------------------
@@ -209,7 +282,8 @@ def test_a_killed_rank_raises_instead_of_hanging():
     import ring_workers
 
     start = time.monotonic()
-    with pytest.raises(RuntimeError, match=r"rank 1 of 2 died before returning a result \(killed by signal 9\)"):
+    with pytest.raises(RuntimeError, match=r"(?s)rank 1 of 2 died before returning a result, without a Python "
+                                           r"traceback.*rank 1 \(killed by signal 9 \(SIGKILL, .*\)\).*SIGKILL comes"):
         spawn(ring_workers.die_on_rank, 2, 1, timeout=60)
     assert time.monotonic() - start < 50
 
@@ -227,7 +301,43 @@ def test_a_ring_runs_several_calls_then_a_rank_that_raises_sends_its_traceback_a
         with pytest.raises(RuntimeError, match="this ProcessRing is closed"):
             ring.run(ring_workers.sleep, 0)
     captured = capfd.readouterr()
-    assert "hello" not in captured.out + captured.err  # the children printed it, to os.devnull
+    assert "hello" not in captured.out + captured.err  # the children printed it, to their logs
+
+
+def test_a_childs_print_goes_to_its_log_and_comes_back():
+    import ring_workers
+
+    with ProcessRing(2) as ring:
+        ring.run(ring_workers.raise_on_rank, 5)
+        assert [ring.output(r) for r in range(2)] == ["rank 0 says hello\n", "rank 1 says hello\n"]
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+def test_each_rank_listens_on_a_local_tcp_port():
+    """The file store is where the ranks meet; gloo then talks over TCP, each rank listening on a port."""
+    import ring_workers
+
+    with ProcessRing(2) as ring:
+        ring.run(ring_workers.sleep, 0)
+        for process in ring._ranks:
+            assert ring_workers.listening_ports(process.pid), f"rank pid {process.pid} listens on no TCP port"
+
+
+def test_ranks_holding_chunks_of_different_lengths_are_told_which_holds_what():
+    import ring_workers
+
+    with pytest.raises(RuntimeError, match=r"(?s)ValueError: every rank of the ring must hold as many positions, "
+                                           r"but rank 0 holds 5, rank 1 holds 4 \(this is rank \d\)"):
+        spawn(ring_workers.uneven_chunks, 2, timeout=60)
+
+
+@pytest.mark.slow
+def test_a_rank_that_aborts_passes_on_its_stderr():
+    import ring_workers
+
+    with pytest.raises(RuntimeError, match=r"(?s)rank 1 of 2 died .*killed by signal 6 \(SIGABRT, .*\)\); the last "
+                                           r"lines it wrote to its stderr:.*about to abort"):
+        spawn(ring_workers.abort_on_rank, 2, 1, timeout=60)
 
 
 @pytest.mark.slow

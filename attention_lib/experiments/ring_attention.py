@@ -6,9 +6,8 @@ runs :func:`compare_cases` there and prints the largest differences from rank 0)
 (:func:`ring_differences`, :func:`wrong_ranks`) start the ring and compare with ``scaled_dot_product_attention``
 on the whole sequence, which the parent computes alone.
 
-The bug gallery swaps one part of the ring (:data:`BUGS`): the fold that forgets to rescale, the ring that
-skips its last hop, and the causal mask built from each chunk's local positions ``0 .. C-1`` instead of the
-global ones.
+The bug gallery swaps one part of the ring (:data:`BUGS`): a fold without rescale, a skipped last hop, local
+positions.
 """
 
 from __future__ import annotations
@@ -21,6 +20,8 @@ import torch.nn.functional as F
 from ..distributed import ProcessRing, run_under_torchrun, spawn, tensor_bytes
 from ..multihead import merge_heads, split_heads
 from ..ring_attention import chunk_positions, ring_attention, ring_block_mask, ring_forward, shard
+from ..ring_layout import check_split
+from ..validation import check_int
 
 
 def fold_without_rescale(running_max, running_sum, running_output, scores, value):
@@ -38,6 +39,12 @@ def local_block_mask(q_positions, k_positions):
 #: Each bug of the gallery: the keyword it swaps in :func:`attention_lib.ring_attention.ring_forward`.
 BUGS = {"forgets to rescale": {"update": fold_without_rescale}, "skips the last hop": {"hops": -1},
         "masks with local positions": {"block_mask": local_block_mask}}
+
+
+def hello(rank: int, world: int) -> int:
+    """Worker: prints one line (to this rank's log, which ``ProcessRing.output`` reads) and returns its rank."""
+    print(f"rank {rank} of {world} says hello")
+    return rank
 
 
 def make_case(n=16, heads=2, E=4, dtype=torch.float64, is_causal=False, layout="contiguous", seed=0, bug=None):
@@ -126,11 +133,16 @@ def held_bytes(n: int, world: int, heads: int, E: int, dtype=torch.float32) -> d
     ``online_softmax_update``, which works out of place); and the running max, sum and blend. Each is built as
     the ring builds it, then counted.
 
+    Raises:
+        TypeError: a size not an int, or ``dtype`` not floating. ValueError: a size below 1, ``n % world``.
+
     Example:
         >>> held_bytes(4096, 4, heads=4, E=64)["Q, K, V"] / 2**20
         3.0
     """
-    C = n // world
+    C, heads, E = check_split(n, world), check_int(heads, "heads", minimum=1), check_int(E, "E", minimum=1)
+    if not (isinstance(dtype, torch.dtype) and dtype.is_floating_point):
+        raise TypeError(f"dtype must be a floating-point torch.dtype, such as torch.float32, but got {dtype!r}.")
     q, k, v = (torch.empty(1, heads, C, E, dtype=dtype) for _ in range(3))
     passing = [torch.cat([k.flatten(), v.flatten()]) for _ in range(2 if world > 1 else 0)]
     blocks = [q.new_empty(1, heads, C, C) for _ in range(3)]
@@ -153,9 +165,9 @@ def torch_private_ring():
     between releases), else ``None``. Its causal mode with load balancing holds the zigzag layout."""
     try:
         from torch.distributed.tensor.experimental._attention import _cp_options, _templated_ring_attention
+        return _templated_ring_attention, _cp_options
     except ImportError:
         return None
-    return _templated_ring_attention, _cp_options
 
 
 def compare_with_torch_ring(rank: int, world: int, case: dict) -> dict:

@@ -14,12 +14,13 @@ from collections.abc import Callable, Mapping, Sequence
 
 import torch
 
-from ..ring_attention import chunk_positions
-from ..validation import is_int
-from ._allowed import PLAIN, Allowed
-from ._checker import CheckResult, check_function
+from ...ring_attention import chunk_positions
+from ...validation import is_int
+from .._allowed import PLAIN, Allowed
+from .._checker import CheckResult, check_function
 
 _INPUTS = [(16, 4, 1), (24, 3, 2), (8, 2, 0)]
+_LATER = [(16, 4, 2), (16, 4, 1)]  # after the drawn ring: the first ring again at another rank, then as at first
 
 
 def _drawn() -> tuple[int, int, int]:
@@ -32,9 +33,14 @@ def _drawn() -> tuple[int, int, int]:
 
 
 def _inputs(trial: int) -> tuple[int, int, int]:
-    """``(n, world, rank)``: a middle rank of 4, the last rank of 3 (its two chunks meet), rank 0 of 2, and one
-    drawn by :func:`_drawn`."""
-    return _INPUTS[trial] if trial < len(_INPUTS) else _drawn()
+    """``(n, world, rank)``: a middle rank of 4, the last rank of 3 (its two chunks meet), rank 0 of 2, one drawn
+    by :func:`_drawn`, then rank 2 of the first ring (same n and world, other positions) and the first again."""
+    if trial < len(_INPUTS):
+        return _INPUTS[trial]
+    return _drawn() if trial == len(_INPUTS) else _LATER[trial - len(_INPUTS) - 1]
+
+
+TRIALS = len(_INPUTS) + 1 + len(_LATER)
 
 
 def _zigzag(n, world, rank):
@@ -67,6 +73,10 @@ MISTAKES = [
     (lambda n, world, rank: torch.arange(rank, n, world),
      "that is Brandon et al.'s striped layout (rank r holds positions r, r + world, r + 2·world, ...), which also "
      "balances causal work, but this exercise asks for the zigzag: two contiguous chunks, r and 2 * world - 1 - r."),
+    (lambda n, world, rank: _chunks(n, world, [world - 1 - rank, world + rank]),
+     "that is the zigzag mirrored: chunks world - 1 - r and world + r meet in the middle (rank 0 takes the two "
+     "middle chunks, rank world - 1 the first and the last). The exercise's rank r holds chunk r from the start and "
+     "chunk 2 * world - 1 - r from the end: rank 0 holds the first and the last chunk."),
     (lambda n, world, rank: _chunks(n, world, [2 * world - 1 - rank, rank]),
      "the right positions in the wrong order: list chunk r first, then chunk 2 * world - 1 - r, so that the "
      "positions increase (the ring's masks pair each query with its position in this order)."),
@@ -76,6 +86,39 @@ MISTAKES = [
 ALLOWED = Allowed(PLAIN, said="torch.arange, torch.cat and indexing",
                   library_hint="write the positions yourself from torch.arange and torch.cat: your function called "
                                "{call}, which does it for you.")
+
+
+def _negative_slice(n, world, rank):
+    """Chunks cut from the end with ``x[-(r + 1) * c : -r * c]``: at rank 0 the end is ``-0``, which is 0."""
+    c, x = n // (2 * world), torch.arange(n)
+    return torch.cat([x[rank * c:(rank + 1) * c], x[-(rank + 1) * c:-rank * c]])
+
+
+def _shape_hint(args, shape) -> str:
+    n, world, rank = args
+    c = n // (2 * world)
+    said = f"for n = {n}, world = {world}, rank = {rank} your function returned shape {shape}"
+    if rank == 0 and shape == (c,):
+        return (f"{said}: chunk 0 only. Cut from the end with x[-(r + 1) * c : -r * c], rank 0's slice ends at -0, "
+                f"which is 0, so x[-{c}:-0] is x[-{c}:0], empty. Write its end as n - r * c (or count chunks from "
+                f"the start: chunk 2 * world - 1 - r begins at (2 * world - 1 - r) * c).")
+    return f"{said}; rank r holds n // world positions: two chunks of n // (2 * world)."
+
+
+def _first_wrong(fn) -> str:
+    """Where the answer first differs: ``(n, world, rank)``, what it gave and what was expected."""
+    for trial in range(TRIALS):
+        args = _inputs(trial)
+        try:
+            got = fn(*args)
+        except Exception:  # noqa: BLE001 - the checker already said what raised
+            return ""
+        expected = _zigzag(*args)
+        if not (isinstance(got, torch.Tensor) and got.shape == expected.shape and torch.equal(got.long(), expected)):
+            shown = got.tolist() if isinstance(got, torch.Tensor) and got.numel() <= 16 else type(got).__name__
+            return (f" (First wrong for n = {args[0]}, world = {args[1]}, rank = {args[2]}: your function gave "
+                    f"{shown}, the zigzag layout {expected.tolist()}.)")
+    return ""
 
 
 def check_zigzag_positions(fn: Callable) -> CheckResult:
@@ -95,8 +138,9 @@ def check_zigzag_positions(fn: Callable) -> CheckResult:
         ❌ zigzag_positions: not quite. Hint: that is the contiguous layout ...
     """
     result = check_function(fn, _zigzag, _inputs, name="zigzag_positions", mistakes=MISTAKES, allowed=ALLOWED,
-                            trials=len(_INPUTS) + 1, atol=0, rtol=0,
-                            shape_hint="rank r holds n // world positions: two chunks of n // (2 * world).")
+                            trials=TRIALS, atol=0, rtol=0, shape_hint=_shape_hint)
+    if result.status == "failed" and "expected shape" not in result.message and "not allowed" not in result.message:
+        return CheckResult("failed", result.message + _first_wrong(fn))
     if not result.passed:
         return result
     dtype = fn(*_inputs(0)).dtype
@@ -105,7 +149,8 @@ def check_zigzag_positions(fn: Callable) -> CheckResult:
                            f"index tensors, so return torch.int64 (torch.arange of Python ints gives it: drop the "
                            f"dtype= or the .float()/.int()).")
     return CheckResult("passed", "✅ zigzag_positions: right for rank 1 of 4, rank 2 of 3 and rank 0 of 2 "
-                                 "(n = 16, 24, 8), and for one more ring the checker drew. Well done!")
+                                 "(n = 16, 24, 8), and for one more ring the checker drew, then rank 2 of 4 and "
+                                 "rank 1 of 4 again. Well done!")
 
 
 #: The three bugs of the gallery, each with why it breaks the ranks it breaks (shown once predicted).
