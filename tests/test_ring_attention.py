@@ -349,6 +349,16 @@ def test_a_ring_that_never_finishes_times_out():
 
 
 @pytest.mark.slow
+def test_the_ring_training_band_holds_on_seeds_it_was_not_set_on():
+    # Lesson 16 sets its bound on the ring's loss (the mean of the last 10 of 60 steps below 0.3) on seeds 0 and 1
+    # and says it holds on twelve. The split training gives the one-process losses (the test below), so each seed
+    # is trained in one process here; the largest measured is about 0.033, nine times under the bound.
+    for seed in range(12):
+        losses = workers.train_one_process(60, seed=seed)
+        assert sum(losses[-10:]) / 10 < 0.3 / 5, f"seed {seed}: {losses[-10:]}"
+
+
+@pytest.mark.slow
 def test_split_sequence_training_gives_the_one_process_losses():
     one = workers.train_one_process()
     for losses in spawn(workers.train_split_sequence, 2):
