@@ -8,8 +8,9 @@ head's ``(N, L, S)`` weights passed through a function of yours: :func:`force_on
 key), :func:`remove_keys` (a row's weight off some keys, renormalised), :func:`remove_weight` (a given amount off
 some keys: the placebo beside a removal), :func:`zero_rows` (zero ablation). :func:`patch_head` replaces a head's
 *output* with one :func:`record_head` took on another input, or on a donor (:func:`pick_donors`,
-:func:`from_donors`, from :mod:`attention_lib.patching`). Each tells something else: a patched output is
-sufficiency (an upper bound), a removal is a cause only beside its placebo, a forcing beside a control position.
+:func:`from_donors`), all in :mod:`attention_lib.patching`, which builds on this module. Each tells something else:
+a patched output is sufficiency (an upper bound), a removal is a cause only beside its placebo, a forcing beside a
+control position.
 Run the other way (a correct input given the head's output from a failing one: noising), patching says how much
 of an error runs through the head. Shapes: ``N`` inputs, ``H`` heads, ``L`` queries, ``S`` keys.
 """
@@ -259,7 +260,3 @@ def _hooked(attention, head, edit, patch=None) -> Iterator[list[int]]:
     finally:
         handle.remove()
         _EDITED.discard(attention)
-
-
-# patch_head, record_head and the donors live beside, in patching.py (they use _hooked above); re-exported here
-from .patching import from_donors, patch_head, pick_donors, record_head  # noqa: E402, F401

@@ -1,6 +1,7 @@
 """Activation patching: a head's output recorded on one input and written into another run, and donors for it.
 
-Built step by step in ``notebooks/12_learning_to_attend.ipynb``; re-exported by :mod:`attention_lib.interventions`.
+Built step by step in ``notebooks/12_learning_to_attend.ipynb``, on the hook of
+:func:`attention_lib.interventions.edit_head`.
 :func:`record_head` keeps what a head writes, :func:`patch_head` writes it into another run. A head's output
 patched in from a *counterpart* of the same sentence can mend an answer only because that output carries the
 answer: patching shows that the output is **sufficient**, an upper bound on what the head does, not how it found it.
@@ -22,7 +23,8 @@ from contextlib import contextmanager
 
 import torch
 
-from .interventions import MultiHeadAttention, _hooked, _rows
+from .interventions import _hooked, _rows
+from .multihead import MultiHeadAttention
 from .validation import check_is_tensor
 
 

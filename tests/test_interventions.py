@@ -6,17 +6,8 @@ import pytest
 import torch
 
 import attention_lib as al
-from attention_lib.interventions import (
-    edit_head,
-    force_onto,
-    from_donors,
-    patch_head,
-    pick_donors,
-    record_head,
-    remove_keys,
-    remove_weight,
-    zero_rows,
-)
+from attention_lib.interventions import edit_head, force_onto, remove_keys, remove_weight, zero_rows
+from attention_lib.patching import from_donors, patch_head, pick_donors, record_head
 
 
 def small_module(seed=0, E=6, H=3):

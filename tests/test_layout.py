@@ -25,7 +25,7 @@ ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "attention_lib"
 LESSONS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
 SOLUTIONS = sorted((ROOT / "notebooks" / "solutions").glob("[0-9][0-9]_*_solution.ipynb"))
-SLUGS = {p.stem.split("_", 1)[1] for p in LESSONS}
+SLUGS = {p.stem.split("_", 1)[1].removesuffix("_deep_dive") for p in LESSONS}  # a deep dive shares its lesson's
 #: The lesson-machinery folders, and the shared modules each may hold besides the lessons' own.
 MACHINERY = {
     "exercises": {"predictions"},
@@ -39,7 +39,7 @@ TRAINING_SHARED = {"task", "vocabulary", "grammar", "bands", "bands_measured", "
 
 
 def _slug(notebook: Path) -> str:
-    return notebook.stem.removesuffix("_solution").split("_", 1)[1]
+    return notebook.stem.removesuffix("_solution").split("_", 1)[1].removesuffix("_deep_dive")
 
 
 def _code(notebook: Path) -> str:
