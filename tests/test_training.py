@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from attention_lib.training.bands import Band, all_kinds, band_text, within_band
+from attention_lib.training.bands import Band, all_kinds, band_text, largest_map_difference, within_band
 from attention_lib.training.bands_measured import BANDS
 from attention_lib.training.grammar import HELDOUT_STRUCTURES
 from attention_lib.training.learning_to_attend import evaluate, load_trained, make_batch, train
@@ -21,6 +21,7 @@ from attention_lib.training.learning_to_attend.attraction import (
     measure,
     spread,
 )
+from attention_lib.training.learning_to_attend.band_figures import MAPS
 from attention_lib.training.learning_to_attend.probes import (
     probe_agreement,
     probe_attraction,
@@ -86,23 +87,26 @@ def test_subject_first_data_teaches_a_shortcut():
     assert max(p.on_subject for p in moved) < 0.3
 
 
+def assert_maps_in_band(task, mine):
+    """Same recipe and seed: the maps differ from the shipped model's no more than the lesson's band allows, the
+    range measured on three CPU paths widened by its stated margin (a retrained model on another CPU is another
+    run of the recipe, not a copy of the one stored). The figure is the lesson's own, on the lesson's inputs."""
+    x, _ = make_batch(task, 500, seed=99, split="heldout")
+    said = within_band(MAPS[task], largest_map_difference(mine, load_trained(task).model, x))
+    assert not said.startswith("OUTSIDE"), said
+
+
 def test_recipe_reproduces_the_reversal_model(reversal_run):
     assert evaluate(reversal_run.model, "reversal", n=3000, seed=FRESH_SEED)["sequence_accuracy"] >= 0.99
     assert (mirror_share(reversal_run.model) >= 0.95).all()
-    x, _ = make_batch("reversal", 200, seed=FRESH_SEED, split="heldout")
-    with torch.no_grad():
-        mine, shipped = reversal_run.model(x).attentions[0], load_trained("reversal").model(x).attentions[0]
-    assert float((mine - shipped).abs().mean()) < 0.01, "same recipe and seed: the same maps as the shipped model"
+    assert_maps_in_band("reversal", reversal_run.model)
 
 
 def test_recipe_reproduces_the_agreement_model(agreement_run):
     assert evaluate(agreement_run.model, "agreement", n=3000, seed=FRESH_SEED)["sequence_accuracy"] >= 0.9
     probes = subject_probes(agreement_run.model, MOVED)
     assert min(p.accuracy for p in probes) >= 0.8, "right on at least 4 in 5 sentences of every moved structure"
-    x, _ = make_batch("agreement", 200, seed=FRESH_SEED, split="heldout")
-    with torch.no_grad():
-        mine, shipped = agreement_run.model(x).attentions, load_trained("agreement").model(x).attentions
-    assert max(float((a - b).abs().mean()) for a, b in zip(mine, shipped, strict=True)) < 0.01
+    assert_maps_in_band("agreement", agreement_run.model)
 
 
 def test_a_structures_probe_does_not_depend_on_the_other_structures_listed():
@@ -113,9 +117,15 @@ def test_a_structures_probe_does_not_depend_on_the_other_structures_listed():
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize(("task", "num_layers"), [("agreement_subject_first", None), ("agreement", 1)])
+def test_recipe_reproduces_the_subject_first_model():
+    assert_maps_in_band("agreement_subject_first", train("agreement_subject_first").model)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("task", "num_layers"), [("agreement", 1)])
 def test_recipe_reproduces_the_other_shipped_models(task, num_layers):
-    """The shipped subject-first and one-block models are what the recipe makes (``train(task, num_layers=...)``)."""
+    """The shipped one-block model is what the recipe makes (``train(task, num_layers=1)``). No band was measured
+    for its maps over CPU paths: this compares with the stored run, which only the same kernels repeat exactly."""
     mine = train(task, num_layers=num_layers).model
     x, _ = make_batch(task, 200, seed=FRESH_SEED, split="heldout")
     with torch.no_grad():
