@@ -394,6 +394,16 @@ def test_the_seed_study_holds_twelve_seeds_of_both_recipes():
             assert all(0 <= value <= 1 for value in study.values(figure).values()), figure
 
 
+def test_lesson_12s_accuracy_band_holds_the_seeds_it_was_not_fitted_on():
+    from attention_lib.training.learning_to_attend.over_seeds import CHECK_SEEDS, accuracy_band, within_seed_band
+
+    band = accuracy_band()
+    assert list(band.held) == list(CHECK_SEEDS)
+    assert band.ok, str(band)
+    assert within_seed_band(load_trained("agreement").heldout_accuracy).startswith("within")
+    assert within_seed_band(band.low - 0.01).startswith("OUTSIDE")
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("recipe", ["two blocks", "one block"])
 def test_a_seed_the_study_never_saw_falls_in_its_range(recipe):

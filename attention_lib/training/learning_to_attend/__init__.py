@@ -29,7 +29,16 @@ from .causes import (
     intervene_by_attractors,
 )
 from .controls import Patched, agreeing_counterpart, by_attractor_slot, head_by_head, patch_by_attractors
-from .over_seeds import differences, load_seed_studies, measure_controls, renamed
+from .over_seeds import (
+    accuracy_band,
+    differences,
+    load_seed_studies,
+    measure_controls,
+    renamed,
+    seed_claims,
+    seed_table,
+    within_seed_band,
+)
 from .probes import format_probes, probe_agreement, probe_attraction, subject_head, subject_shares
 from .recipe import build_model, evaluate, train
 from .shipped import TrainedModel, load_trained, save_trained
@@ -42,4 +51,5 @@ __all__ = ["AGREEMENT", "ATTRACTORS", "BEYOND", "HELDOUT_STRUCTURES", "HELDOUT_T
 __all__ += ["Intervened", "attractor_keys", "by_attractor_position", "format_interventions", "format_positions",
             "intervene_by_attractors"]
 __all__ += ["Patched", "agreeing_counterpart", "by_attractor_slot", "head_by_head", "patch_by_attractors"]
-__all__ += ["differences", "load_seed_studies", "measure_controls", "renamed"]
+__all__ += ["accuracy_band", "differences", "load_seed_studies", "measure_controls", "renamed", "seed_claims",
+            "seed_table", "within_seed_band"]

@@ -45,7 +45,21 @@ from .recipe import evaluate, train
 SEEDS = tuple(range(12))
 #: The recipes: ``num_layers`` of :func:`~attention_lib.training.learning_to_attend.recipe.train` on ``agreement``.
 RECIPES = {"two blocks": None, "one block": 1}
+#: Seeds the study never saw, trained for their held-out accuracy only: the check of the accuracy band.
+CHECK_SEEDS = (12, 13, 14, 15)
+#: The accuracy band's headroom beyond the twelve seeds' range, on each side.
+HEADROOM = 0.04
 STORED = Path(__file__).with_name("over_seeds_measured.py")
+#: The columns of the lesson's seed tables, ``{table: {short name: figure}}``.
+TABLES = {
+    "forcing": {"layer": "layer", "head": "head", "held-out": "held-out accuracy", "right": "accuracy 3",
+                "subject": "forced onto subject 3", "right 2": "accuracy 2", "subject 2": "forced onto subject 2",
+                "agreeing 2": "forced onto agreeing noun 2", "attractor 2": "forced onto attractor 2"},
+    "patching": {"right": "accuracy 3", "patched": "patched 3", "donor same": "donor same 3",
+                 "donor other": "donor opposite 3"},
+    "removal": {"weight": "attractor weight 3", "right": "accuracy 3", "removed": "removed 3",
+                "placebo w": "placebo weight 3", "placebo": "placebo 3", "matched": "removed matched 3",
+                "reverse": "reverse 3", "other head": "reverse other 3", "both": "reverse both 3"}}
 
 
 def _number_free(task: AgreementTask, x: torch.Tensor) -> torch.Tensor:
@@ -180,6 +194,58 @@ def differences(study: SeedStudy, **pairs: tuple[str, str]) -> SeedStudy:
                       for seed, run in study.to_dict().items()})
 
 
+def seed_table(study: SeedStudy, table: str, *, per_seed: bool = True) -> str:
+    """One of :data:`TABLES` for ``study``: a row per seed and the min-max, or (``per_seed=False``) the min-max only.
+
+    Example:
+        >>> print(seed_table(load_seed_studies()["one block"], "patching", per_seed=False))
+           seed    right   patched  donor same  donor other
+        min-max  23%-36%  63%-100%    62%-100%        0%-6%
+    """
+    columns = TABLES[table]
+    fmt = {name: "{:.0%}" for name in columns if name not in ("layer", "head", "weight", "placebo w")}
+    text = renamed(study, columns).table(fmt={**fmt, "weight": "{:.2f}", "placebo w": "{:.2f}"})
+    lines = text.splitlines()
+    return text if per_seed else "\n".join((lines[0], lines[-1]))
+
+
+def seed_claims(study: SeedStudy) -> list[str]:
+    """The lesson's comparisons, seed by seed: each intervention against its control, as a range over the seeds."""
+    d = differences(study, control=("forced onto agreeing noun 2", "forced onto subject 2"),
+                    donor=("donor same 3", "patched 3"), placebo=("placebo 3", "accuracy 3"),
+                    matched=("removed matched 3", "placebo 3"), plural=("plural 3", "singular 3"))
+    return ["forced onto the agreeing noun, minus onto the subject: " + d.span_text("control", "{:+.0%}"),
+            "patched from an unrelated donor, minus from the counterpart: " + d.span_text("donor", "{:+.0%}"),
+            "placebo, minus untouched: " + d.span_text("placebo", "{:+.0%}"),
+            "the same weight off the attractors, minus the placebo: " + d.span_text("matched", "{:+.0%}"),
+            "more often right after a plural subject than a singular one: " + d.holds_text("plural", lambda v: v > 0)]
+
+
+def accuracy_band():
+    """The two-block recipe's held-out accuracy band: the twelve seeds' range widened by :data:`HEADROOM`, checked
+    on :data:`CHECK_SEEDS` (a :class:`~attention_lib.training.seed_study.HeldOut`)."""
+    from .over_seeds_measured import CHECKED
+
+    runs = {seed: {"held-out accuracy": run["held-out accuracy"]} for seed, run in
+            load_seed_studies()["two blocks"].to_dict().items()}
+    study = SeedStudy({**runs, **{seed: {"held-out accuracy": value} for seed, value in CHECKED.items()}})
+    return study.held_out("held-out accuracy", fit=SEEDS, margin=HEADROOM)
+
+
+def within_seed_band(value: float) -> str:
+    """Whether a run's held-out accuracy lies in :func:`accuracy_band`, said with the band's seeds and headroom.
+
+    Example:
+        >>> within_seed_band(0.5)[:7]
+        'OUTSIDE'
+    """
+    band = accuracy_band()
+    low, high = band.low, band.high
+    inside = low <= value <= high
+    return (f"{'within' if inside else 'OUTSIDE'} the {low:.0%}-{high:.0%} of the recipe's seeds 0-11 plus "
+            f"{round(100 * HEADROOM)} points each side; {band}")
+
+
 def load_seed_studies() -> dict[str, SeedStudy]:
     """The stored studies, ``{recipe: SeedStudy}``, as :func:`main` wrote them (``course.py remake seeds-12``).
 
@@ -193,7 +259,7 @@ def load_seed_studies() -> dict[str, SeedStudy]:
     return {recipe: SeedStudy(runs) for recipe, runs in STUDIES.items()}
 
 
-def _written(studies: dict[str, dict[int, dict[str, float]]]) -> str:
+def _written(studies: dict[str, dict[int, dict[str, float]]], checked: dict[int, float]) -> str:
     """The text of ``over_seeds_measured.py``: one wrapped dict per seed, shares to four decimals."""
     lines = ["STUDIES = {"]
     for recipe, runs in studies.items():
@@ -210,11 +276,16 @@ def _written(studies: dict[str, dict[int, dict[str, float]]]) -> str:
         lines.append("    },")
     here = "attention_lib.training.learning_to_attend.over_seeds"
     return (f'"""Lesson 12\'s seed study, written by `python -m {here}`\n(torch {torch.__version__}); do not edit by '
-            f'hand.\n"""\n\n#: ``{{recipe: {{seed: {{figure: value}}}}}}``.\n' + "\n".join(lines) + "\n}\n")
+            f'hand.\n"""\n\n#: ``{{recipe: {{seed: {{figure: value}}}}}}``.\n' + "\n".join(lines) + "\n}\n"
+            f"#: The two-block recipe's held-out accuracy on seeds the study never saw (``CHECK_SEEDS``).\n"
+            f"CHECKED = {checked!r}\n")
 
 
 def main() -> None:  # pragma: no cover - run by `python3 course.py remake seeds-12`: a few minutes on 2 cores
-    STORED.write_text(_written({recipe: study_recipe(recipe, progress=True).to_dict() for recipe in RECIPES}))
+    studies = {recipe: study_recipe(recipe, progress=True).to_dict() for recipe in RECIPES}
+    checked = {seed: round(evaluate(train("agreement", seed=seed).model, "agreement")["sequence_accuracy"], 4)
+               for seed in CHECK_SEEDS}
+    STORED.write_text(_written(studies, checked))
 
 
 if __name__ == "__main__":  # pragma: no cover

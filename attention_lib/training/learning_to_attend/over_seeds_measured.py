@@ -171,3 +171,5 @@ STUDIES = {
             'forced onto agreeing noun 2': 1.0, 'forced onto attractor 2': 0.0, 'accuracy 2': 0.6422,},
     },
 }
+#: The two-block recipe's held-out accuracy on seeds the study never saw (``CHECK_SEEDS``).
+CHECKED = {12: 0.878, 13: 0.909, 14: 0.8425, 15: 0.886}
