@@ -1,21 +1,18 @@
 """Interventions: run a model with one head's attention weights replaced, to test what its map only suggests.
 
 Built step by step in ``notebooks/12_learning_to_attend.ipynb``; ``notebooks/13_induction_heads.ipynb`` ablates
-heads with it. An attention map says where a head looks; it does not say that the model's answer depends on it
-(Jain & Wallace, 2019, *Attention is not Explanation*). To find out, change the head and measure what changes,
-as activation patching does in interpretability practice (e.g. Meng et al., 2022; Wang et al., 2023, ARENA's
-and TransformerLens's exercises): :func:`edit_head` recomputes a :class:`~attention_lib.MultiHeadAttention`'s
-weights with the recipe's own steps, hands one head's ``(N, L, S)`` weights to a function of yours, and blends
-the values with what it returns. Three such functions are here:
-
-- :func:`force_onto`: a row's whole weight on one key (the head "looks exactly there");
-- :func:`remove_keys`: a row's weight on some keys taken away and the rest renormalised ("never looks there");
-- :func:`zero_rows`: a row (or every row) set to zero, so the head writes nothing there (zero ablation).
-
-:func:`patch_head` replaces a head's *output* instead, with one :func:`record_head` took on another input.
-
-Shape legend, as everywhere in the package: ``N`` sentences, ``H`` heads, ``L`` queries, ``S`` keys; one head's
-weights are ``(N, L, S)``, row = the query attending.
+heads with it. A map says where a head looks, not that the answer depends on it (Jain & Wallace, 2019, *Attention
+is not Explanation*); so change the head and measure, as activation patching does (Meng et al., 2022; Wang et al.,
+2023). :func:`edit_head` reruns a :class:`~attention_lib.MultiHeadAttention` with the recipe's steps and one
+head's ``(N, L, S)`` weights passed through a function of yours: :func:`force_onto` (a row's whole weight on one
+key), :func:`remove_keys` (a row's weight off some keys, renormalised), :func:`remove_weight` (a given amount off
+some keys: the placebo beside a removal), :func:`zero_rows` (zero ablation). :func:`patch_head` replaces a head's
+*output* with one :func:`record_head` took on another input, or on a donor (:func:`pick_donors`,
+:func:`from_donors`), all in :mod:`attention_lib.patching`, which builds on this module. Each tells something else:
+a patched output is sufficiency (an upper bound), a removal is a cause only beside its placebo, a forcing beside a
+control position.
+Run the other way (a correct input given the head's output from a failing one: noising), patching says how much
+of an error runs through the head. Shapes: ``N`` inputs, ``H`` heads, ``L`` queries, ``S`` keys.
 """
 
 from __future__ import annotations
@@ -113,6 +110,35 @@ def remove_keys(weights: torch.Tensor, rows, keys: torch.Tensor) -> torch.Tensor
     return torch.where(_rows(weights, rows), renormalised, weights)
 
 
+def remove_weight(weights: torch.Tensor, rows, keys: torch.Tensor, amount) -> torch.Tensor:
+    """Take ``amount`` of each chosen row's weight off ``keys`` (each key losing its share), then renormalise.
+
+    The placebo beside :func:`remove_keys`: the same weight taken from keys that cannot matter changes the rows as
+    much in total, so what the real removal does beyond it is due to *which* keys lost the weight. A row whose
+    ``keys`` hold less than ``amount`` loses all they hold.
+
+    Args:
+        weights: ``(N, L, S)``; rows: as for :func:`remove_keys`; keys: ``(N, S)`` or ``(S,)`` bool.
+        amount: a number or ``(N,)`` numbers in ``[0, 1)``, the weight to take off each sentence's rows.
+
+    Example:
+        >>> w = torch.tensor([[[0.5, 0.25, 0.25]]])
+        >>> remove_weight(w, rows=0, keys=torch.tensor([False, True, True]), amount=0.25)
+        tensor([[[0.6667, 0.1667, 0.1667]]])
+    """
+    remove_keys(weights, rows, keys)  # checks the arguments
+    amount = torch.as_tensor(amount, dtype=weights.dtype, device=weights.device)
+    if amount.dim() > 1 or (amount.dim() == 1 and amount.numel() not in (1, weights.shape[0])) or bool(
+            ((amount < 0) | (amount >= 1)).any()):
+        raise ValueError(f"amount must be a number or ({weights.shape[0]},) numbers in [0, 1), but got {amount}.")
+    on_keys = (weights * keys.reshape(-1, 1, weights.shape[-1])).sum(-1, keepdim=True)  # (N, L, 1)
+    keep = 1 - (amount.reshape(-1, 1, 1) / on_keys.clamp_min(torch.finfo(weights.dtype).tiny)).clamp(max=1)
+    scaled = torch.where(keys.reshape(-1, 1, weights.shape[-1]), weights * keep, weights)
+    total = scaled.sum(-1, keepdim=True)
+    return torch.where(_rows(weights, rows) & (total > 0), scaled / total.clamp_min(torch.finfo(weights.dtype).tiny),
+                       torch.where(_rows(weights, rows), 0.0, weights))
+
+
 def zero_rows(weights: torch.Tensor, rows=None) -> torch.Tensor:
     """Set the chosen rows to zero: the head then writes nothing at those queries (zero ablation).
 
@@ -163,12 +189,9 @@ def edit_head(attention: MultiHeadAttention, head: int | Sequence[int],
               edit: Callable[[torch.Tensor], torch.Tensor]) -> Iterator[None]:
     """Inside the ``with`` block, run ``attention`` with head ``head``'s weights replaced by ``edit(weights)``.
 
-    Built step by step in ``notebooks/12_learning_to_attend.ipynb``. A forward hook on ``attention`` recomputes
-    every call with the recipe's steps (:func:`~attention_lib.split_heads`, the matchmaker, the scaler, the
-    percentages with the call's mask, the blend, :func:`~attention_lib.merge_heads`, ``out_proj``), with the
-    chosen head's ``(N, L, S)`` weights passed through ``edit`` before the blend; the other heads are unchanged.
-    The module returns ``(output, weights)`` as always, the weights as edited. On leaving the block the hook is
-    removed, also after an error.
+    A forward hook recomputes every call with the recipe's steps (split, matchmaker, scaler, percentages with the
+    call's mask, blend, merge, ``out_proj``), the chosen head's ``(N, L, S)`` weights passed through ``edit``
+    before the blend. The module returns ``(output, weights)``, the weights as edited; the hook goes on leaving.
 
     Args:
         attention: a :class:`~attention_lib.MultiHeadAttention` anywhere in a model (e.g.
@@ -237,63 +260,3 @@ def _hooked(attention, head, edit, patch=None) -> Iterator[list[int]]:
     finally:
         handle.remove()
         _EDITED.discard(attention)
-
-
-
-@contextmanager
-def record_head(attention: MultiHeadAttention, head: int) -> Iterator[list[torch.Tensor]]:
-    """Inside the block, append head ``head``'s output ``(N, L, Dh)`` (``weights @ values``, before ``out_proj``)
-    to the list it yields, at each call of ``attention``: what :func:`patch_head` writes into another run."""
-    records: list[torch.Tensor] = []
-
-    def keep(outputs):  # (N, H, L, Dh)
-        records.append(outputs[:, head].detach().clone())
-        return outputs
-
-    with _hooked(attention, head, lambda w: w, keep):
-        yield records
-
-
-@contextmanager
-def patch_head(attention: MultiHeadAttention, head: int, output: torch.Tensor, rows=None) -> Iterator[None]:
-    """Inside the ``with`` block, replace head ``head``'s output at ``rows`` by ``output``: activation patching.
-
-    Built step by step in ``notebooks/12_learning_to_attend.ipynb``. Where :func:`edit_head` changes where a head
-    looks, this changes what it writes: its blend of the values, before ``out_proj``, taken from ``output``,
-    usually recorded by :func:`record_head` on another input of the same shape (a "clean" sentence).
-
-    Args:
-        attention: a :class:`~attention_lib.MultiHeadAttention`, in eval mode or without dropout.
-        head: the head whose output is replaced; ``output``: ``(N, L, Dh)``, what it writes instead.
-        rows: one query position per sentence (an int or ``(N,)`` ints), or ``None`` for every row.
-
-    Raises:
-        TypeError: if ``attention`` is not a ``MultiHeadAttention`` or ``output`` is not a tensor.
-        ValueError: if the head is out of range, or (while running) ``output`` is not of the head's shape.
-
-    Example:
-        >>> _ = torch.manual_seed(0)
-        >>> mha = MultiHeadAttention(embed_dim=4, num_heads=2).eval()
-        >>> x, clean = torch.randn(1, 3, 4), torch.randn(1, 3, 4)
-        >>> with torch.no_grad(), record_head(mha, 0) as recorded:
-        ...     _ = mha(clean, clean, clean)
-        >>> recorded[0].shape  # (N, L, Dh)
-        torch.Size([1, 3, 2])
-        >>> with torch.no_grad(), patch_head(mha, 0, recorded[0], rows=2):
-        ...     out, _ = mha(x, x, x)
-        >>> torch.equal(out[:, :2], mha(x, x, x)[0][:, :2].detach())  # rows 0 and 1 as they were
-        True
-    """
-    check_is_tensor(output, "output")
-
-    def replace(outputs):  # (N, H, L, Dh)
-        if output.shape != outputs[:, head].shape:
-            raise ValueError(f"output must have the head's output shape (N, L, Dh) = {tuple(outputs[:, head].shape)}"
-                             f", but output.shape={tuple(output.shape)}; record it with record_head on an input of "
-                             f"the same shape.")
-        patched = outputs.clone()
-        patched[:, head] = torch.where(_rows(outputs[:, head], rows), output.to(outputs.dtype), outputs[:, head])
-        return patched
-
-    with _hooked(attention, head, lambda w: w, replace):
-        yield

@@ -6,7 +6,8 @@ import pytest
 import torch
 
 import attention_lib as al
-from attention_lib.interventions import edit_head, force_onto, patch_head, record_head, remove_keys, zero_rows
+from attention_lib.interventions import edit_head, force_onto, remove_keys, remove_weight, zero_rows
+from attention_lib.patching import from_donors, patch_head, pick_donors, record_head
 
 
 def small_module(seed=0, E=6, H=3):
@@ -307,3 +308,117 @@ def test_head_by_head_zeroes_each_head_as_by_hand():
                 right.append(int(model(x[i:i + 1]).logits[0, v].argmax()) == int(y[i, v]))
             assert 0.0 <= on_subject <= 1.0
         assert zeroed == pytest.approx(sum(right) / 30)
+
+
+# The controls: a placebo removal, donors for patching (resampling), and patching run the other way (noising).
+
+
+def test_a_placebo_removal_equals_the_computation_by_hand():
+    mha = small_module()
+    x = torch.randn(2, 4, 6)
+    keys, amount, rows = torch.tensor([False, True, True, False]), torch.tensor([0.1, 0.2]), torch.tensor([3, 0])
+    with torch.no_grad():
+        _, weights = mha(x, x, x)
+        expected = weights[:, 0].clone()
+        for i, row in enumerate(rows.tolist()):  # the amount leaves keys 1 and 2 in proportion, then renormalise
+            w = expected[i, row].clone()
+            held = w[1] + w[2]
+            w[1:3] *= 1 - amount[i] / held
+            expected[i, row] = w / w.sum()
+        with edit_head(mha, 0, lambda w: remove_weight(w, rows=rows, keys=keys, amount=amount)):
+            out, edited = mha(x, x, x)
+    torch.testing.assert_close(edited[:, 0], expected)
+    torch.testing.assert_close(out, by_hand(mha, x, 0, expected))
+    torch.testing.assert_close(edited[:, 0].sum(-1), torch.ones(2, 4))
+
+
+def test_a_placebo_that_takes_all_the_keys_hold_is_the_removal_itself():
+    w = torch.softmax(torch.randn(3, 5, 5), -1)
+    keys = torch.tensor([True, False, True, False, False])
+    torch.testing.assert_close(remove_weight(w, None, keys, amount=0.999), remove_keys(w, None, keys), atol=1e-6,
+                               rtol=0)  # every row holds less than 0.999 on two keys here or loses it all
+    assert torch.equal(remove_weight(w, 2, keys, amount=0.0), w)
+    everything = torch.tensor([[[0.0, 1.0, 0.0]]])
+    assert remove_weight(everything, 0, torch.tensor([False, True, False]), amount=0.5).tolist() == [[[0, 1, 0]]]
+
+
+def test_remove_weight_refuses_an_amount_it_cannot_take():
+    w = torch.full((2, 1, 2), 0.5)
+    with pytest.raises(ValueError, match=r"amount must be a number or \(2,\) numbers in \[0, 1\), but got"):
+        remove_weight(w, 0, torch.tensor([True, False]), amount=1.5)
+    with pytest.raises(ValueError, match="amount must be"):
+        remove_weight(w, 0, torch.tensor([True, False]), amount=torch.tensor([0.1, 0.1, 0.1]))
+    with pytest.raises(ValueError, match="keys must be a bool tensor"):
+        remove_weight(w, 0, torch.tensor([1, 0]), amount=0.1)
+
+
+def test_donors_have_the_label_asked_for_and_are_never_the_input_itself():
+    labels = torch.tensor([0, 1, 1, 0, 1, 0, 0])
+    for same in (True, False):
+        donors = pick_donors(labels, same=same, seed=3)
+        assert donors.shape == (7,)
+        assert not bool((donors == torch.arange(7)).any())
+        assert bool(((labels[donors] == labels) == same).all())
+        assert torch.equal(donors, pick_donors(labels, same=same, seed=3)), "seeded"
+    assert pick_donors(torch.tensor([5, 5]), same=True).tolist() == [1, 0]
+    draws = {tuple(pick_donors(labels, seed=s).tolist()) for s in range(10)}
+    assert len(draws) > 1, "the seed changes the draw"
+
+
+def test_pick_donors_says_what_is_missing():
+    with pytest.raises(ValueError, match=r"input 2 \(label 1\) has no other input with the same label"):
+        pick_donors(torch.tensor([0, 0, 1]), same=True)
+    with pytest.raises(ValueError, match="has no other input with another label"):
+        pick_donors(torch.tensor([1, 1]), same=False)
+    with pytest.raises(ValueError, match=r"labels must be \(N,\) integers"):
+        pick_donors(torch.tensor([0.0, 1.0]))
+    with pytest.raises(TypeError, match="labels"):
+        pick_donors([0, 1])
+
+
+def test_from_donors_moves_each_donors_row_to_where_the_recipients_stands():
+    recorded = torch.randn(3, 5, 2)
+    donors, rows = torch.tensor([2, 0, 1]), torch.tensor([4, 1, 0])
+    expected = recorded.clone()
+    expected[0, 4] = recorded[2, 0]  # input 0's row 4 from input 2's row (its row 0)
+    expected[1, 1] = recorded[0, 4]
+    expected[2, 0] = recorded[1, 1]
+    assert torch.equal(from_donors(recorded, donors, rows), expected)
+    with pytest.raises(ValueError, match=r"donors must be integers in 0..2"):
+        from_donors(recorded, torch.tensor([3, 0, 1]), rows)
+    with pytest.raises(ValueError, match=r"recorded must be \(N, L, Dh\) and donors, rows \(N,\)"):
+        from_donors(recorded, donors[:2], rows)
+
+
+def test_patching_from_a_donor_equals_the_computation_by_hand():
+    mha = small_module()
+    x = torch.randn(4, 5, 6)
+    rows, donors = torch.tensor([4, 2, 3, 1]), torch.tensor([1, 3, 0, 2])
+    with torch.no_grad():
+        with record_head(mha, 1) as recorded:
+            mha(x, x, x)
+        with patch_head(mha, 1, from_donors(recorded[0], donors, rows), rows=rows):
+            out, _ = mha(x, x, x)
+        outputs = by_hand_outputs(mha, x)
+        head = outputs[1].clone()
+        for i in range(4):
+            outputs[1][i, rows[i]] = head[donors[i], rows[donors[i]]]  # the donor's row, moved to the recipient's
+        expected = torch.cat(outputs, -1) @ mha.out_proj.weight.T + mha.out_proj.bias
+    torch.testing.assert_close(out, expected)
+
+
+def test_noising_runs_the_clean_input_with_the_corrupt_inputs_head_output():
+    """The reverse test: the clean input run with one head's output from the corrupt input, by hand."""
+    mha = small_module(seed=2)
+    clean, corrupt = torch.randn(2, 4, 6), torch.randn(2, 4, 6)
+    rows = torch.tensor([3, 3])
+    with torch.no_grad():
+        with record_head(mha, 0) as recorded:
+            mha(corrupt, corrupt, corrupt)
+        with patch_head(mha, 0, recorded[0], rows=rows):
+            noised, _ = mha(clean, clean, clean)
+        outputs = by_hand_outputs(mha, clean)
+        outputs[0][:, 3] = by_hand_outputs(mha, corrupt)[0][:, 3]
+        expected = torch.cat(outputs, -1) @ mha.out_proj.weight.T + mha.out_proj.bias
+    torch.testing.assert_close(noised, expected)
+    torch.testing.assert_close(noised[:, :3], mha(clean, clean, clean)[0][:, :3].detach())  # other rows untouched

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from attention_lib.training.bands import Band, all_kinds, band_text, within_band
+from attention_lib.training.bands import Band, all_kinds, band_text, largest_map_difference, within_band
 from attention_lib.training.bands_measured import BANDS
 from attention_lib.training.grammar import HELDOUT_STRUCTURES
 from attention_lib.training.learning_to_attend import evaluate, load_trained, make_batch, train
@@ -19,7 +19,9 @@ from attention_lib.training.learning_to_attend.attraction import (
     by_attractors,
     load_study,
     measure,
+    spread,
 )
+from attention_lib.training.learning_to_attend.band_figures import MAPS
 from attention_lib.training.learning_to_attend.probes import (
     probe_agreement,
     probe_attraction,
@@ -85,23 +87,26 @@ def test_subject_first_data_teaches_a_shortcut():
     assert max(p.on_subject for p in moved) < 0.3
 
 
+def assert_maps_in_band(task, mine):
+    """Same recipe and seed: the maps differ from the shipped model's no more than the lesson's band allows, the
+    range measured on three CPU paths widened by its stated margin (a retrained model on another CPU is another
+    run of the recipe, not a copy of the one stored). The figure is the lesson's own, on the lesson's inputs."""
+    x, _ = make_batch(task, 500, seed=99, split="heldout")
+    said = within_band(MAPS[task], largest_map_difference(mine, load_trained(task).model, x))
+    assert not said.startswith("OUTSIDE"), said
+
+
 def test_recipe_reproduces_the_reversal_model(reversal_run):
     assert evaluate(reversal_run.model, "reversal", n=3000, seed=FRESH_SEED)["sequence_accuracy"] >= 0.99
     assert (mirror_share(reversal_run.model) >= 0.95).all()
-    x, _ = make_batch("reversal", 200, seed=FRESH_SEED, split="heldout")
-    with torch.no_grad():
-        mine, shipped = reversal_run.model(x).attentions[0], load_trained("reversal").model(x).attentions[0]
-    assert float((mine - shipped).abs().mean()) < 0.01, "same recipe and seed: the same maps as the shipped model"
+    assert_maps_in_band("reversal", reversal_run.model)
 
 
 def test_recipe_reproduces_the_agreement_model(agreement_run):
     assert evaluate(agreement_run.model, "agreement", n=3000, seed=FRESH_SEED)["sequence_accuracy"] >= 0.9
     probes = subject_probes(agreement_run.model, MOVED)
     assert min(p.accuracy for p in probes) >= 0.8, "right on at least 4 in 5 sentences of every moved structure"
-    x, _ = make_batch("agreement", 200, seed=FRESH_SEED, split="heldout")
-    with torch.no_grad():
-        mine, shipped = agreement_run.model(x).attentions, load_trained("agreement").model(x).attentions
-    assert max(float((a - b).abs().mean()) for a, b in zip(mine, shipped, strict=True)) < 0.01
+    assert_maps_in_band("agreement", agreement_run.model)
 
 
 def test_a_structures_probe_does_not_depend_on_the_other_structures_listed():
@@ -112,9 +117,15 @@ def test_a_structures_probe_does_not_depend_on_the_other_structures_listed():
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize(("task", "num_layers"), [("agreement_subject_first", None), ("agreement", 1)])
+def test_recipe_reproduces_the_subject_first_model():
+    assert_maps_in_band("agreement_subject_first", train("agreement_subject_first").model)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("task", "num_layers"), [("agreement", 1)])
 def test_recipe_reproduces_the_other_shipped_models(task, num_layers):
-    """The shipped subject-first and one-block models are what the recipe makes (``train(task, num_layers=...)``)."""
+    """The shipped one-block model is what the recipe makes (``train(task, num_layers=1)``). No band was measured
+    for its maps over CPU paths: this compares with the stored run, which only the same kernels repeat exactly."""
     mine = train(task, num_layers=num_layers).model
     x, _ = make_batch(task, 200, seed=FRESH_SEED, split="heldout")
     with torch.no_grad():
@@ -163,20 +174,31 @@ def test_subject_shares_find_the_subject_head():
     assert float(shares[1].min()) > 0.5, "both heads of the last block look hardest at the subject, most often"
 
 
+#: How far outside the stored seeds' range a model the recipe trains again may fall: the stored study's seeds are
+#: five draws of the recipe, and a model retrained on another CPU (another BLAS code path) is another draw.
+STUDY_HEADROOM = 0.05
+
+
 @pytest.mark.slow
 def test_the_stored_attraction_study_is_what_the_recipe_gives():
-    """Two of the stored study's runs, trained again: the lesson prints the stored study, this test keeps it true."""
+    """Seed 1 of the stored study, trained again, falls in the range the stored seeds span (with headroom).
+
+    Not within a guess of the stored seed 1: on another CPU (an Intel Xeon with AMX against the machine that wrote
+    the study) the same seed trains another model, 0.05 away on one figure, still inside the recipe's range."""
     study = load_study()
     assert sorted(study) == [(task, steps) for task in STUDY_TASKS for steps in STUDY_STEPS]
     assert all(sorted(runs) == list(SEEDS) for runs in study.values())
     for task in STUDY_TASKS:
         again = measure(train(task, seed=1).model)
-        stored = study[(task, 300)][1]
-        assert abs(again["held-out accuracy"] - stored["held-out accuracy"]) < 0.02
+        runs = study[(task, 300)].values()
+        accuracies = [run["held-out accuracy"] for run in runs]
+        assert min(accuracies) - STUDY_HEADROOM <= again["held-out accuracy"] <= max(accuracies) + STUDY_HEADROOM
         for part in ("held-out", "beyond"):
-            for m, (accuracy, on_subject) in stored[part].items():
-                assert abs(again[part][m][0] - accuracy) < 0.04, (task, part, m)
-                assert abs(again[part][m][1] - on_subject) < 0.04, (task, part, m)
+            for which in (0, 1):  # accuracy, the verb's strongest key on the subject
+                for m, (_, low, high) in spread(study, task, 300, part, which).items():
+                    value = again[part][m][which]
+                    assert low - STUDY_HEADROOM <= value <= high + STUDY_HEADROOM, (task, part, m, which, value, low,
+                                                                                     high)
 
 
 def test_without_positions_reversal_fails():
@@ -351,3 +373,54 @@ def test_the_band_system_finds_each_lessons_figures_and_names_a_missing_one(caps
         bands.main(["--lesson", "99"])
     assert "lessons [99] have no band figures: write attention_lib/training/<slug>/band_figures.py" in \
         capsys.readouterr().err
+
+
+#: The figures of lesson 12's seed study a retrained model must land near: shares, in 0..1.
+SEED_FIGURES = ("accuracy 3", "forced onto subject 3", "forced onto agreeing noun 2", "patched 3", "donor same 3",
+                "donor opposite 3", "removed 3", "placebo 3", "reverse 3")
+#: How far outside the twelve stored seeds' range a model trained again (another seed, or another CPU) may fall.
+SEED_HEADROOM = 0.1
+
+
+def test_the_seed_study_holds_twelve_seeds_of_both_recipes():
+    from attention_lib.training.learning_to_attend.over_seeds import RECIPES, SEEDS, load_seed_studies
+
+    studies = load_seed_studies()
+    assert sorted(studies) == sorted(RECIPES)
+    for study in studies.values():
+        assert study.seeds == list(SEEDS)
+        assert len(SEEDS) >= 10
+        for figure in SEED_FIGURES:
+            assert all(0 <= value <= 1 for value in study.values(figure).values()), figure
+
+
+def test_lesson_12s_accuracy_band_holds_the_seeds_it_was_not_fitted_on():
+    from attention_lib.training.learning_to_attend.over_seeds import CHECK_SEEDS, accuracy_band, within_seed_band
+
+    band = accuracy_band()
+    assert list(band.held) == list(CHECK_SEEDS)
+    assert band.ok, str(band)
+    assert within_seed_band(load_trained("agreement").heldout_accuracy).startswith("within")
+    assert within_seed_band(band.low - 0.01).startswith("OUTSIDE")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("recipe", ["two blocks", "one block"])
+def test_a_seed_the_study_never_saw_falls_in_its_range(recipe):
+    """A seed outside the stored study, trained and measured again: its figures fall in the range the twelve stored
+    seeds span, widened by SEED_HEADROOM, and the lesson's claims of what holds on every seed hold on it too."""
+    from attention_lib.training.learning_to_attend.over_seeds import load_seed_studies, study_recipe
+
+    stored = load_seed_studies()[recipe]
+    new = study_recipe(recipe, seeds=[FRESH_SEED % 1000])
+    (run,) = new.to_dict().values()
+    for figure in SEED_FIGURES:
+        low, high = stored.span(figure)
+        assert low - SEED_HEADROOM <= run[figure] <= high + SEED_HEADROOM, (figure, run[figure], low, high)
+    # what lesson 12 says holds on every seed (stored: differences of at most 0.08, a donor of the other number
+    # leaving at most 0.15, the matched removal above its placebo on all 24 models)
+    assert abs(run["forced onto agreeing noun 2"] - run["forced onto subject 2"]) <= 0.1, "forcing: control position"
+    assert abs(run["donor same 3"] - run["patched 3"]) <= 0.1, "an unrelated donor of the same number mends as much"
+    assert run["donor opposite 3"] <= 0.25, "a donor of the other number turns the answers"
+    assert abs(run["placebo 3"] - run["accuracy 3"]) <= 0.05, "the placebo changes little"
+    assert run["removed matched 3"] > run["placebo 3"], "the same weight matters more on the attractors"

@@ -32,13 +32,17 @@ CORE_TESTS = {
     "test_model.py": ("12",), "test_tasks.py": ("12",), "test_training.py": ("12",), "test_induction.py": ("13",),
     "test_cache.py": ("15",), "test_decoding_masks.py": ("15",), "test_llama.py": ("15",), "test_rotary.py": ("15",),
 }
+#: The suffix of a lesson's optional deep dive: ``notebooks/12_learning_to_attend_deep_dive.ipynb`` is lesson 12's.
+DEEP_DIVE = "_deep_dive"
 _BUILT = re.compile(r"Built step by step in ``notebooks/(\d\d)_\w+\.ipynb``")
 
 
 @functools.cache
 def lessons() -> dict[str, str]:
-    """``{slug: number}`` of every lesson in ``notebooks/``, e.g. ``{"masking": "08", ...}``."""
-    return {p.stem.split("_", 1)[1]: p.stem[:2] for p in sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))}
+    """``{slug: number}`` of every lesson in ``notebooks/``, e.g. ``{"masking": "08", ...}``; a lesson's optional
+    deep dive, ``NN_slug_deep_dive.ipynb``, belongs to its lesson (same slug, same number)."""
+    return {p.stem.split("_", 1)[1].removesuffix(DEEP_DIVE): p.stem[:2]
+            for p in sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))}
 
 
 def lesson_number(text: str) -> str:

@@ -61,6 +61,9 @@ REMAKES: dict[str, Remake] = {
                        module(BANDS, "--lesson", "15"), "about 10 min"),
     "attraction": Remake("lesson 12's attraction study (training/learning_to_attend/attraction_measured.py)",
                          module("attention_lib.training.learning_to_attend.attraction"), "about 30 min"),
+    "seeds-12": Remake("lesson 12's seed study, its interventions and controls on 12 seeds of both recipes, 4 more "
+                       "to check (training/learning_to_attend/over_seeds_measured.py)",
+                       module("attention_lib.training.learning_to_attend.over_seeds"), "about 10 min"),
     "triton-targets": Remake("lesson 14's kernel compiled for a T4, an A100 and an H100: the table its launch "
                              "configs are checked against (Linux, Triton)",
                              module("attention_lib.memory_efficient.triton_targets"), "about 5 min"),

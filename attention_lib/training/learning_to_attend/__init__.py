@@ -13,7 +13,9 @@
 - :mod:`~attention_lib.training.learning_to_attend.causes`: what the verb-to-subject head causes, measured by
   intervention (forced, stripped of attractors, zeroed), and the accuracy by where the attractors stand;
 - :mod:`~attention_lib.training.learning_to_attend.controls`: its controls: agreeing counterparts, patching the
-  head's weights and output from them, the accuracy by attractor slot, and every head zeroed in turn.
+  head's weights and output from them, the accuracy by attractor slot, and every head zeroed in turn;
+- :mod:`~attention_lib.training.learning_to_attend.over_seeds`: the interventions and their controls (control
+  position, donors, placebo, the reverse test) on twelve seeds of both recipes, and its stored study.
 """
 
 from ..grammar import AGREEMENT, ATTRACTORS, HELDOUT_STRUCTURES, STRUCTURES, SUBJECT_FIRST, AgreementTask
@@ -27,6 +29,16 @@ from .causes import (
     intervene_by_attractors,
 )
 from .controls import Patched, agreeing_counterpart, by_attractor_slot, head_by_head, patch_by_attractors
+from .over_seeds import (
+    accuracy_band,
+    differences,
+    load_seed_studies,
+    measure_controls,
+    renamed,
+    seed_claims,
+    seed_table,
+    within_seed_band,
+)
 from .probes import format_probes, probe_agreement, probe_attraction, subject_head, subject_shares
 from .recipe import build_model, evaluate, train
 from .shipped import TrainedModel, load_trained, save_trained
@@ -39,3 +51,5 @@ __all__ = ["AGREEMENT", "ATTRACTORS", "BEYOND", "HELDOUT_STRUCTURES", "HELDOUT_T
 __all__ += ["Intervened", "attractor_keys", "by_attractor_position", "format_interventions", "format_positions",
             "intervene_by_attractors"]
 __all__ += ["Patched", "agreeing_counterpart", "by_attractor_slot", "head_by_head", "patch_by_attractors"]
+__all__ += ["accuracy_band", "differences", "load_seed_studies", "measure_controls", "renamed", "seed_claims",
+            "seed_table", "within_seed_band"]

@@ -134,7 +134,7 @@ def load_study() -> dict:
     """The stored study (:mod:`~attention_lib.training.learning_to_attend.attraction_measured`), as
     :func:`run_study` returns it.
 
-    Built step by step in ``notebooks/12_learning_to_attend.ipynb``.
+    Built step by step in ``notebooks/12_learning_to_attend_deep_dive.ipynb``.
 
     Example:
         >>> sorted(load_study())[0]

@@ -188,7 +188,7 @@ def by_attractor_position(model, structure: str, *, n: int = 2000, seed: int = 8
                           task: AgreementTask = AGREEMENT) -> dict[tuple[int, int, int], tuple[float, int]]:
     """The accuracy by where the attractors stand, on ``n`` sentences of ``structure`` (a coin toss per distractor).
 
-    Built step by step in ``notebooks/12_learning_to_attend.ipynb``.
+    Built step by step in ``notebooks/12_learning_to_attend_deep_dive.ipynb``.
 
     Returns:
         ``{(before, between, after): (accuracy, sentences)}``: how many attractors stand before the subject, between

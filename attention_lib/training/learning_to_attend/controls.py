@@ -7,7 +7,7 @@ both and patched from one into the other:
 
 - :func:`patch_by_attractors`: by the number of attractors, the head's weight on the attractor nouns and on the same
   positions in the counterpart, and the accuracy with the verb row's weights, or the head's output
-  (:func:`~attention_lib.interventions.patch_head`), taken from the counterpart; every other head's output too;
+  (:func:`~attention_lib.patching.patch_head`), taken from the counterpart; every other head's output too;
 - :func:`by_attractor_slot`: the accuracy by which distractor slots hold the attractors;
 - :func:`head_by_head`: for every head, how often the verb's strongest key is the subject, and the accuracy with its
   verb row zeroed.
@@ -21,7 +21,8 @@ from dataclasses import dataclass
 
 import torch
 
-from ...interventions import edit_head, patch_head, record_head, remove_keys, zero_rows
+from ...interventions import edit_head, remove_keys, zero_rows
+from ...patching import patch_head, record_head
 from ...validation import check_index
 from ..grammar import AGREEMENT, NOUNS, PREPOSITIONS, AgreementTask
 from .causes import _sentences, _share, attractor_keys
