@@ -26,6 +26,7 @@ import torch
 from torch.overrides import TorchFunctionMode
 
 from ._allowed import Allowed, plain_name, shown
+from ._copies import changed_inputs, copies_of
 
 _TORCH_DIR = str(Path(torch.__file__).parent)
 _PACKAGE_DIR = str(Path(__file__).parents[1])
@@ -161,12 +162,6 @@ def op_name(func) -> str:
     return name or getattr(func, "__name__", repr(func))
 
 
-def _clone(x):
-    if isinstance(x, torch.Tensor):
-        return x.clone()
-    return type(x)(_clone(y) for y in x) if isinstance(x, tuple | list) else x
-
-
 def run_learner(fn: Callable, args: tuple, allowed: Allowed | None = None, *, count_lines: bool = False,
                 copy: bool = True) -> Run:
     """Call ``fn`` on copies of ``args`` (an in-place slip cannot spoil the comparison) under the watch.
@@ -183,7 +178,8 @@ def run_learner(fn: Callable, args: tuple, allowed: Allowed | None = None, *, co
         >>> run.calls, run.refused
         (3, 'your function called `torch.softmax`, which this exercise does not use: it is built from a product.')
     """
-    run, copies = Run(), (_clone(args) if copy else args)
+    run = Run()
+    copies, layouts = copies_of(args) if copy else (args, None)
     counter = _LineCounter() if count_lines else None
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -195,19 +191,8 @@ def run_learner(fn: Callable, args: tuple, allowed: Allowed | None = None, *, co
     run.warnings = [str(w.message) for w in caught]
     run.lines = counter.lines if counter else None
     if copy:  # the copies were the learner's: one that came back different was changed in place
-        run.changed = [i for i, (a, c) in enumerate(zip(args, copies, strict=True)) if not _unchanged(a, c)]
+        run.changed = changed_inputs(args, copies, layouts)
     return run
-
-
-def _unchanged(original, copy) -> bool:
-    """Whether ``copy`` (a tensor, or a tuple or list of them) still equals ``original``, shape and numbers."""
-    if isinstance(original, torch.Tensor) and isinstance(copy, torch.Tensor):
-        return (original.shape == copy.shape and original.dtype == copy.dtype
-                and (original.is_meta or bool(torch.equal(original.nan_to_num(0.0, 1.0, -1.0), copy.nan_to_num(
-                    0.0, 1.0, -1.0)) and torch.equal(original.isnan(), copy.isnan()))))
-    if isinstance(original, tuple | list) and isinstance(copy, tuple | list) and len(original) == len(copy):
-        return all(_unchanged(a, c) for a, c in zip(original, copy, strict=True))
-    return True
 
 
 def loop_growth(fn: Callable, inputs: Sequence[tuple]) -> tuple[str, int, int] | None:
