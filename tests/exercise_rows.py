@@ -189,8 +189,11 @@ ONLINE_WRONG_RESULTS = [
 
 ONLINE_SOFTMAX_UPDATE = Exercise(
     check_online_softmax_update,
-    correct=[online_update, lambda *state_and_block: memory_efficient._update(*state_and_block)],
+    correct=[online_update],
     wrong=[
+        (lambda *state_and_block: memory_efficient._update(*state_and_block),
+         "your function called `attention_lib.exercises.memory_efficient._update`"),
+        (memory_efficient._update, "`attention_lib.exercises.memory_efficient._update` (the checker's own function)"),
         (memory_efficient.online_softmax_update, "not allowed here"),
         (lambda *args: memory_efficient.online_softmax_update(*args),
          "your function called `al.online_softmax_update`"),
@@ -788,7 +791,7 @@ def _blind_rows() -> list[Exercise]:
                          "it ignores its `temperature` argument"),
                         (lambda q, k: cosine(q, k, eps=1e-8), "a small constant added to a norm"),
                         (cosine_in_place, "changed its input `query` in place")],
-                 passed_says="at the temperatures 0.1 and 0.5"),
+                 passed_says="at the temperatures 0.1, 0.5 and 0.002"),
         Exercise(check_soft_lookup, correct=[lookup], stubs=(),
                  wrong=[(lambda q, k, v: lookup(q, k, v, squeeze=()), "drops every dimension of size 1"),
                         (lambda q, k, v: lookup(q, k, v, dim=0), "dim=0 runs over the first dimension")],

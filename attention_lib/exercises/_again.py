@@ -51,6 +51,19 @@ class Awkward:
     name: str
     inputs: tuple
     hint: str = ""
+    nonfinite: bool = False  # give ``hint`` only when the answer has NaN or inf where the reference has a number,
+    # or called exp itself
+
+
+#: The name of a trial whose scores overflow ``exp`` in float32 unless each row's max is subtracted first.
+LOUD = "loud scores (large enough that exp overflows in float32 unless each row's max is subtracted first)"
+
+
+def loud(args: tuple, factor: float, *which: int, hint: str) -> Awkward:
+    """The trial :data:`LOUD`: ``args`` with the tensors at positions ``which`` times ``factor``; ``hint`` (the
+    naive softmax's) is given when the answer then holds NaN or inf."""
+    louder = tuple(a * factor if i in which else a for i, a in enumerate(args))
+    return Awkward(LOUD, louder, hint, nonfinite=True)
 
 
 def map_tensors(x, fn: Callable[[torch.Tensor], torch.Tensor]):
@@ -137,7 +150,8 @@ def later_slip(learner_fn: Callable, reference_fn: Callable, trials: Sequence[Aw
         except Exception:  # noqa: BLE001 - a trial the reference cannot run (a .view on a view) is no trial
             continue
         run = run_learner(learner_fn, trial.inputs, allowed)
-        where = f"on {trial.name}, inputs {_said(trial.inputs)}"
+        shapes = _said(trial.inputs)
+        where = f"on {trial.name}" + (f", inputs {shapes}" if any(map(_is_tensor, trial.inputs)) else "")
         if run.refused is not None:
             return "failed", f"❌ {name}: not allowed here. Hint: {run.refused}"
         if run.error is not None and run.in_place and "written-to tensor" in str(run.error):
@@ -153,6 +167,8 @@ def later_slip(learner_fn: Callable, reference_fn: Callable, trials: Sequence[Aw
                                                            _finite_parts_agree, difference)), None)
             if hint is None and trial.hint == MEMORISED:
                 hint = MEMORISED if difference(run.result, earlier[0][1], atol, rtol) is None else None
+            elif hint is None and trial.nonfinite:
+                hint = trial.hint if _nonfinite_where_finite(run.result, expected) or "exp" in run.ops else None
             elif hint is None:
                 hint = trial.hint or None
             hint = hint or how_it_differs(run.result, expected) or "print your result and compare it by hand."
@@ -177,3 +193,14 @@ def _is(wrong: Callable, got, args: tuple, earlier: Sequence[tuple], atol, rtol,
         return all(agree(result, wrong(*inputs), atol, rtol) for inputs, result in earlier)
     except Exception:  # noqa: BLE001 - a mistake that cannot be made on these inputs
         return False
+
+
+def _nonfinite_where_finite(got, expected) -> bool:
+    """Does ``got`` hold NaN or inf where ``expected`` holds a number (in any of its tensors)?"""
+    pairs = zip(_flat(got), _flat(expected), strict=False)
+    return any(g.shape == e.shape and g.is_floating_point() and bool((~g.isfinite() & e.isfinite()).any())
+               for g, e in pairs)
+
+
+def _is_tensor(x) -> bool:
+    return bool(_flat(x))

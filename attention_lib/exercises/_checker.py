@@ -25,7 +25,7 @@ from ._allowed import Allowed
 from ._compare import _agrees_everywhere, _holds_tensors, difference
 from ._crashes import explain_crash
 from ._hints import HINTS
-from ._running import Run, run_learner
+from ._running import Run, checkers_own, run_learner
 from ._trials import CHANGED_INPUT, backward_slip, float64_slip
 from ._where import how_it_differs
 
@@ -139,6 +139,10 @@ def check_function(learner_fn: Callable, reference_fn: Callable, make_inputs: Ca
         '✅ doubling: correct on 3 fixed test inputs, the first again in float64, and backward through it. Well done!'
     """
     calls, answers, dtype = [], {}, None
+    own = checkers_own(getattr(learner_fn, "__code__", None) or _NO_CODE)
+    if own is not None and allowed is not None and learner_fn not in [wrong for wrong, _ in mistakes]:
+        return CheckResult("failed", f"❌ {name}: not allowed here. Hint: "
+                           + allowed.library_hint.replace("{call}", f"`{own}` (the checker's own function)"))
     for trial in range(trials):
         args = make_inputs(trial)
         expected = reference_fn(*args)
@@ -218,6 +222,9 @@ def check_function(learner_fn: Callable, reference_fn: Callable, make_inputs: Ca
         return CheckResult(*verdict)
     return CheckResult("passed", f"✅ {name}: correct on {inputs_said or f'{trials} fixed test inputs'}"
                        f"{also_checked(float64, backward)}. Well done!")
+
+
+_NO_CODE = (lambda: None).__code__.replace(co_filename="")
 
 
 def _inputs_said(args: tuple) -> str:

@@ -8,7 +8,7 @@ Example:
     >>> print(how_it_differs(expected.T, expected))
     your result is the reference's with its last two dimensions swapped: rows are queries, columns are keys.
     >>> print(how_it_differs(torch.tensor([[1.0, 2.0], [3.0, 5.0]]), expected))
-    only 1 of 2 rows differ(s), the first at index (1, 1) (yours 5, the reference's 4): look at what sets that row \
+    only 1 of 2 rows differs, the first at index (1, 1) (yours 5, the reference's 4): look at what sets that row \
 apart (its position, a masked or empty row, its batch entry).
 """
 
@@ -34,8 +34,15 @@ def how_it_differs(got, expected) -> str | None:
     tensor of the same shape."""
     if not (isinstance(got, torch.Tensor) and isinstance(expected, torch.Tensor)) or got.shape != expected.shape:
         return None
-    if not (got.is_floating_point() and expected.is_floating_point()) or got.numel() == 0:
+    if got.numel() == 0:
         return None
+    if not (got.is_floating_point() and expected.is_floating_point()):
+        wrong = got != expected.to(got.dtype)
+        if not bool(wrong.any()):
+            return None
+        at = _index(int(wrong.flatten().nonzero()[0]), got.shape)
+        return (f"{int(wrong.sum())} of {wrong.numel()} entries differ, the first at index {at}: yours is "
+                f"{got[at].item()}, the reference's {expected[at].item()}.")
     got, expected = got.detach().double(), expected.detach().double()
     wrong = ~torch.isclose(got, expected, atol=1e-5, rtol=1e-4, equal_nan=True)
     if not bool(wrong.any()):
@@ -57,7 +64,9 @@ def how_it_differs(got, expected) -> str | None:
         return pattern
     rows = wrong.reshape(-1, got.shape[-1]).any(dim=-1) if got.dim() >= 1 else wrong.reshape(1)
     if got.dim() >= 2 and int(rows.sum()) < rows.numel():
-        return (f"only {int(rows.sum())} of {rows.numel()} rows differ(s), the first at index {first} (yours "
+        count = int(rows.sum())
+        return (f"only {count} of {rows.numel()} rows {'differs' if count == 1 else 'differ'}, the first at index "
+                f"{first} (yours "
                 f"{_number(mine)}, the reference's {_number(right)}): look at what sets that row apart (its "
                 f"position, a masked or empty row, its batch entry).")
     return (f"the first number that differs is at index {first}: yours is {_number(mine)}, the reference's "

@@ -108,6 +108,6 @@ def check_matchmaker(fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]) -
         ❌ matchmaker: not allowed here. Hint: this exercise builds the scores without a matrix product, ...
     """
     return check_function(fn, matchmaker, _inputs, name="matchmaker", mistakes=MISTAKES, shape_hint=_shape_hint,
-                          allowed=ALLOWED, no_loops=True, loop_hint=NO_LOOPS, float64=True,
+                          allowed=ALLOWED, no_loops=True, loop_hint=NO_LOOPS, float64=True, keep_inputs=True,
                           inputs_said="3 fixed test inputs, one square and one with two batch dimensions, with "
                                       "elementwise products and sums only and no Python loop")

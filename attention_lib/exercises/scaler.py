@@ -112,5 +112,5 @@ def check_scaled_scores(fn: Callable[[torch.Tensor, torch.Tensor, torch.Tensor],
         ❌ scaled scores: not quite. Hint: divide by √d_k, the size of the projected queries and keys, ...
     """
     return check_function(fn, _scaled_scores, _inputs, name="scaled scores", mistakes=MISTAKES,
-                          shape_hint=_shape_hint, allowed=ALLOWED, float64=True,
+                          shape_hint=_shape_hint, allowed=ALLOWED, float64=True, keep_inputs=True,
                           inputs_said="3 fixed sentences, each with d_model different from d_k")
