@@ -433,6 +433,7 @@ REVERSAL_TARGET = Exercise(
         (reversed_in_place, "your function overwrote its input"),
         (lambda d: d.flip(-1).float(), "right digits, but as float32"),
         (lambda d: d.copy_(d.flip(-1)), "`.copy_()`"),
+        (lambda d: d.copy_(d.flip(-1)), "writes into `digits` in place"),
     ],
     crashes=[(lambda d: 1 / 0, "ZeroDivisionError"), (lambda d: d[:, ::-1], "negative steps such as ::-1"),
              (lambda d: d[..., ::-1], "reverse a dimension with .flip")],
@@ -658,12 +659,12 @@ def kernel_rows() -> list[Exercise]:
     )
     causal = Exercise(
         check_causal_kernel,
-        # the causal tl.where on every tile, full ones too, costs time but loads nothing masked and changes no
-        # number: the checker can see loads, not selects, and its pass message says only what it saw
-        correct=[kernel_with(), kernel_with(("tl.exp2(", "tl.math.exp2(")),
-                 kernel_with(("        if IS_CAUSAL:\n            scores = tl.where(cols[None, :] <= rows[:, None]",
-                              "    if IS_CAUSAL:\n        scores = tl.where(cols[None, :] <= rows[:, None]"))],
+        correct=[kernel_with(), kernel_with(("tl.exp2(", "tl.math.exp2("))],
         wrong=[
+            # the causal tl.where on every tile, full ones too, changes no number: the checker sees the selects
+            (kernel_with(("        if IS_CAUSAL:\n            scores = tl.where(cols[None, :] <= rows[:, None]",
+                          "    if IS_CAUSAL:\n        scores = tl.where(cols[None, :] <= rows[:, None]")),
+             "masks the scores (tl.where) in"),
             (kernel_with((causal_mask, "pass")), "in the tiles on the diagonal mask the others"),
             (kernel_with(("cols[None, :] <= rows[:, None]", "cols[None, :] < rows[:, None]")), "lost every key"),
             (kernel_with(("(block + 1) * BLOCK_L", "block * BLOCK_L")), "lost every key"),

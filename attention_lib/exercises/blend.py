@@ -191,7 +191,7 @@ def check_calculate_attention(fn: Callable) -> CheckResult:
         result = check_function(
             _pick(fn, index), _pick(_reference, index), _inputs, name=f"calculate_attention ({part})",
             mistakes=[(_pick(wrong, index), hint) for wrong, hint in MISTAKES], shape_hint=shape_hint,
-            allowed=ALLOWED, float64=True, backward=True,
+            allowed=ALLOWED, float64=True, backward=True, keep_inputs=True,
         )
         if not result.passed:
             return result

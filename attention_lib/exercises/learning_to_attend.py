@@ -17,7 +17,10 @@ from ._running import run_learner
 
 #: Tensor operations that move, compare and pick digits; a detour through Python lists or NumPy is refused.
 ALLOWED = Allowed(METADATA | LAYOUT | CREATION | ELEMENTWISE | REDUCTIONS, said="tensor operations (flip, indexing, "
-                  "arange, gather, ...)")
+                  "arange, gather, ...)", instead={"copy": (
+                      "your function called {call}, which writes into `digits` in place: the batch's inputs are then "
+                      "reversed too, and the model would learn to copy. Return a new tensor, digits.flip(-1), and "
+                      "leave `digits` as it is.")})
 
 #: Why ``digits[:, ::-1]`` fails, and what to write instead.
 NEGATIVE_STEP_HINT = ("negative steps such as ::-1 are not supported by torch tensors (unlike Python lists and "
@@ -142,6 +145,12 @@ def check_where_it_looks(prediction, trained=None) -> CheckResult:
     L = len(learned)
     if len(guess) != L:
         return CheckResult("failed", f"❌ {name}: give {L} positions (one per digit), but got {len(guess)}.")
+    outside = next((p for p in guess if not 0 <= p < L), None)
+    if outside is not None:
+        return CheckResult("failed", f"❌ {name}: positions run from 0 to {L - 1}, but got {outside}. Hint: give the "
+                           f"position itself, counted from the start"
+                           + (f" ({outside} counts from the end in Python indexing: it is position {L + outside})."
+                              if -L <= outside < 0 else "."))
     if guess == learned:
         return CheckResult("passed", f"✅ {name}: right, the trained model looks at {learned}: position i reads "
                            f"position {L - 1} - i, the anti-diagonal. Well done!")

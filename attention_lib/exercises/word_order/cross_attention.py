@@ -14,6 +14,7 @@ import torch
 from ...attention import blend, calculate_attention, matchmaker, percentages, scaler
 from ...masks import causal_mask, padding_mask
 from .._allowed import PLAIN, PLAIN_SAID, PRODUCTS, SOFTMAX, Allowed
+from .._again import loud
 from .._checker import CheckResult, also_checked, check_function
 from .._hints import HINTS
 from .._running import run_learner
@@ -183,7 +184,8 @@ def check_cross_attention(fn) -> CheckResult:
     """
     name = "cross-attention"
     result = check_function(fn, _reference, _question_and_sentences, name=name, mistakes=CROSS_MISTAKES,
-                            trials=len(_TRIALS), allowed=ALLOWED, float64=True, backward=True)
+                            trials=len(_TRIALS), allowed=ALLOWED, float64=True, backward=True, keep_inputs=True,
+                            awkward=[loud(_question_and_sentences(0), 30.0, 0, hint=HINTS["naive_exp"])])
     if result.passed:
         return CheckResult("passed", f"✅ {name}: correct on four fixed padded batches (L != S, sentences of "
                                      f"different lengths, one of length 0){also_checked(True, True)}. Well done!")
