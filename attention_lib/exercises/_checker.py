@@ -140,7 +140,8 @@ def check_function(learner_fn: Callable, reference_fn: Callable, make_inputs: Ca
     """
     calls, answers, dtype = [], {}, None
     own = checkers_own(getattr(learner_fn, "__code__", None) or _NO_CODE)
-    if own is not None and allowed is not None and learner_fn not in [wrong for wrong, _ in mistakes]:
+    if own is not None and allowed is not None and not allowed.own_helpers and learner_fn not in [
+            wrong for wrong, _ in mistakes]:
         return CheckResult("failed", f"❌ {name}: not allowed here. Hint: "
                            + allowed.library_hint.replace("{call}", f"`{own}` (the checker's own function)"))
     for trial in range(trials):

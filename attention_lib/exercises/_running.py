@@ -78,7 +78,9 @@ class _Watch(TorchFunctionMode):
         learners = library is None or self.allowed is None or library.f_code not in self.functions
         if learners:
             self._note(func, name, plain, in_place, library, args, kwargs, module)
-            if whole is not None and self.allowed is not None and self.run.refused is None:
+            helper = whole and not whole.startswith("torch.")  # a checker's own function, called by the learner
+            if whole and self.allowed is not None and self.run.refused is None and not (
+                    helper and self.allowed.own_helpers):
                 self.run.refused = self.allowed.library_hint.replace("{call}", f"`{whole}`")
         try:
             result = func(*args, **kwargs)
@@ -134,7 +136,7 @@ def _library_caller(frame):
             module = type(owner).__name__ if isinstance(owner, torch.nn.Module) else module
             whole = f"torch.masked.{frame.f_code.co_name}" if "/torch/masked/" in path else whole
         elif not (filename.startswith(_STDLIB_DIRS) or filename.startswith("<frozen")):
-            return found, module, whole or _helper_called(frame)  # the learner's code (or the exercise's)
+            return found, module, whole or _helper_called(frame) or ""  # the learner's code (or the exercise's)
         frame = frame.f_back
     return found, module, whole
 

@@ -102,7 +102,7 @@ MISTAKES = [
 #: do the work for you.
 ALLOWED = Allowed(PLAIN | PRODUCTS | SOFTMAX, said=PLAIN_SAID, library_hint=HINTS["recipe_call"],
                   instead=dict.fromkeys(("scaled_dot_product_attention", "multi_head_attention_forward"),
-                                        HINTS["recipe_call"]))
+                                        HINTS["recipe_call"]), own_helpers=False)
 
 
 def _pick(fn: Callable, index: int) -> Callable:

@@ -9,7 +9,9 @@ from collections.abc import Callable, Mapping
 
 import torch
 
+from ._again import loud
 from ._checker import CheckResult, check_function
+from ._hints import HINTS
 from ._running import run_learner
 from .predictions import AMOUNTS, grade_amounts
 
@@ -146,6 +148,7 @@ def check_decoding_step(fn: Callable) -> CheckResult:
         return CheckResult("failed", f"❌ {name}: return three things, (output, keys, values): the new token's "
                            f"output and the cache with its key and value appended; but got {found}.")
     result = check_function(fn, _reference, _step_inputs, name=name, mistakes=MISTAKES, atol=1e-5, rtol=1e-4,
+                            awkward=[loud(_step_inputs(1), 40.0, 2, hint=HINTS["naive_exp"])],
                             explain=_explain_step)
     if result.status == "passed":  # right numbers: the caller's cache and the new token must come back unchanged
         changed = _changed_input(fn)

@@ -34,7 +34,7 @@ INDUCTION_INPUTS = "three fixed causal maps, k = 3, 4 and 5 in sequences of 8, 1
 #: Tensor operations (torch.diagonal, indexing, mean, ...); the package's own scores are the answer itself.
 ALLOWED = Allowed(PLAIN | PRODUCTS, said="tensor operations (torch.diagonal, indexing, mean, ...)",
                   library_hint="write it with tensor operations (torch.diagonal, indexing, mean); your function called "
-                               "the package's {call}, which is the answer itself.")
+                               "the package's {call}, which is the answer itself.", own_helpers=False)
 #: A score that counts strongest keys instead of averaging weights.
 ARGMAX_HINT = ("your function used argmax, which counts how often a key is a query's strongest; the score is the "
                "mean weight the queries put on that key.")

@@ -20,7 +20,7 @@ ALLOWED = Allowed(METADATA | LAYOUT | CREATION | ELEMENTWISE | REDUCTIONS, said=
                   "arange, gather, ...)", instead={"copy": (
                       "your function called {call}, which writes into `digits` in place: the batch's inputs are then "
                       "reversed too, and the model would learn to copy. Return a new tensor, digits.flip(-1), and "
-                      "leave `digits` as it is.")})
+                      "leave `digits` as it is.")}, own_helpers=False)
 
 #: Why ``digits[:, ::-1]`` fails, and what to write instead.
 NEGATIVE_STEP_HINT = ("negative steps such as ::-1 are not supported by torch tensors (unlike Python lists and "
@@ -145,12 +145,6 @@ def check_where_it_looks(prediction, trained=None) -> CheckResult:
     L = len(learned)
     if len(guess) != L:
         return CheckResult("failed", f"❌ {name}: give {L} positions (one per digit), but got {len(guess)}.")
-    outside = next((p for p in guess if not 0 <= p < L), None)
-    if outside is not None:
-        return CheckResult("failed", f"❌ {name}: positions run from 0 to {L - 1}, but got {outside}. Hint: give the "
-                           f"position itself, counted from the start"
-                           + (f" ({outside} counts from the end in Python indexing: it is position {L + outside})."
-                              if -L <= outside < 0 else "."))
     if guess == learned:
         return CheckResult("passed", f"✅ {name}: right, the trained model looks at {learned}: position i reads "
                            f"position {L - 1} - i, the anti-diagonal. Well done!")
@@ -160,6 +154,12 @@ def check_where_it_looks(prediction, trained=None) -> CheckResult:
     if guess == [L - i for i in range(L)]:
         return CheckResult("failed", f"❌ {name}: off by one: positions run from 0 to {L - 1}, so the last one is "
                            f"{L - 1}, not {L}.")
+    outside = next((p for p in guess if not 0 <= p < L), None)
+    if outside is not None:
+        return CheckResult("failed", f"❌ {name}: positions run from 0 to {L - 1}, but got {outside}. Hint: give the "
+                           f"position itself, counted from the start"
+                           + (f" ({outside} counts from the end in Python indexing: it is position {L + outside})."
+                              if -L <= outside < 0 else "."))
     wrong = [i for i in range(L) if guess[i] != learned[i]]
     return CheckResult("failed", f"❌ {name}: position {wrong[0]} looks elsewhere. Hint: which digit does position "
                        f"{wrong[0]} have to write, and at which position of the input does that digit sit?")

@@ -14,8 +14,8 @@ from collections.abc import Callable
 import torch
 
 from ..attention import calculate_attention
-from ._allowed import PLAIN, PLAIN_SAID, PRODUCTS, SOFTMAX, Allowed
 from ._again import loud
+from ._allowed import PLAIN, PLAIN_SAID, PRODUCTS, SOFTMAX, Allowed
 from ._checker import CheckResult, check_function
 from ._hints import HINTS, recipe_mistakes
 
@@ -68,7 +68,7 @@ EVERY_LIBRARY = ("your answer is (N, N, Ev): each reader's question met every li
 
 #: Plain PyTorch operations; the package's attention and PyTorch's fused attention are the answer itself.
 ALLOWED = Allowed(PLAIN | PRODUCTS | SOFTMAX, said=PLAIN_SAID, library_hint=HINTS["library_shortcut"],
-                  instead={"scaled_dot_product_attention": HINTS["library_shortcut"]})
+                  instead={"scaled_dot_product_attention": HINTS["library_shortcut"]}, own_helpers=False)
 
 
 def _shape_hint(args: tuple, got: tuple | None) -> str:

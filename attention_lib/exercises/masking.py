@@ -11,8 +11,8 @@ import torch
 
 from .. import attention
 from ..masks import causal_mask, sliding_window_mask
-from ._allowed import PLAIN, PLAIN_SAID, SOFTMAX, Allowed
 from ._again import Awkward, loud
+from ._allowed import PLAIN, PLAIN_SAID, SOFTMAX, Allowed
 from ._checker import CheckResult, also_checked, check_function
 from ._hints import HINTS
 from ._running import run_learner
@@ -207,11 +207,11 @@ _BY_HAND = ("apply the mask yourself, with masked_fill and torch.softmax: your f
 #: included), PyTorch's fused attention and its private ``torch._safe_softmax`` do the exercise for you.
 ALLOWED = Allowed(PLAIN | SOFTMAX | {"matmul"}, said="masked_fill, torch.softmax and " + PLAIN_SAID.split(": ")[1],
                   library_hint=_BY_HAND, instead=dict.fromkeys(("scaled_dot_product_attention", "_safe_softmax",
-                                                                "_masked_softmax"), _BY_HAND))
+                                                                "_masked_softmax"), _BY_HAND), own_helpers=False)
 #: The sliding-window mask: plain PyTorch operations, and the package's causal mask (lesson 08 builds on it).
 WINDOW_ALLOWED = Allowed(PLAIN, said=PLAIN_SAID, functions=frozenset({causal_mask}),
                          library_hint="build the window yourself (from comparisons of positions, or tril and triu); "
-                                      "your function called {call}, which makes it for you.")
+                                      "your function called {call}, which makes it for you.", own_helpers=False)
 
 
 #: The hint for a softmax taken before masking, then renormalised.

@@ -55,7 +55,8 @@ FLIPPED = ("rows are queries and columns are keys: the scores are (..., L, S). Y
 #: routine in any spelling, and no detour out of PyTorch.
 ALLOWED = Allowed(METADATA | LAYOUT | CREATION | ELEMENTWISE | {"sum", "mean", "amax", "max", "prod"},
                   said="elementwise products and sums, with broadcasting (unsqueeze, indexing with None), reshapes and "
-                       "indexing", instead=dict.fromkeys(MATRIX_PRODUCTS, NO_MATMUL), library_hint=NO_MATMUL)
+                       "indexing", instead=dict.fromkeys(MATRIX_PRODUCTS, NO_MATMUL), library_hint=NO_MATMUL,
+                  own_helpers=False)
 
 #: Typical wrong answers: the scores flipped, scaling too early.
 MISTAKES = [(wrong, FLIPPED) for wrong, _ in recipe_mistakes(("reversed_scores",), result=lambda r: r.scores)]

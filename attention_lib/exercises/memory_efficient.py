@@ -15,6 +15,7 @@ from collections.abc import Callable
 import torch
 
 from ..memory_efficient.forward import online_softmax_update
+from ._again import loud
 from ._allowed import PLAIN, PLAIN_SAID, PRODUCTS, SOFTMAX, Allowed
 from ._checker import CheckResult, also_checked, check_function
 
@@ -114,7 +115,12 @@ _BY_HAND = ("write the step yourself, from torch.maximum, torch.exp and a matrix
 
 #: Plain PyTorch operations; the package's step, and the attention functions built on it, do the exercise for you.
 ALLOWED = Allowed(PLAIN | PRODUCTS | SOFTMAX, said=PLAIN_SAID, library_hint=_BY_HAND,
-                  instead={"scaled_dot_product_attention": _BY_HAND})
+                  instead={"scaled_dot_product_attention": _BY_HAND}, own_helpers=False)
+
+
+#: The hint for an update whose exp overflows once the block's scores are loud.
+LOUD_BLOCK = ("exp of a large score overflows to inf in float32 (above about 88): take the exp of each score minus "
+              "the new running maximum, torch.exp(scores - new_max), never of the score alone.")
 
 
 def check_online_softmax_update(fn: Callable) -> CheckResult:
@@ -135,16 +141,14 @@ def check_online_softmax_update(fn: Callable) -> CheckResult:
         A :class:`~attention_lib.exercises._checker.CheckResult` (shows "✅ ..." when correct).
 
     Example:
-        >>> check_online_softmax_update(lambda *state_and_block: _update(*state_and_block)).status
-        'passed'
         >>> print(check_online_softmax_update(online_softmax_update))
         ❌ online_softmax_update: not allowed here. Hint: write the step yourself, ...
-        >>> print(check_online_softmax_update(lambda m, s, o, scores, v: _update(m, s, o, scores, v, correct=False)))
-        ❌ online_softmax_update: not quite. Hint: when the maximum grows, the old sum and the old blend were ...
+        >>> print(check_online_softmax_update(lambda *state_and_block: _update(*state_and_block)))
+        ❌ online_softmax_update: not allowed here. Hint: ... `attention_lib.exercises.memory_efficient._update`, ...
     """
     result = check_function(fn, online_softmax_update, _inputs, name="online_softmax_update", mistakes=_MISTAKES,
                             allowed=ALLOWED, trials=TRIALS, float64=True, backward=True,
-                            keep_inputs=True)
+                            keep_inputs=True, awkward=[loud(_inputs(0), 60.0, 3, hint=LOUD_BLOCK)])
     if result.passed:
         return CheckResult("passed", f"✅ online_softmax_update: correct on three fixed states and blocks (in one, a "
                                      f"query whose keys have all been masked) and on a first block from the initial "

@@ -114,7 +114,7 @@ _WRITE_IT = ("write it with PyTorch's own operations: your function called {call
 ALLOWED = Allowed(PLAIN | PRODUCTS | SOFTMAX | {"norm", "linalg_norm", "linalg_vector_norm", "normalize",
                                                  "cosine_similarity"},
                   said=PLAIN_SAID + ", and the norms", library_hint=_WRITE_IT,
-                  instead={"scaled_dot_product_attention": _WRITE_IT})
+                  instead={"scaled_dot_product_attention": _WRITE_IT}, own_helpers=False)
 
 LOOP_HINT = ("right numbers, but your function ran {smallest} {what} on the smallest input and {largest} on the "
              "largest, so it loops in Python over sentences, words or features. Replace each loop by one tensor "

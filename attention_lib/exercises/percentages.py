@@ -107,7 +107,7 @@ SHORTCUTS = ("softmax", "log_softmax", "special_softmax", "special_log_softmax",
 #: What the exercise may use: amax, exp, sum and log, with plain arithmetic, indexing and comparisons (and clamp,
 #: whose slip has its own hint).
 ALLOWED = Allowed(PLAIN | {"clamp", "clip"}, said="amax, exp, sum and log, with plain arithmetic, indexing and "
-                  "comparisons", instead=dict.fromkeys(SHORTCUTS, LOG_CALL), library_hint=LOG_CALL)
+                  "comparisons", instead=dict.fromkeys(SHORTCUTS, LOG_CALL), library_hint=LOG_CALL, own_helpers=False)
 
 
 def _clamped(args: tuple, run) -> str | None:

@@ -72,7 +72,7 @@ MISTAKES = [
 
 #: Plain PyTorch operations (``F.linear`` included); the package's steps and PyTorch's fused attention are refused.
 ALLOWED = Allowed(PLAIN | PRODUCTS | SOFTMAX, said=PLAIN_SAID, library_hint=HINTS["library_shortcut"],
-                  instead={"scaled_dot_product_attention": HINTS["library_shortcut"]})
+                  instead={"scaled_dot_product_attention": HINTS["library_shortcut"]}, own_helpers=False)
 
 
 def _shape_hint(args: tuple, got: tuple | None) -> str:

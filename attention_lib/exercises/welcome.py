@@ -44,7 +44,7 @@ MISTAKES = [
 
 #: The exercise asks for the shape from the two tuples alone: no PyTorch operation at all (a product, a broadcast
 #: or an empty tensor, on any device, even ``meta``) is allowed.
-ALLOWED = Allowed(frozenset(), said="the two tuples alone", default=HINTS["shape_computed"])
+ALLOWED = Allowed(frozenset(), said="the two tuples alone", default=HINTS["shape_computed"], own_helpers=False)
 
 
 def _explain(got, expected: tuple[int, ...], args: tuple) -> str:

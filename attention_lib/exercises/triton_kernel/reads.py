@@ -39,8 +39,8 @@ def watching_reads(tensors: dict[str, torch.Tensor]):
 
     Yields a dict filled as the kernel runs: ``"all"`` and ``"masked"``, the loads from ``"key"`` (one per tile) and
     those made with a mask; ``"selected"``, the tiles of keys loaded without a mask whose scores still went through
-    a ``tl.where`` (a mask the full tiles do not need); ``"outside"``, the name of the first tensor a load read past (its buffer's padding
-    rows), or ``"memory outside every input"``.
+    a ``tl.where`` (a mask the full tiles do not need); ``"outside"``, the name of the first tensor a load read past
+    (its buffer's padding rows), or ``"memory outside every input"``.
     """
     from triton.runtime.interpreter import InterpreterBuilder, interpreter_builder
 

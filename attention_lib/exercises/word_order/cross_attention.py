@@ -13,8 +13,8 @@ import torch
 
 from ...attention import blend, calculate_attention, matchmaker, percentages, scaler
 from ...masks import causal_mask, padding_mask
-from .._allowed import PLAIN, PLAIN_SAID, PRODUCTS, SOFTMAX, Allowed
 from .._again import loud
+from .._allowed import PLAIN, PLAIN_SAID, PRODUCTS, SOFTMAX, Allowed
 from .._checker import CheckResult, also_checked, check_function
 from .._hints import HINTS
 from .._running import run_learner
@@ -30,7 +30,7 @@ ALLOWED = Allowed(PLAIN | PRODUCTS | SOFTMAX | {"scaled_dot_product_attention"},
                   functions=frozenset({calculate_attention, padding_mask, causal_mask, percentages, matchmaker, scaler,
                                        blend}),
                   library_hint="use al.calculate_attention, al.padding_mask or plain PyTorch operations; your "
-                               "function called {call}, which this exercise does not use.")
+                               "function called {call}, which this exercise does not use.", own_helpers=False)
 
 #: A hand-written masked softmax gives NaN for a sentence of length 0: its keys are all -inf.
 EMPTY_SENTENCE = HINTS["fully_masked_nan"].replace("a query whose keys", "a question word whose keys (a sentence of "

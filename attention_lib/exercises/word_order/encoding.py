@@ -101,7 +101,8 @@ SINUSOIDAL_MISTAKES = [
 
 #: The package's encoding is the answer itself.
 ALLOWED = Allowed(PLAIN | PRODUCTS, said=PLAIN_SAID, library_hint="write the table yourself from the formula, with "
-                  "torch.arange, torch.sin and torch.cos: your function called {call}, which is the answer itself.")
+                  "torch.arange, torch.sin and torch.cos: your function called {call}, which is the answer itself.",
+                  own_helpers=False)
 
 
 def check_sinusoidal_encoding(fn) -> CheckResult:
@@ -120,8 +121,10 @@ def check_sinusoidal_encoding(fn) -> CheckResult:
         frequency, multiplying instead of dividing, positions counted from 1, a transposed table).
 
     Example:
-        >>> check_sinusoidal_encoding(lambda length, dim: _interleave(torch.sin(a := _angles(length, dim)),
-        ...                                                          torch.cos(a))).status
+        >>> def encoding(length, dim):
+        ...     angles = torch.arange(length, dtype=torch.float64)[:, None] / 10000.0 ** (torch.arange(0, dim, 2) / dim)
+        ...     return torch.stack([angles.sin(), angles.cos()], dim=-1).flatten(-2).float()  # (length, dim)
+        >>> check_sinusoidal_encoding(encoding).status
         'passed'
         >>> print(check_sinusoidal_encoding(_swapped))
         ❌ sinusoidal encoding: not quite. Hint: sine and cosine are swapped: ...
