@@ -171,7 +171,8 @@ def later_slip(learner_fn: Callable, reference_fn: Callable, trials: Sequence[Aw
                 hint = trial.hint if _nonfinite_where_finite(run.result, expected) or "exp" in run.ops else None
             elif hint is None:
                 hint = trial.hint or None
-            hint = hint or how_it_differs(run.result, expected) or "print your result and compare it by hand."
+            hint = hint or _how(run.result, expected, how_it_differs, difference) or (
+                "print your result and the reference's for these inputs, and compare them row by row.")
             return "failed", f"❌ {name}: right on the fixed inputs, but not {where}: {differs}. Hint: {hint}"
         if run.changed and keep_inputs:
             ops = ", ".join(dict.fromkeys(run.in_place)) or "an in-place operation"
@@ -204,3 +205,14 @@ def _nonfinite_where_finite(got, expected) -> bool:
 
 def _is_tensor(x) -> bool:
     return bool(_flat(x))
+
+
+def _how(got, expected, how_it_differs, difference) -> str | None:
+    """How ``got`` differs from ``expected``: for a tuple, which result first, and how."""
+    if isinstance(expected, tuple | list) and isinstance(got, tuple | list) and len(got) == len(expected):
+        for i, (g, e) in enumerate(zip(got, expected, strict=True)):
+            if difference(g, e) is not None:
+                said = how_it_differs(g, e)
+                return f"result {i + 1} of {len(expected)} differs" + (f": {said}" if said else ".")
+        return None
+    return how_it_differs(got, expected)

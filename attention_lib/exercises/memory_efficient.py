@@ -18,6 +18,7 @@ from ..memory_efficient.forward import online_softmax_update
 from ._again import loud
 from ._allowed import PLAIN, PLAIN_SAID, PRODUCTS, SOFTMAX, Allowed
 from ._checker import CheckResult, also_checked, check_function
+from ._where import how_it_differs
 
 _INF = float("inf")
 
@@ -233,8 +234,10 @@ def _which_result_is_wrong(fn: Callable) -> CheckResult | None:
                                                           if e[index].item() == -_INF else ""))
                 largest = f"largest difference {diff:.3g} where both are finite" if where else \
                     f"largest difference {diff:.3g}"
+                how = how_it_differs(g, e) if not where else None
                 return _failed(f"{name} (result {position + 1} of 3) is wrong: {largest}{where}"
-                               + (f", and it holds {nans} NaN" if nans else "") + ".")
+                               + (f", and it holds {nans} NaN" if nans else "") + "."
+                               + (f" Hint: {how[0].upper()}{how[1:]}" if how else ""))
     return None
 
 

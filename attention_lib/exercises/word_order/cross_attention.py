@@ -185,7 +185,8 @@ def check_cross_attention(fn) -> CheckResult:
     name = "cross-attention"
     result = check_function(fn, _reference, _question_and_sentences, name=name, mistakes=CROSS_MISTAKES,
                             trials=len(_TRIALS), allowed=ALLOWED, float64=True, backward=True, keep_inputs=True,
-                            awkward=[loud(_question_and_sentences(0), 30.0, 0, hint=HINTS["naive_exp"])])
+                            awkward=[loud(_question_and_sentences(0), factor, 0, hint=HINTS["naive_exp"])
+                                     for factor in (100.0, -100.0)])
     if result.passed:
         return CheckResult("passed", f"✅ {name}: correct on four fixed padded batches (L != S, sentences of "
                                      f"different lengths, one of length 0){also_checked(True, True)}. Well done!")
