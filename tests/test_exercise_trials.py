@@ -195,11 +195,16 @@ def test_a_clamp_that_cuts_nothing_gets_no_clamp_hint():
 def test_fresh_values_and_views_keep_the_shapes_and_numbers_where_they_should():
     x, lengths, mask = torch.randn(2, 3, 4), torch.tensor([3, 1]), torch.rand(2, 3) > 0.5
     fresh = fresh_values((x, lengths, mask, 7), 0.5)
-    assert torch.equal(fresh[0], 0.5 * x) and torch.equal(fresh[1], lengths.flip(0))
-    assert fresh[2] is mask and fresh[3] == 7
+    assert torch.equal(fresh[0], 0.5 * x)
+    assert torch.equal(fresh[1], lengths.flip(0))
+    assert fresh[2] is mask
+    assert fresh[3] == 7
     (name, view), (_, broadcast) = awkward_views((x,))
-    assert "non-contiguous" in name and not view[0].is_contiguous() and torch.equal(view[0], x)
-    assert broadcast[0].stride(0) == 0 and torch.equal(broadcast[0][1], x[0])
+    assert "non-contiguous" in name
+    assert not view[0].is_contiguous()
+    assert torch.equal(view[0], x)
+    assert broadcast[0].stride(0) == 0
+    assert torch.equal(broadcast[0][1], x[0])
 
 
 def test_a_later_trial_the_reference_cannot_run_is_left_out():

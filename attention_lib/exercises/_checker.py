@@ -204,12 +204,12 @@ def check_function(learner_fn: Callable, reference_fn: Callable, make_inputs: Ca
     later = later_trials(make_inputs(0), make_inputs(trials - 1), awkward) if again else list(awkward)
     earlier = [(make_inputs(t), answers[t].result) for t in range(trials)]
 
-    def run_later(part: list[Awkward]) -> tuple[str, str] | None:
+    def run_later(part: list[Awkward], keep: bool) -> tuple[str, str] | None:
         return later_slip(learner_fn, reference_fn, part, earlier, name=name, allowed=allowed, atol=atol, rtol=rtol,
                           mistakes=mistakes, params=_params(reference_fn, len(make_inputs(0))),
-                          keep_inputs=keep_inputs) if part else None
+                          keep_inputs=keep) if part else None
 
-    verdict = run_later(later[:1] if again else [])  # the second call first: a memorised answer is named as one
+    verdict = run_later(later[:1] if again else [], False)  # the second call first: a memorised answer is named
     if verdict is not None:
         return CheckResult(*verdict)
     slip = float64_slip(learner_fn, reference_fn, make_inputs(0), allowed) if float64 else None
@@ -226,7 +226,7 @@ def check_function(learner_fn: Callable, reference_fn: Callable, make_inputs: Ca
         ops = ", ".join(dict.fromkeys(run.in_place)) or "an in-place operation"
         said = CHANGED_INPUT.format(name=_params(reference_fn, len(make_inputs(trial)))[run.changed[0]], ops=ops)
         return CheckResult("failed", f"❌ {name}: right numbers, but {said}")
-    verdict = run_later(later[1:] if again else later)
+    verdict = run_later(later[1:] if again else later, keep_inputs)
     if verdict is not None:
         return CheckResult(*verdict)
     return CheckResult("passed", f"✅ {name}: correct on {inputs_said or f'{trials} fixed test inputs'}"

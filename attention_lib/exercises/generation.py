@@ -13,6 +13,7 @@ from ._again import loud
 from ._checker import CheckResult, check_function
 from ._hints import HINTS
 from ._running import run_learner
+from ._where import how_it_differs
 from .predictions import AMOUNTS, grade_amounts
 
 #: (N, H, S, D, Dv) per trial: S cached tokens, and Dv != D so that a slip between keys and values shows.
@@ -120,7 +121,9 @@ def _explain_step(got, expected, args) -> str | None:
     for (part, _), mine, right in zip(_PARTS, got, expected, strict=True):
         if not torch.allclose(mine.to(right.dtype), right, atol=1e-5, rtol=1e-4):
             gap = float((mine.to(right.dtype) - right).abs().max())
-            return f"every shape is right, but the {part} differs from the reference (largest difference {gap:.3g})."
+            how = how_it_differs(mine.to(right.dtype), right)
+            return (f"every shape is right, but the {part} differs from the reference (largest difference {gap:.3g})."
+                    + (f" Hint: {how[0].upper()}{how[1:]}" if how else ""))
     return None
 
 

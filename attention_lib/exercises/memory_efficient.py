@@ -234,7 +234,11 @@ def _which_result_is_wrong(fn: Callable) -> CheckResult | None:
                                                           if e[index].item() == -_INF else ""))
                 largest = f"largest difference {diff:.3g} where both are finite" if where else \
                     f"largest difference {diff:.3g}"
-                how = how_it_differs(g, e) if not where else None
+                how = how_it_differs(g, e) if not where else (
+                    "a query whose keys have all been masked so far keeps the running max -inf, its sum and output 0; "
+                    "elsewhere an exp of a large number overflows: subtract the new maximum first."
+                    if e[index].item() == -_INF or mine[index].item() == -_INF else
+                    "an exp of a large number overflows to inf: subtract the new maximum before the exp.")
                 return _failed(f"{name} (result {position + 1} of 3) is wrong: {largest}{where}"
                                + (f", and it holds {nans} NaN" if nans else "") + "."
                                + (f" Hint: {how[0].upper()}{how[1:]}" if how else ""))

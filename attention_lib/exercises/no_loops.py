@@ -63,7 +63,7 @@ TEMPERATURE_LOUD = ("right at the temperatures 0.1 and {other}, but at temperatu
                     "({differs}). Hint: " + HINTS["naive_exp"])
 
 TEMPERATURE_IGNORED = ("right at the temperature 0.1, but called with temperature={other} your function returned "
-                       "other weights than softmax(cosine / {other}) ({differs}): it ignores its `temperature` "
+                       "other weights than softmax(cosine / {other}) ({differs}). Hint: it ignores its `temperature` "
                        "argument (a 0.1 written into the code?). Divide the cosines by `temperature`.")
 
 
