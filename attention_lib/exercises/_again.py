@@ -41,6 +41,11 @@ VIEW_SLIP = ("the numbers are the same as in an input you got right, only laid o
              "function reads the storage itself (.view on a transposed tensor, .data_ptr(), as_strided, "
              "torch.frombuffer) or writes into an input. Use .reshape and tensor operations, which follow the "
              "strides.")
+#: The hint for an answer that only fails on a broadcast view.
+BROADCAST_SLIP = ("these inputs are valid ones whose batch entries are all the same and share one copy in memory "
+                  "(stride 0, what .expand gives): your function reads the storage itself (.view, .data_ptr(), "
+                  "as_strided) or treats the batch entries differently. Use .reshape and tensor operations, which "
+                  "follow the strides.")
 
 
 @dataclass(frozen=True)
@@ -118,9 +123,9 @@ def later_trials(first: tuple, last: tuple, awkward: Sequence[Awkward]) -> list[
     """Every trial run after the fixed ones: the second call, the views of ``last``, the exercise's own, and a
     call after all the others."""
     trials = [Awkward(SECOND_CALL, fresh_values(first, 0.5), MEMORISED)]
-    trials += [Awkward(name, args, VIEW_SLIP) for name, args in awkward_views(last)]
+    trials += [Awkward(name, args, BROADCAST_SLIP if name == BROADCAST else VIEW_SLIP)
+               for name, args in awkward_views(last)]
     return [*trials, *awkward, Awkward(LAST_CALL, fresh_values(first, 1.5), MEMORISED)]
-
 
 
 def _said(args: tuple) -> str:
