@@ -281,7 +281,9 @@ def _which_item(got, expected, atol: float, rtol: float) -> str:
     for i, (g, e) in enumerate(zip(got, expected, strict=True)):
         differs = difference(g, e, atol, rtol)
         if differs is not None:
-            return (f"the shapes are right, but result {i + 1} of {count} differs from the reference: {differs}.")
+            how = how_it_differs(g, e)
+            return (f"the shapes are right, but result {i + 1} of {count} differs from the reference: {differs}."
+                    + (f" Hint: {how[0].upper()}{how[1:]}" if how else ""))
     return "the values differ from the reference."
 
 
