@@ -158,8 +158,8 @@ def check_online_softmax_update(fn: Callable) -> CheckResult:
         lines = [f"Hint: {VALUE_TRANSPOSED}" if line.startswith("Hint:") else line
                  for line in result.message.split("\n")]
         return CheckResult("error", "\n".join(lines))
-    if result.status != "failed" or "Hint:" in result.message:
-        return result
+    if result.status != "failed" or ("Hint:" in result.message and "the shapes are right, but" not in result.message):
+        return result  # a named slip; a tuple that only differs is told result by result below
     explained = _which_result_is_wrong(fn)
     return result if explained is None else explained
 
