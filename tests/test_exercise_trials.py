@@ -13,6 +13,7 @@ import torch
 
 from attention_lib.exercises import (
     check_calculate_attention,
+    check_scores_shape,
     check_log_softmax,
     check_masked_softmax,
     check_matchmaker,
@@ -144,6 +145,45 @@ def split_heads(x, h):
     return x.transpose(0, 1).reshape(x.shape[1], x.shape[0], h, -1).transpose(1, 2)
 
 
+def scores_shape(q, k):
+    return (*q[:-1], k[-2])
+
+
+def scores_shape_by_rank():
+    """The shape remembered by the number of dimensions: right once per rank."""
+    seen = {}
+
+    def by_rank(q, k):
+        if len(q) not in seen:
+            seen[len(q)] = scores_shape(q, k)
+        return seen[len(q)]
+    return by_rank
+
+
+def cosine_remembered_with_its_dtype():
+    seen = {}
+
+    def by_shape_and_dtype(q, k, temperature=0.1):
+        key = (q.shape, k.shape, q.dtype, temperature)
+        if key not in seen:
+            seen[key] = cosine(q, k, temperature)
+        return seen[key]
+    return by_shape_and_dtype
+
+
+def cosine_through_view(q, k, temperature=0.1):
+    (N, L, E), S = q.shape, k.shape[1]
+    unit = lambda x: x / x.norm(dim=-1, keepdim=True)  # noqa: E731
+    q, k = unit(q.view(N * L, E)).view(N, L, E), unit(k.view(N * S, E)).view(N, S, E)
+    return sm(q @ k.transpose(-2, -1) / temperature, -1)
+
+
+def cosine_clamped(q, k, temperature=0.1):
+    unit = lambda x: x / x.norm(dim=-1, keepdim=True)  # noqa: E731
+    e = (unit(q) @ unit(k).transpose(-2, -1) / temperature).clamp(max=80.0).exp()
+    return e / e.sum(-1, keepdim=True)
+
+
 #: (checker, right answer, wrong answer, what the wrong answer's message says)
 ROWS = [
     (check_tune_in, tune_in, remembered(tune_in), "the second call (the first input's shape, new values)"),
@@ -175,6 +215,12 @@ ROWS = [
      lambda q, k, v: (attention_sequence_first(q, k, v)[0] * 0.9, attention_sequence_first(q, k, v)[1]),
      "the reference's times 0.9"),
     (check_log_softmax, log_softmax, log_softmax_clamped, "clamping the scores changes them"),
+    (check_scores_shape, scores_shape, scores_shape_by_rank(), "another pair with 0 batch dimensions"),
+    (check_scores_shape, scores_shape, lambda q, k: {2: (4, 5)}.get(len(q)) or scores_shape(q, k),
+     "remember, or write in, an answer per number of dimensions"),
+    (check_weights_no_loops, cosine, cosine_remembered_with_its_dtype(), "remembers an answer by the input's shape"),
+    (check_weights_no_loops, cosine, cosine_through_view, "on a non-contiguous view"),
+    (check_weights_no_loops, cosine, cosine_clamped, "clamping the scores changes them"),
 ]
 
 
@@ -195,7 +241,7 @@ def test_a_clamp_that_cuts_nothing_gets_no_clamp_hint():
 def test_fresh_values_and_views_keep_the_shapes_and_numbers_where_they_should():
     x, lengths, mask = torch.randn(2, 3, 4), torch.tensor([3, 1]), torch.rand(2, 3) > 0.5
     fresh = fresh_values((x, lengths, mask, 7), 0.5)
-    assert torch.equal(fresh[0], 0.5 * x)
+    assert torch.equal(fresh[0], x * torch.tensor([0.5, 0.75, 0.5, 0.75]))  # a normalised row changes too
     assert torch.equal(fresh[1], lengths.flip(0))
     assert fresh[2] is mask
     assert fresh[3] == 7

@@ -79,11 +79,14 @@ def map_tensors(x, fn: Callable[[torch.Tensor], torch.Tensor]):
 
 
 def fresh_values(args: tuple, factor: float) -> tuple:
-    """``args`` with new numbers of the same shapes: float tensors times ``factor`` (-inf and NaN stay), integer
-    tensors with their batch entries in reverse order, bool tensors (masks) and Python values as they are."""
+    """``args`` with new numbers of the same shapes: float tensors times ``factor``, and every other feature (along
+    the last dimension) times ``1.5 * factor``, so that a normalised vector changes too (-inf and NaN stay);
+    integer tensors with their batch entries in reverse order; bool tensors (masks) and Python values as they
+    are."""
     def change(t: torch.Tensor) -> torch.Tensor:
         if t.is_floating_point():
-            return t * factor
+            pattern = 1.0 + 0.5 * (torch.arange(t.shape[-1]) % 2) if t.dim() else torch.ones(())
+            return t * (factor * pattern).to(t.dtype)
         if t.dtype != torch.bool and t.dim() > 0 and t.shape[0] > 1:
             return t.flip(0)
         return t
@@ -119,9 +122,14 @@ def _flat(x) -> list[torch.Tensor]:
     return [t for y in x for t in _flat(y)] if isinstance(x, tuple | list) else []
 
 
+def widest(inputs: Sequence[tuple]) -> tuple:
+    """The inputs whose tensors have the most dimensions longer than 1 (a view of them cannot hide in a size 1)."""
+    return max(inputs, key=lambda args: sum(n > 1 for t in _flat(args) for n in t.shape))
+
+
 def later_trials(first: tuple, last: tuple, awkward: Sequence[Awkward]) -> list[Awkward]:
-    """Every trial run after the fixed ones: the second call, the views of ``last``, the exercise's own, and a
-    call after all the others."""
+    """Every trial run after the fixed ones: the second call, the views of ``last`` (say the :func:`widest`
+    inputs), the exercise's own, and a call after all the others."""
     trials = [Awkward(SECOND_CALL, fresh_values(first, 0.5), MEMORISED)]
     trials += [Awkward(name, args, BROADCAST_SLIP if name == BROADCAST else VIEW_SLIP)
                for name, args in awkward_views(last)]
@@ -160,13 +168,21 @@ def later_slip(learner_fn: Callable, reference_fn: Callable, trials: Sequence[Aw
         if run.refused is not None:
             return "failed", f"❌ {name}: not allowed here. Hint: {run.refused}"
         if run.error is not None and run.in_place and "written-to tensor" in str(run.error):
+            if not keep_inputs:  # the checker looks for changed inputs its own way, afterwards
+                continue
             ops = ", ".join(dict.fromkeys(run.in_place))
             return "failed", (f"❌ {name}: right on the fixed inputs, but {where}, your function wrote into a tensor "
                               f"it was given ({ops}), which PyTorch refuses for a broadcast input. " + WRITES)
+        if run.error is not None and trial.hint in (VIEW_SLIP, BROADCAST_SLIP):
+            first = str(run.error).strip().splitlines()[0][:200] if str(run.error).strip() else ""
+            return "error", (f"💥 {name}: right on the fixed inputs, but {where}, your function raised "
+                             f"{type(run.error).__name__}.\nHint: {trial.hint}\nPyTorch said: {first}")
         if run.error is not None:
             said = explain_crash(name, run.error, trial.inputs, failed_op=run.failed_op, params=list(params))
             return "error", said.replace(f"{name}: ", f"{name}: right on the fixed inputs, but {where}: ", 1)
         differs = difference(run.result, expected, atol, rtol)
+        if differs is not None and not _flat(expected):  # a tuple of sizes, a number: say both
+            differs = f"your function returned {run.result!r}, the answer is {expected!r}"
         if differs is not None:
             hint = next((h for wrong, h in mistakes if _is(wrong, run.result, trial.inputs, earlier, atol, rtol,
                                                            _finite_parts_agree, difference)), None)

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import torch
 
-from ._again import Awkward, later_slip, later_trials
+from ._again import Awkward, later_slip, later_trials, widest
 from ._allowed import Allowed
 from ._compare import _agrees_everywhere, _holds_tensors, difference
 from ._crashes import explain_crash
@@ -201,7 +201,8 @@ def check_function(learner_fn: Callable, reference_fn: Callable, make_inputs: Ca
         few, many = min(calls), max(calls)
         return CheckResult("failed", f"❌ {name}: right numbers, but " + (loop_hint or HINTS["python_loop"]).format(
             few=few, many=many))
-    later = later_trials(make_inputs(0), make_inputs(trials - 1), awkward) if again else list(awkward)
+    later = later_trials(make_inputs(0), widest([make_inputs(t) for t in range(trials)]), awkward) if again else list(
+        awkward)
     earlier = [(make_inputs(t), answers[t].result) for t in range(trials)]
 
     def run_later(part: list[Awkward], keep: bool) -> tuple[str, str] | None:

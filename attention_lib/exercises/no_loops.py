@@ -20,6 +20,7 @@ from ._checker import CheckResult, also_checked, check_function
 from ._compare import difference
 from ._hints import HINTS
 from ._running import loop_growth, run_learner
+from ._where import how_it_differs
 
 #: The temperature of the exercise: the cosine, between -1 and 1, is divided by it.
 TEMPERATURE = 0.1
@@ -206,7 +207,9 @@ def _temperature_too_loud(fn: Callable) -> str | None:
     bad = run.result.shape == expected.shape and not bool(run.result.isfinite().all())
     what = "NaN or inf" if bad else "other weights"
     if not bad:
+        hint = HINTS["clamp"] if run.clamped else how_it_differs(run.result, expected)
         return (f"right at the temperatures 0.1 and {OTHER_TEMPERATURE}, but at temperature={LOUD_TEMPERATURE} your "
-                f"function returned other weights than softmax(cosine / {LOUD_TEMPERATURE}) ({differs}).")
+                f"function returned other weights than softmax(cosine / {LOUD_TEMPERATURE}) ({differs})."
+                + (f" Hint: {hint}" if hint else ""))
     return TEMPERATURE_LOUD.format(other=OTHER_TEMPERATURE, loud=LOUD_TEMPERATURE, top=1 / LOUD_TEMPERATURE,
                                    what=what, differs=differs)
