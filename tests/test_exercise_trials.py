@@ -13,11 +13,11 @@ import torch
 
 from attention_lib.exercises import (
     check_calculate_attention,
-    check_scores_shape,
     check_log_softmax,
     check_masked_softmax,
     check_matchmaker,
     check_scaled_scores,
+    check_scores_shape,
     check_soft_lookup,
     check_split_heads,
     check_tune_in,
