@@ -139,7 +139,7 @@ def check_function(learner_fn: Callable, reference_fn: Callable, make_inputs: Ca
         '✅ doubling: correct on 3 fixed test inputs, the first again in float64, and backward through it. Well done!'
     """
     calls, answers, dtype = [], {}, None
-    own = checkers_own(getattr(learner_fn, "__code__", None) or _NO_CODE)
+    own = checkers_own(learner_fn.__code__) if hasattr(learner_fn, "__code__") else None
     if own is not None and allowed is not None and not allowed.own_helpers and learner_fn not in [
             wrong for wrong, _ in mistakes]:
         return CheckResult("failed", f"❌ {name}: not allowed here. Hint: "
@@ -170,7 +170,8 @@ def check_function(learner_fn: Callable, reference_fn: Callable, make_inputs: Ca
         calls.append(run.calls)
         differs = difference(got, expected, atol, rtol)
         if differs is None:  # a dtype other than the input's is said once the numbers are right everywhere
-            dtype = dtype or (_dtype_differs(got, expected) if any(map(_is_float_tensor, args)) else None)
+            floats = any(isinstance(a, torch.Tensor) and a.is_floating_point() for a in args)
+            dtype = dtype or (_dtype_differs(got, expected) if floats else None)
             continue
         if isinstance(expected, torch.Tensor) and not isinstance(got, torch.Tensor):
             return CheckResult("failed", f"❌ {name}: expected a torch.Tensor, but got {type(got).__name__}.")
@@ -194,7 +195,8 @@ def check_function(learner_fn: Callable, reference_fn: Callable, make_inputs: Ca
         if not isinstance(expected, torch.Tensor):  # a tuple of tensors: say which one is off, and how
             return CheckResult("failed", f"❌ {name}: {_which_item(got, expected, atol, rtol)}")
         return CheckResult("failed", f"❌ {name}: the shape is right but the values differ from the "
-                           f"reference for {_inputs_said(args)}: {differs}.{_clue(got, expected, args, run, clues)}")
+                           f"reference for {_inputs_said(args)}: {differs}."
+                           + _clue(got, expected, args, run, clues, _params(learner_fn, len(args))))
     if dtype is not None:
         return CheckResult("failed", f"❌ {name}: right numbers, but {dtype}")
     if no_loops and len(set(calls)) > 1:
@@ -234,9 +236,6 @@ def check_function(learner_fn: Callable, reference_fn: Callable, make_inputs: Ca
                        f"{also_checked(float64, backward)}. Well done!")
 
 
-_NO_CODE = (lambda: None).__code__.replace(co_filename="")
-
-
 def _inputs_said(args: tuple) -> str:
     """The inputs in a few words: tensors by their shapes, the rest as they are."""
     return "the inputs " + ", ".join(f"of shape {tuple(a.shape)}" if isinstance(a, torch.Tensor) else repr(a)
@@ -257,10 +256,6 @@ def _dtype_differs(got, expected) -> str | None:
                     f"{str(g.dtype).removeprefix('torch.')}. Hint: keep the inputs' dtype: make new tensors with "
                     f"dtype=x.dtype (or torch.zeros_like(x)), and leave out .float() and dtype=torch.float32.")
     return None
-
-
-def _is_float_tensor(x) -> bool:
-    return isinstance(x, torch.Tensor) and x.is_floating_point()
 
 
 def _tensor_items(x) -> list[torch.Tensor]:
@@ -288,12 +283,15 @@ def _which_item(got, expected, atol: float, rtol: float) -> str:
     return "the values differ from the reference."
 
 
-def _clue(got, expected, args: tuple, run: Run, clues: Mapping[str, str | Clue] | None) -> str:
+def _clue(got, expected, args: tuple, run: Run, clues: Mapping[str, str | Clue] | None, params: list[str]) -> str:
     """A hint for a wrong answer that matches no listed mistake, from what the run left behind: a clue whose
     operation the run called (a :data:`Clue` only when it says its slip is present), else how the numbers differ."""
     for op, hint in (clues or {}).items():
         said = hint(args, run) if callable(hint) else hint
         if op in run.ops and said:
             return f" Hint: {said}"
+    if run.changed and run.in_place:  # the answer wrote into an input and then read it again
+        ops = ", ".join(dict.fromkeys(run.in_place))
+        return " Hint: " + CHANGED_INPUT.format(name=params[run.changed[0]], ops=ops)
     said = how_it_differs(got, expected)
     return f" Hint: {said}" if said else ""
