@@ -11,18 +11,23 @@ import math
 import pytest
 import torch
 
+import attention_lib as al
 from attention_lib.exercises import (
     check_calculate_attention,
+    check_cross_attention,
+    check_decoding_step,
     check_log_softmax,
     check_masked_softmax,
     check_matchmaker,
     check_scaled_scores,
     check_scores_shape,
+    check_sinusoidal_encoding,
     check_soft_lookup,
     check_split_heads,
     check_tune_in,
     check_weights_no_loops,
     check_window_mask,
+    generation,
 )
 from attention_lib.exercises._again import Awkward, awkward_views, fresh_values, later_slip
 from attention_lib.exercises._where import how_it_differs
@@ -145,6 +150,25 @@ def split_heads(x, h):
     return x.transpose(0, 1).reshape(x.shape[1], x.shape[0], h, -1).transpose(1, 2)
 
 
+def sinusoidal_encoding(length, dim):
+    angles = torch.arange(length, dtype=torch.float64)[:, None] / 10000.0 ** (torch.arange(0, dim, 2) / dim)
+    return torch.stack([angles.sin(), angles.cos()], dim=-1).flatten(-2).float()
+
+
+def cross_attention(q, s, lengths):
+    return al.calculate_attention(q, s, s, attn_mask=al.padding_mask(lengths, s.shape[1]))
+
+
+def cross_attention_changing_lengths(q, s, lengths):
+    lengths.add_(1)  # the caller's lengths change
+    return al.calculate_attention(q, s, s, attn_mask=al.padding_mask(lengths - 1, s.shape[1]))
+
+
+def decoding_step(cache_k, cache_v, q, k, v):
+    keys, values = torch.cat([cache_k, k], dim=-2), torch.cat([cache_v, v], dim=-2)
+    return sm(q @ keys.transpose(-2, -1) / math.sqrt(q.shape[-1]), -1) @ values, keys, values
+
+
 def scores_shape(q, k):
     return (*q[:-1], k[-2])
 
@@ -221,6 +245,12 @@ ROWS = [
     (check_weights_no_loops, cosine, cosine_remembered_with_its_dtype(), "remembers an answer by the input's shape"),
     (check_weights_no_loops, cosine, cosine_through_view, "on a non-contiguous view"),
     (check_weights_no_loops, cosine, cosine_clamped, "clamping the scores changes them"),
+    (check_window_mask, window_mask, lambda L, S, w: torch.ones(L, S, dtype=torch.bool).tril().triu(
+        -(w - 1) if w <= min(L, S) else -(min(L, S) - 1)), "cap the window at nothing"),
+    (check_sinusoidal_encoding, sinusoidal_encoding, lambda L, d: sinusoidal_encoding(64, d)[:L],
+     "a table for a fixed maximum length"),
+    (check_cross_attention, cross_attention, cross_attention_changing_lengths, "changed its input `lengths` in place"),
+    (check_decoding_step, decoding_step, generation._reference, "the checker's own reference"),
 ]
 
 

@@ -79,7 +79,7 @@ def _pattern(got: torch.Tensor, expected: torch.Tensor) -> str | None:
     if bool(nonzero.any()):
         ratio = got[nonzero] / expected[nonzero]
         factor = float(ratio.median())
-        if abs(factor - 1) > 1e-3 and _close(got[finite], factor * expected[finite]):
+        if abs(factor - 1) > 1e-3 and abs(factor) > 1e-3 and _close(got[finite], factor * expected[finite]):
             if abs(factor + 1) < 1e-3:
                 return "every number of yours is the reference's with the opposite sign: a minus is off."
             return (f"every number of yours is the reference's times {factor:.4g}: a factor is off (a scale, a sum "

@@ -208,11 +208,14 @@ def check_remove_attractors(fn: Callable, prediction) -> CheckResult:
         attractors[:, 0] = False  # every row keeps a key to share its weight out to
         return weights, verb, attractors
 
-    result = check_function(fn, lambda w, v, a: remove_keys(w, rows=v, keys=a), inputs, name=name,
+    def reference(weights, verb, attractors):
+        return remove_keys(weights, rows=verb, keys=attractors)
+
+    result = check_function(fn, reference, inputs, name=name,
                             mistakes=removal_mistakes(remove_keys), allowed=REMOVAL_ALLOWED,
                             shape_hint="return one head's weights, the shape you were given: (N, L, S).",
                             keep_inputs=True)
-    if "changed its input `w`" in result.message or "wrote into a tensor" in result.message:
+    if "changed its input `weights`" in result.message or "wrote into a tensor" in result.message:
         return CheckResult("failed", f"❌ {name}: right numbers, but your function changed the weights it was "
                            f"given (in place). Hint: inside a model they are the head's own weights; work on a copy "
                            f"(weights.clone()) or build a new tensor, e.g. with torch.where.")

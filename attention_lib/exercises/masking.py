@@ -104,6 +104,12 @@ WINDOW_AT_LEAST_L = ("with a window as long as the sentence or longer, no key fa
                      "the end, a window capped at the wrong size.")
 
 
+#: The hint for a window mask that caps the window at the number of keys, or assumes L <= S.
+WINDOW_BETWEEN = ("with more queries than keys, query i still sees the keys j with i - window < j <= i that exist: "
+                  "the last queries see only the last keys of the window, or none. Compare positions, i - window < j "
+                  "and j <= i, and cap the window at nothing (not at min(L, S)).")
+
+
 def check_window_mask(fn: Callable[[int, int, int], torch.Tensor]) -> CheckResult:
     """Check a learner's ``window_mask(L, S, window)``: bool ``(L, S)``, ``True`` where ``i - window < j <= i``.
 
@@ -132,7 +138,9 @@ def check_window_mask(fn: Callable[[int, int, int], torch.Tensor]) -> CheckResul
                             awkward=[Awkward("a window as long as the sentence, (L, S, window) = (5, 5, 5)",
                                              (5, 5, 5), WINDOW_AT_LEAST_L),
                                      Awkward("a window longer than the keys, (L, S, window) = (4, 6, 9)", (4, 6, 9),
-                                             WINDOW_AT_LEAST_L)])
+                                             WINDOW_AT_LEAST_L),
+                                     Awkward("more queries than keys, a window between them, (L, S, window) = (7, 4, "
+                                             "5)", (7, 4, 5), WINDOW_BETWEEN)])
     if not result.passed:
         return result
     got = run_learner(fn, _window_sizes(1)).result  # it ran without error in every trial

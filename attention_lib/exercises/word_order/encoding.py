@@ -11,6 +11,7 @@ from __future__ import annotations
 import torch
 
 from ...positions import sinusoidal_encoding
+from .._again import Awkward
 from .._allowed import PLAIN, PLAIN_SAID, PRODUCTS, Allowed
 from .._checker import CheckResult, check_function
 
@@ -131,6 +132,10 @@ def check_sinusoidal_encoding(fn) -> CheckResult:
     """
     result = check_function(fn, sinusoidal_encoding, _sizes, name="sinusoidal encoding",
                             mistakes=SINUSOIDAL_MISTAKES, allowed=ALLOWED,
+                            awkward=[Awkward("a long text, (length, dim) = (300, 6)", (300, 6),
+                                             "right on short texts, but not on a long one: does your function build a "
+                                             "table for a fixed maximum length and slice it? Build it for the length "
+                                             "asked, from torch.arange(length).")],
                             shape_hint="one row per position and one column per feature: (length, dim). If you "
                                        "got (dim, length), build the angles as positions[:, None] / frequencies"
                                        "[None, :].")
