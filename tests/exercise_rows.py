@@ -189,8 +189,11 @@ ONLINE_WRONG_RESULTS = [
 
 ONLINE_SOFTMAX_UPDATE = Exercise(
     check_online_softmax_update,
-    correct=[online_update, lambda *state_and_block: memory_efficient._update(*state_and_block)],
+    correct=[online_update],
     wrong=[
+        (lambda *state_and_block: memory_efficient._update(*state_and_block),
+         "your function called `attention_lib.exercises.memory_efficient._update`"),
+        (memory_efficient._update, "`attention_lib.exercises.memory_efficient._update` (the checker's own function)"),
         (memory_efficient.online_softmax_update, "not allowed here"),
         (lambda *args: memory_efficient.online_softmax_update(*args),
          "your function called `al.online_softmax_update`"),
@@ -430,6 +433,7 @@ REVERSAL_TARGET = Exercise(
         (reversed_in_place, "your function overwrote its input"),
         (lambda d: d.flip(-1).float(), "right digits, but as float32"),
         (lambda d: d.copy_(d.flip(-1)), "`.copy_()`"),
+        (lambda d: d.copy_(d.flip(-1)), "writes into `digits` in place"),
     ],
     crashes=[(lambda d: 1 / 0, "ZeroDivisionError"), (lambda d: d[:, ::-1], "negative steps such as ::-1"),
              (lambda d: d[..., ::-1], "reverse a dimension with .flip")],
@@ -444,6 +448,9 @@ WHERE_IT_LOOKS = Exercise(
         ([8, 7, 6, 5, 4, 3, 2, 1], "off by one"),
         ([7, 6, 5], "give 8 positions"),
         ([0, 6, 5, 4, 3, 2, 1, 7], "position 0 looks elsewhere"),
+        ([-1, 6, 5, 4, 3, 2, 1, 0], "positions run from 0 to 7, but got -1"),
+        ([-1, 6, 5, 4, 3, 2, 1, 0], "it is position 7"),
+        ([7, 6, 5, 4, 3, 2, 1, 9], "positions run from 0 to 7, but got 9"),
         ("abc", "whole numbers"),
         ([7.5, 6, 5, 4, 3, 2, 1, 0], "positions are whole numbers, but got 7.5"),
         (torch.tensor([7.5, 6.0, 5.0, 4.0, 3.0, 2.0, 1.0, 0.0]), "there is no position 7.5"),
@@ -655,12 +662,12 @@ def kernel_rows() -> list[Exercise]:
     )
     causal = Exercise(
         check_causal_kernel,
-        # the causal tl.where on every tile, full ones too, costs time but loads nothing masked and changes no
-        # number: the checker can see loads, not selects, and its pass message says only what it saw
-        correct=[kernel_with(), kernel_with(("tl.exp2(", "tl.math.exp2(")),
-                 kernel_with(("        if IS_CAUSAL:\n            scores = tl.where(cols[None, :] <= rows[:, None]",
-                              "    if IS_CAUSAL:\n        scores = tl.where(cols[None, :] <= rows[:, None]"))],
+        correct=[kernel_with(), kernel_with(("tl.exp2(", "tl.math.exp2("))],
         wrong=[
+            # the causal tl.where on every tile, full ones too, changes no number: the checker sees the selects
+            (kernel_with(("        if IS_CAUSAL:\n            scores = tl.where(cols[None, :] <= rows[:, None]",
+                          "    if IS_CAUSAL:\n        scores = tl.where(cols[None, :] <= rows[:, None]")),
+             "masks the scores (tl.where) in"),
             (kernel_with((causal_mask, "pass")), "in the tiles on the diagonal mask the others"),
             (kernel_with(("cols[None, :] <= rows[:, None]", "cols[None, :] < rows[:, None]")), "lost every key"),
             (kernel_with(("(block + 1) * BLOCK_L", "block * BLOCK_L")), "lost every key"),
@@ -788,7 +795,7 @@ def _blind_rows() -> list[Exercise]:
                          "it ignores its `temperature` argument"),
                         (lambda q, k: cosine(q, k, eps=1e-8), "a small constant added to a norm"),
                         (cosine_in_place, "changed its input `query` in place")],
-                 passed_says="at the temperatures 0.1 and 0.5"),
+                 passed_says="at the temperatures 0.1, 0.5 and 0.002"),
         Exercise(check_soft_lookup, correct=[lookup], stubs=(),
                  wrong=[(lambda q, k, v: lookup(q, k, v, squeeze=()), "drops every dimension of size 1"),
                         (lambda q, k, v: lookup(q, k, v, dim=0), "dim=0 runs over the first dimension")],

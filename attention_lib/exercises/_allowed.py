@@ -96,6 +96,8 @@ class Allowed:
         functions: the package's functions the answer may call (the operations inside them are not checked).
         default: the hint for any other refused call, instead of the general one (``{call}`` names it).
         library_hint: the hint for a call of any other function of the package (``{call}`` names it).
+        own_helpers: whether the checkers' own functions (a reference, a helper such as ``_update``) may be called
+            or given as the answer; :func:`refusing_helpers` makes a copy that refuses them with ``library_hint``.
     """
 
     ops: frozenset[str]
@@ -105,6 +107,7 @@ class Allowed:
     default: str | None = None
     library_hint: str = ("this exercise asks you to write it yourself, with plain PyTorch operations; your "
                          "function called {call}, which does it for you.")
+    own_helpers: bool = True
 
     def permits(self, name: str) -> bool:
         """Whether the operation ``name`` (a plain name) is allowed."""
@@ -126,7 +129,11 @@ class Allowed:
     def with_ops(self, *names: str, said: str | None = None) -> Allowed:
         """The same, with more operations allowed."""
         return Allowed(self.ops | set(names), said or self.said, self.instead, self.functions, self.default,
-                       self.library_hint)
+                       self.library_hint, self.own_helpers)
+
+    def refusing_helpers(self) -> Allowed:
+        """The same, refusing the checkers' own functions as an answer or inside one."""
+        return Allowed(self.ops, self.said, self.instead, self.functions, self.default, self.library_hint, False)
 
 
 #: A dunder's plain name: ``__rmatmul__`` and ``__imatmul__`` are ``matmul``, ``__array__`` is ``array``.

@@ -20,18 +20,24 @@ from dataclasses import dataclass
 
 import torch
 
+from ._again import Awkward, later_slip, later_trials, widest
 from ._allowed import Allowed
-from ._compare import _finite_parts_agree, _holds_tensors, difference
+from ._compare import _agrees_everywhere, _holds_tensors, difference
 from ._crashes import explain_crash
 from ._hints import HINTS
-from ._running import Run, run_learner
+from ._running import Run, checkers_own, run_learner
 from ._trials import CHANGED_INPUT, backward_slip, float64_slip
+from ._where import how_it_differs
 
 #: A typical mistake: a function that computes the wrong answer the way learners often do, and its hint.
 Mistake = tuple[Callable[..., object], str]
 
 #: A hint for a result of the wrong shape: ``(the inputs, the shape the learner got) -> hint``.
 ShapeHint = Callable[[tuple, tuple | None], str]
+
+#: A clue that looks for its slip: ``(the inputs, the run) -> hint``, or ``None`` when the slip is not present (a
+#: ``clamp`` that changed no score).
+Clue = Callable[[tuple, Run], str | None]
 
 #: Says what is wrong with an answer that matches no listed mistake: ``(answer, expected, inputs) -> text``
 #: (or ``None`` for the general message).
@@ -79,7 +85,7 @@ def check_function(learner_fn: Callable, reference_fn: Callable, make_inputs: Ca
                    allowed: Allowed | None = None, no_loops: bool = False, loop_hint: str | None = None,
                    clues: Mapping[str, str] | None = None, explain: Explain | None = None,
                    inputs_said: str | None = None, float64: bool = False, backward: bool = False,
-                   keep_inputs: bool = False) -> CheckResult:
+                   keep_inputs: bool = False, awkward: Sequence[Awkward] = (), again: bool = True) -> CheckResult:
     """Check ``learner_fn`` against ``reference_fn`` on the inputs ``make_inputs(0)`` .. ``make_inputs(trials - 1)``.
 
     Args:
@@ -100,8 +106,9 @@ def check_function(learner_fn: Callable, reference_fn: Callable, make_inputs: Ca
             ``None`` allows anything.
         no_loops: fail a correct answer whose number of PyTorch calls grows with the input (a Python loop).
         loop_hint: the hint for such a loop (``{few}`` and ``{many}`` are the counts); lesson 07's by default.
-        clues: ``PyTorch operation name -> hint`` for a wrong answer that matches no listed mistake but called
-            that operation (e.g. ``clamp`` in a softmax).
+        clues: ``PyTorch operation name -> hint`` (or a :data:`Clue`) for a wrong answer that matches no listed
+            mistake but called that operation (e.g. ``clamp`` in a softmax); otherwise the hint says how the numbers
+            differ (:func:`~attention_lib.exercises._where.how_it_differs`).
         explain: says what is wrong with an answer that matches no listed mistake (see :data:`Explain`).
         inputs_said: what the inputs are, for the message of a correct answer (``"3 fixed test inputs"`` by
             default); the float64 and backward trials are added to it.
@@ -109,7 +116,13 @@ def check_function(learner_fn: Callable, reference_fn: Callable, make_inputs: Ca
         backward: also run backward through the answer on every input, and compare the gradients with the
             reference's (see :func:`~attention_lib.exercises._trials.backward_slip`).
         keep_inputs: a right answer must also leave the caller's tensors as they were (no ``q.div_()``,
-            ``x.transpose_()``, ``state -= ...``): the learner's function gets copies, compared after the call.
+            ``x.t_()``, ``state -= ...``): the learner's function gets copies, whose numbers, shapes and strides are
+            compared after the call.
+        awkward: the exercise's own awkward trials (:class:`~attention_lib.exercises._again.Awkward`: loud scores,
+            a window of 1, ...), run once the fixed inputs are right.
+        again: also call the answer on the first input's shape with new values (twice, the second time after every
+            other trial), on a non-contiguous and a broadcast view of the last input, then compare every result
+            again (see :mod:`~attention_lib.exercises._again`); ``False`` for answers that take no tensors.
 
     Returns:
         A :class:`CheckResult`.
@@ -126,6 +139,11 @@ def check_function(learner_fn: Callable, reference_fn: Callable, make_inputs: Ca
         '✅ doubling: correct on 3 fixed test inputs, the first again in float64, and backward through it. Well done!'
     """
     calls, answers, dtype = [], {}, None
+    own = checkers_own(learner_fn.__code__) if hasattr(learner_fn, "__code__") else None
+    if own is not None and allowed is not None and not allowed.own_helpers and learner_fn not in [
+            wrong for wrong, _ in mistakes]:
+        return CheckResult("failed", f"❌ {name}: not allowed here. Hint: "
+                           + allowed.library_hint.replace("{call}", f"`{own}` (the checker's own function)"))
     for trial in range(trials):
         args = make_inputs(trial)
         expected = reference_fn(*args)
@@ -152,7 +170,8 @@ def check_function(learner_fn: Callable, reference_fn: Callable, make_inputs: Ca
         calls.append(run.calls)
         differs = difference(got, expected, atol, rtol)
         if differs is None:  # a dtype other than the input's is said once the numbers are right everywhere
-            dtype = dtype or (_dtype_differs(got, expected) if any(map(_is_float_tensor, args)) else None)
+            floats = any(isinstance(a, torch.Tensor) and a.is_floating_point() for a in args)
+            dtype = dtype or (_dtype_differs(got, expected) if floats else None)
             continue
         if isinstance(expected, torch.Tensor) and not isinstance(got, torch.Tensor):
             return CheckResult("failed", f"❌ {name}: expected a torch.Tensor, but got {type(got).__name__}.")
@@ -176,13 +195,26 @@ def check_function(learner_fn: Callable, reference_fn: Callable, make_inputs: Ca
         if not isinstance(expected, torch.Tensor):  # a tuple of tensors: say which one is off, and how
             return CheckResult("failed", f"❌ {name}: {_which_item(got, expected, atol, rtol)}")
         return CheckResult("failed", f"❌ {name}: the shape is right but the values differ from the "
-                           f"reference: {differs}.{_clue(got, run, clues or {})}")
+                           f"reference for {_inputs_said(args)}: {differs}."
+                           + _clue(got, expected, args, run, clues, _params(learner_fn, len(args))))
     if dtype is not None:
         return CheckResult("failed", f"❌ {name}: right numbers, but {dtype}")
     if no_loops and len(set(calls)) > 1:
         few, many = min(calls), max(calls)
         return CheckResult("failed", f"❌ {name}: right numbers, but " + (loop_hint or HINTS["python_loop"]).format(
             few=few, many=many))
+    later = later_trials(make_inputs(0), widest([make_inputs(t) for t in range(trials)]), awkward) if again else list(
+        awkward)
+    earlier = [(make_inputs(t), answers[t].result) for t in range(trials)]
+
+    def run_later(part: list[Awkward], keep: bool) -> tuple[str, str] | None:
+        return later_slip(learner_fn, reference_fn, part, earlier, name=name, allowed=allowed, atol=atol, rtol=rtol,
+                          mistakes=mistakes, params=_params(reference_fn, len(make_inputs(0))),
+                          keep_inputs=keep) if part else None
+
+    verdict = run_later(later[:1] if again else [], False)  # the second call first: a memorised answer is named
+    if verdict is not None:
+        return CheckResult(*verdict)
     slip = float64_slip(learner_fn, reference_fn, make_inputs(0), allowed) if float64 else None
     for trial in range(trials if backward else 0):  # every input: a fully masked row may be in any of them
         if slip is not None:
@@ -197,6 +229,9 @@ def check_function(learner_fn: Callable, reference_fn: Callable, make_inputs: Ca
         ops = ", ".join(dict.fromkeys(run.in_place)) or "an in-place operation"
         said = CHANGED_INPUT.format(name=_params(reference_fn, len(make_inputs(trial)))[run.changed[0]], ops=ops)
         return CheckResult("failed", f"❌ {name}: right numbers, but {said}")
+    verdict = run_later(later[1:] if again else later, keep_inputs)
+    if verdict is not None:
+        return CheckResult(*verdict)
     return CheckResult("passed", f"✅ {name}: correct on {inputs_said or f'{trials} fixed test inputs'}"
                        f"{also_checked(float64, backward)}. Well done!")
 
@@ -223,10 +258,6 @@ def _dtype_differs(got, expected) -> str | None:
     return None
 
 
-def _is_float_tensor(x) -> bool:
-    return isinstance(x, torch.Tensor) and x.is_floating_point()
-
-
 def _tensor_items(x) -> list[torch.Tensor]:
     items = [x] if isinstance(x, torch.Tensor) else list(x) if isinstance(x, tuple | list) else []
     return [t if isinstance(t, torch.Tensor) else torch.empty(0, dtype=torch.bool) for t in items]
@@ -246,44 +277,21 @@ def _which_item(got, expected, atol: float, rtol: float) -> str:
     for i, (g, e) in enumerate(zip(got, expected, strict=True)):
         differs = difference(g, e, atol, rtol)
         if differs is not None:
-            return (f"the shapes are right, but result {i + 1} of {count} differs from the reference: {differs}.")
+            how = how_it_differs(g, e)
+            return (f"the shapes are right, but result {i + 1} of {count} differs from the reference: {differs}."
+                    + (f" Hint: {how[0].upper()}{how[1:]}" if how else ""))
     return "the values differ from the reference."
 
 
-def _agrees_everywhere(wrong_fn: Callable, failing: int, answers: dict[int, Run], learner_fn: Callable,
-                       make_inputs: Callable[[int], tuple], trials: int, atol: float, rtol: float) -> bool:
-    """Does the learner's function give ``wrong_fn``'s answer on the failing input, and agree with it on every other
-    input: where both run, the same finite numbers, and where one raises, the other raises too (a slip whose recipe
-    cannot run where the learner's code runs is not the learner's)? (``answers`` holds the runs so far; the others
-    are run here, once.)"""
-    for trial in (failing, *(t for t in range(trials) if t != failing)):
-        args = make_inputs(trial)
-        if trial not in answers:
-            answers[trial] = run_learner(learner_fn, args)
-        run = answers[trial]
-        try:
-            wrong = wrong_fn(*args)
-        except Exception:  # noqa: BLE001 - a mistake that cannot be made on these inputs
-            if trial == failing or run.error is None:
-                return False
-            continue
-        if run.error is not None:
-            return False
-        if run.result is None:
-            continue
-        agrees = difference(run.result, wrong, atol, rtol) is None if trial == failing else _finite_parts_agree(
-            run.result, wrong, atol, rtol)
-        if not agrees:
-            return False
-    return True
-
-
-def _clue(got, run: Run, clues: Mapping[str, str]) -> str:
-    """A hint for a wrong answer that matches no listed mistake, from what the run left behind."""
-    for op, hint in clues.items():
-        if op in run.ops:
-            return f" Hint: {hint}"
-    if isinstance(got, torch.Tensor) and got.is_floating_point() and not bool(got.isfinite().all()):
-        return (" Hint: your result contains NaN or inf; look for exp of a large number, 0 / 0, or "
-                "-inf - (-inf).")
-    return ""
+def _clue(got, expected, args: tuple, run: Run, clues: Mapping[str, str | Clue] | None, params: list[str]) -> str:
+    """A hint for a wrong answer that matches no listed mistake, from what the run left behind: a clue whose
+    operation the run called (a :data:`Clue` only when it says its slip is present), else how the numbers differ."""
+    for op, hint in (clues or {}).items():
+        said = hint(args, run) if callable(hint) else hint
+        if op in run.ops and said:
+            return f" Hint: {said}"
+    if run.changed and run.in_place:  # the answer wrote into an input and then read it again
+        ops = ", ".join(dict.fromkeys(run.in_place))
+        return " Hint: " + CHANGED_INPUT.format(name=params[run.changed[0]], ops=ops)
+    said = how_it_differs(got, expected)
+    return f" Hint: {said}" if said else ""

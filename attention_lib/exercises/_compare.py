@@ -7,10 +7,12 @@ difference and where) is passed on in a few words; other answers (a tuple of siz
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 
 import torch
 
 from ..validation import is_int, is_number
+from ._running import Run, run_learner
 
 
 def difference(got, expected, atol: float = 1e-5, rtol: float = 1e-4) -> str | None:
@@ -85,3 +87,31 @@ def whole_number(x) -> int | None:
     if is_int(x):
         return int(x)
     return int(x) if is_number(x) and float(x).is_integer() else None
+
+
+def _agrees_everywhere(wrong_fn: Callable, failing: int, answers: dict[int, Run], learner_fn: Callable,
+                       make_inputs: Callable[[int], tuple], trials: int, atol: float, rtol: float) -> bool:
+    """Does the learner's function give ``wrong_fn``'s answer on the failing input, and agree with it on every other
+    input: where both run, the same finite numbers, and where one raises, the other raises too (a slip whose recipe
+    cannot run where the learner's code runs is not the learner's)? (``answers`` holds the runs so far; the others
+    are run here, once.)"""
+    for trial in (failing, *(t for t in range(trials) if t != failing)):
+        args = make_inputs(trial)
+        if trial not in answers:
+            answers[trial] = run_learner(learner_fn, args)
+        run = answers[trial]
+        try:
+            wrong = wrong_fn(*args)
+        except Exception:  # noqa: BLE001 - a mistake that cannot be made on these inputs
+            if trial == failing or run.error is None:
+                return False
+            continue
+        if run.error is not None:
+            return False
+        if run.result is None:
+            continue
+        agrees = difference(run.result, wrong, atol, rtol) is None if trial == failing else _finite_parts_agree(
+            run.result, wrong, atol, rtol)
+        if not agrees:
+            return False
+    return True

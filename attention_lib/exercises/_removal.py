@@ -14,7 +14,8 @@ from ._allowed import CREATION, ELEMENTWISE, LAYOUT, METADATA, PRODUCTS, REDUCTI
 #: Tensor operations, and none of the package's functions: `remove_keys` is the answer itself.
 REMOVAL_ALLOWED = Allowed(METADATA | LAYOUT | CREATION | ELEMENTWISE | REDUCTIONS | PRODUCTS | SOFTMAX,
                            said="tensor operations (indexing, masked_fill, where, sums)",
-                           library_hint="write it yourself: your function called {call}, the package's answer.")
+                           library_hint="write it yourself: your function called {call}, the package's answer.",
+                           own_helpers=False)
 
 
 def _verb_rows(w: torch.Tensor, verb: torch.Tensor) -> torch.Tensor:

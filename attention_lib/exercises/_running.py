@@ -26,6 +26,7 @@ import torch
 from torch.overrides import TorchFunctionMode
 
 from ._allowed import Allowed, plain_name, shown
+from ._copies import changed_inputs, copies_of
 
 _TORCH_DIR = str(Path(torch.__file__).parent)
 _PACKAGE_DIR = str(Path(__file__).parents[1])
@@ -48,8 +49,10 @@ class Run:
     batched_T: bool = False  # noqa: N815 - a tensor of more than 2 dimensions reversed by `.T`, then used
     arguments: dict[str, list[tuple]] = field(default_factory=dict)  # op -> the plain (non-tensor) arguments
     changed: list[int] = field(default_factory=list)  # the arguments whose tensors the call changed in place
+    clamped: bool = False  # a clamp (or clip) of the learner's changed at least one number
 
 
+_CLAMPS = {"clamp", "clip", "clamp_min", "clamp_max"}
 _IN_PLACE_SHOWN = {"sub": "-=", "add": "+=", "mul": "*=", "div": "/=", "setitem": "x[...] = ..."}
 #: PyTorch hands `s -= x` to the watch as `sub_`, so both spellings are named.
 _IN_PLACE_METHODS = {"sub": "-= or .sub_()", "add": "+= or .add_()", "mul": "*= or .mul_()", "div": "/= or .div_()"}
@@ -71,10 +74,14 @@ class _Watch(TorchFunctionMode):
         kwargs = kwargs or {}
         name = op_name(func)
         plain, in_place = plain_name(name)
-        library, module = _library_caller(sys._getframe(1))
+        library, module, whole = _library_caller(sys._getframe(1))
         learners = library is None or self.allowed is None or library.f_code not in self.functions
         if learners:
             self._note(func, name, plain, in_place, library, args, kwargs, module)
+            helper = whole and not whole.startswith("torch.")  # a checker's own function, called by the learner
+            if whole and self.allowed is not None and self.run.refused is None and not (
+                    helper and self.allowed.own_helpers):
+                self.run.refused = self.allowed.library_hint.replace("{call}", f"`{whole}`")
         try:
             result = func(*args, **kwargs)
         except Exception:
@@ -82,6 +89,9 @@ class _Watch(TorchFunctionMode):
             raise
         if learners:
             self._follow_flips(name, args, kwargs, result)
+            if plain in _CLAMPS and args and isinstance(args[0], torch.Tensor) and isinstance(result, torch.Tensor):
+                self.run.clamped |= result.shape != args[0].shape or not bool(
+                    ((result == args[0]) | (result.isnan() & args[0].isnan())).all())
         return result
 
     def _follow_flips(self, name, args, kwargs, result) -> None:
@@ -111,21 +121,42 @@ class _Watch(TorchFunctionMode):
 
 
 def _library_caller(frame):
-    """``(frame, module)``: the outermost frame of the package's own code (outside the exercises) between an operation
-    and the learner's code (``None`` when the learner's code called the operation), and the ``torch.nn`` module
-    whose method made the call (``"MultiheadAttention"``), if any."""
-    found, module = None, None
+    """``(frame, module, whole)``: the outermost frame of the package's own code (outside the exercises) between an
+    operation and the learner's code (``None`` when the learner's code called the operation), the ``torch.nn`` module
+    whose method made the call (``"MultiheadAttention"``), if any, and the ``torch.masked`` function that made it
+    (``"torch.masked.softmax"``: a whole masked softmax, built of allowed operations), if any."""
+    found, module, whole = None, None, None
     while frame is not None:
         filename = frame.f_code.co_filename
         if filename.startswith(_PACKAGE_DIR) and not filename.startswith(_EXERCISES_DIR):
             found = frame
         elif filename.startswith(_TORCH_DIR):
-            owner = frame.f_locals.get("self") if "nn" + "/modules" in filename.replace("\\", "/") else None
+            path = filename.replace("\\", "/")
+            owner = frame.f_locals.get("self") if "nn" + "/modules" in path else None
             module = type(owner).__name__ if isinstance(owner, torch.nn.Module) else module
+            whole = f"torch.masked.{frame.f_code.co_name}" if "/torch/masked/" in path else whole
         elif not (filename.startswith(_STDLIB_DIRS) or filename.startswith("<frozen")):
-            return found, module  # the learner's code (or the exercise's, which runs it)
+            return found, module, whole or _helper_called(frame) or ""  # the learner's code (or the exercise's)
         frame = frame.f_back
-    return found, module
+    return found, module, whole
+
+
+def checkers_own(code) -> str | None:
+    """How a checker's own module-level function (its reference, a helper such as ``_update``) is named, or ``None``
+    for any other code (the learner's, or a wrapper a checker made around the learner's function)."""
+    if not code.co_filename.startswith(_EXERCISES_DIR) or "<" in getattr(code, "co_qualname", code.co_name):
+        return None
+    module = Path(code.co_filename).relative_to(Path(_PACKAGE_DIR).parent).with_suffix("")
+    return ".".join(module.parts) + "." + code.co_name
+
+
+def _helper_called(frame) -> str | None:
+    """The checker's own function that ``frame`` runs, when the learner's code called it, else ``None``."""
+    name = checkers_own(frame.f_code)
+    caller = frame.f_back
+    while name is not None and caller is not None and caller.f_code.co_filename.startswith(_LIBRARY_DIRS_OR_FROZEN):
+        caller = caller.f_back
+    return name if caller is not None and not caller.f_code.co_filename.startswith(_PACKAGE_DIR) else None
 
 
 _NAMES: dict = {}
@@ -161,12 +192,6 @@ def op_name(func) -> str:
     return name or getattr(func, "__name__", repr(func))
 
 
-def _clone(x):
-    if isinstance(x, torch.Tensor):
-        return x.clone()
-    return type(x)(_clone(y) for y in x) if isinstance(x, tuple | list) else x
-
-
 def run_learner(fn: Callable, args: tuple, allowed: Allowed | None = None, *, count_lines: bool = False,
                 copy: bool = True) -> Run:
     """Call ``fn`` on copies of ``args`` (an in-place slip cannot spoil the comparison) under the watch.
@@ -183,7 +208,8 @@ def run_learner(fn: Callable, args: tuple, allowed: Allowed | None = None, *, co
         >>> run.calls, run.refused
         (3, 'your function called `torch.softmax`, which this exercise does not use: it is built from a product.')
     """
-    run, copies = Run(), (_clone(args) if copy else args)
+    run = Run()
+    copies, layouts = copies_of(args) if copy else (args, None)
     counter = _LineCounter() if count_lines else None
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -195,19 +221,8 @@ def run_learner(fn: Callable, args: tuple, allowed: Allowed | None = None, *, co
     run.warnings = [str(w.message) for w in caught]
     run.lines = counter.lines if counter else None
     if copy:  # the copies were the learner's: one that came back different was changed in place
-        run.changed = [i for i, (a, c) in enumerate(zip(args, copies, strict=True)) if not _unchanged(a, c)]
+        run.changed = changed_inputs(args, copies, layouts)
     return run
-
-
-def _unchanged(original, copy) -> bool:
-    """Whether ``copy`` (a tensor, or a tuple or list of them) still equals ``original``, shape and numbers."""
-    if isinstance(original, torch.Tensor) and isinstance(copy, torch.Tensor):
-        return (original.shape == copy.shape and original.dtype == copy.dtype
-                and (original.is_meta or bool(torch.equal(original.nan_to_num(0.0, 1.0, -1.0), copy.nan_to_num(
-                    0.0, 1.0, -1.0)) and torch.equal(original.isnan(), copy.isnan()))))
-    if isinstance(original, tuple | list) and isinstance(copy, tuple | list) and len(original) == len(copy):
-        return all(_unchanged(a, c) for a, c in zip(original, copy, strict=True))
-    return True
 
 
 def loop_growth(fn: Callable, inputs: Sequence[tuple]) -> tuple[str, int, int] | None:
@@ -253,6 +268,7 @@ def _library_dirs() -> tuple[str, ...]:
 
 _LIBRARY_DIRS = _library_dirs()
 _STDLIB_DIRS = tuple(sorted({sysconfig.get_paths()[k] for k in ("stdlib", "platstdlib")}))
+_LIBRARY_DIRS_OR_FROZEN = (*_STDLIB_DIRS, _TORCH_DIR, "<frozen")
 
 
 class _LineCounter:

@@ -112,8 +112,8 @@ def backward_slip(fn: Callable, args: tuple, allowed: Allowed | None, params: Se
         >>> backward_slip(lambda s: s - s.amax(dim=-1, keepdim=True), (torch.randn(2, 3),), None, ["scores"]) is None
         True
     """
-    leaves = [a.detach().clone().requires_grad_() if isinstance(a, torch.Tensor) and a.is_floating_point() else a
-              for a in args]
+    leaves = [a.detach().clone().requires_grad_() if isinstance(a, torch.Tensor) and a.is_floating_point() else
+              a.clone() if isinstance(a, torch.Tensor) else a for a in args]  # the answer may change them
     inputs = tuple(a.clone() if isinstance(a, torch.Tensor) and a.requires_grad else a for a in leaves)
     before = [a.detach().clone() if isinstance(a, torch.Tensor) else None for a in inputs]
     run = run_learner(fn, inputs, allowed, copy=False)

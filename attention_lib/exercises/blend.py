@@ -102,7 +102,7 @@ MISTAKES = [
 #: do the work for you.
 ALLOWED = Allowed(PLAIN | PRODUCTS | SOFTMAX, said=PLAIN_SAID, library_hint=HINTS["recipe_call"],
                   instead=dict.fromkeys(("scaled_dot_product_attention", "multi_head_attention_forward"),
-                                        HINTS["recipe_call"]))
+                                        HINTS["recipe_call"]), own_helpers=False)
 
 
 def _pick(fn: Callable, index: int) -> Callable:
@@ -191,7 +191,7 @@ def check_calculate_attention(fn: Callable) -> CheckResult:
         result = check_function(
             _pick(fn, index), _pick(_reference, index), _inputs, name=f"calculate_attention ({part})",
             mistakes=[(_pick(wrong, index), hint) for wrong, hint in MISTAKES], shape_hint=shape_hint,
-            allowed=ALLOWED, float64=True, backward=True,
+            allowed=ALLOWED, float64=True, backward=True, keep_inputs=True,
         )
         if not result.passed:
             return result

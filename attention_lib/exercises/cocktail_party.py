@@ -14,6 +14,7 @@ from collections.abc import Callable
 import torch
 
 from ..attention import calculate_attention
+from ._again import loud
 from ._allowed import PLAIN, PLAIN_SAID, PRODUCTS, SOFTMAX, Allowed
 from ._checker import CheckResult, check_function
 from ._hints import HINTS
@@ -67,7 +68,7 @@ MISTAKES = [
 
 #: Plain PyTorch operations; the package's attention and PyTorch's fused attention are the answer itself.
 ALLOWED = Allowed(PLAIN | PRODUCTS | SOFTMAX, said=PLAIN_SAID, library_hint=HINTS["library_shortcut"],
-                  instead={"scaled_dot_product_attention": HINTS["library_shortcut"]})
+                  instead={"scaled_dot_product_attention": HINTS["library_shortcut"]}, own_helpers=False)
 
 
 def _shape_hint(args: tuple, got: tuple | None) -> str:
@@ -107,6 +108,7 @@ def check_tune_in(tune_in: Callable[[torch.Tensor, torch.Tensor], torch.Tensor])
     """
     return check_function(
         tune_in, _reference, _inputs, name="tune_in", mistakes=MISTAKES, shape_hint=_shape_hint,
-        allowed=ALLOWED, float64=True,
+        allowed=ALLOWED, float64=True, keep_inputs=True,
+        awkward=[loud(_inputs(0), 12.0, 0, hint=HINTS["naive_exp"])],
         inputs_said="3 fixed test inputs, each with a different focus for every word",
     )

@@ -9,8 +9,11 @@ from collections.abc import Callable, Mapping
 
 import torch
 
+from ._again import loud
 from ._checker import CheckResult, check_function
-from ._running import run_learner
+from ._hints import HINTS
+from ._running import checkers_own, run_learner
+from ._where import how_it_differs
 from .predictions import AMOUNTS, grade_amounts
 
 #: (N, H, S, D, Dv) per trial: S cached tokens, and Dv != D so that a slip between keys and values shows.
@@ -118,7 +121,9 @@ def _explain_step(got, expected, args) -> str | None:
     for (part, _), mine, right in zip(_PARTS, got, expected, strict=True):
         if not torch.allclose(mine.to(right.dtype), right, atol=1e-5, rtol=1e-4):
             gap = float((mine.to(right.dtype) - right).abs().max())
-            return f"every shape is right, but the {part} differs from the reference (largest difference {gap:.3g})."
+            how = how_it_differs(mine.to(right.dtype), right)
+            return (f"every shape is right, but the {part} differs from the reference (largest difference {gap:.3g})."
+                    + (f" Hint: {how[0].upper()}{how[1:]}" if how else ""))
     return None
 
 
@@ -132,12 +137,22 @@ def check_decoding_step(fn: Callable) -> CheckResult:
     fixed inputs are tried, of 4, 6 and 1 cached tokens, with ``Dv != D``.
 
     Example:
-        >>> check_decoding_step(_reference).status
+        >>> def step(cache_k, cache_v, q, k, v):
+        ...     keys, values = torch.cat([cache_k, k], dim=-2), torch.cat([cache_v, v], dim=-2)
+        ...     weights = torch.softmax(q @ keys.transpose(-2, -1) / math.sqrt(q.shape[-1]), dim=-1)
+        ...     return weights @ values, keys, values
+        >>> check_decoding_step(step).status
         'passed'
+        >>> check_decoding_step(_reference).message[:43]
+        '❌ one decoding step: not allowed here. Hint'
         >>> check_decoding_step(_top_left).message[:60]
         '❌ one decoding step: not quite. Hint: every weight went to t'
     """
     name = "one decoding step"
+    own = checkers_own(fn.__code__) if hasattr(fn, "__code__") else None
+    if own is not None and fn not in [wrong for wrong, _ in MISTAKES]:
+        return CheckResult("failed", f"❌ {name}: not allowed here. Hint: your function is `{own}`, the checker's own "
+                           f"reference: write the step yourself, from torch.cat and the course's attention.")
     run = run_learner(fn, _step_inputs(0))
     got = run.result
     if run.error is None and got is not None and got is not Ellipsis and not (
@@ -146,6 +161,7 @@ def check_decoding_step(fn: Callable) -> CheckResult:
         return CheckResult("failed", f"❌ {name}: return three things, (output, keys, values): the new token's "
                            f"output and the cache with its key and value appended; but got {found}.")
     result = check_function(fn, _reference, _step_inputs, name=name, mistakes=MISTAKES, atol=1e-5, rtol=1e-4,
+                            awkward=[loud(_step_inputs(1), 40.0, 2, hint=HINTS["naive_exp"])],
                             explain=_explain_step)
     if result.status == "passed":  # right numbers: the caller's cache and the new token must come back unchanged
         changed = _changed_input(fn)

@@ -34,7 +34,7 @@ INDUCTION_INPUTS = "three fixed causal maps, k = 3, 4 and 5 in sequences of 8, 1
 #: Tensor operations (torch.diagonal, indexing, mean, ...); the package's own scores are the answer itself.
 ALLOWED = Allowed(PLAIN | PRODUCTS, said="tensor operations (torch.diagonal, indexing, mean, ...)",
                   library_hint="write it with tensor operations (torch.diagonal, indexing, mean); your function called "
-                               "the package's {call}, which is the answer itself.")
+                               "the package's {call}, which is the answer itself.", own_helpers=False)
 #: A score that counts strongest keys instead of averaging weights.
 ARGMAX_HINT = ("your function used argmax, which counts how often a key is a query's strongest; the score is the "
                "mean weight the queries put on that key.")
@@ -134,7 +134,7 @@ def check_previous_token_score(fn: Callable[[torch.Tensor], torch.Tensor]) -> Ch
         hint = EMPTY_DIAGONAL_HINT.format(inputs=PREVIOUS_INPUTS)
         return CheckResult("failed", f"❌ {name}: not quite. Hint: {hint}")
     result = check_function(fn, previous_token_score, _weights, name=name, mistakes=PREVIOUS_MISTAKES,
-                            allowed=ALLOWED, clues={"argmax": ARGMAX_HINT},
+                            allowed=ALLOWED, clues={"argmax": ARGMAX_HINT}, keep_inputs=True,
                             shape_hint="one score per head: average over the sequences (dim 0) and the queries.")
     if ABOVE_THE_DIAGONAL in result.message and _dims_swapped(first):
         return CheckResult("failed", result.message.replace(ABOVE_THE_DIAGONAL, SWAPPED_DIMS))
@@ -158,6 +158,7 @@ def check_induction_score(fn: Callable[[torch.Tensor, int], torch.Tensor]) -> Ch
     """
     return _with_inputs(check_function(fn, induction_score, _weights_and_k, name="the induction score",
                                        mistakes=INDUCTION_MISTAKES, allowed=ALLOWED, clues={"argmax": ARGMAX_HINT},
+                                       keep_inputs=True,
                                        shape_hint="one score per head: average over the sequences and the k "
                                        "queries of the copy."), INDUCTION_INPUTS)
 

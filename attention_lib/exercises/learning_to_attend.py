@@ -17,7 +17,10 @@ from ._running import run_learner
 
 #: Tensor operations that move, compare and pick digits; a detour through Python lists or NumPy is refused.
 ALLOWED = Allowed(METADATA | LAYOUT | CREATION | ELEMENTWISE | REDUCTIONS, said="tensor operations (flip, indexing, "
-                  "arange, gather, ...)")
+                  "arange, gather, ...)", instead={"copy": (
+                      "your function called {call}, which writes into `digits` in place: the batch's inputs are then "
+                      "reversed too, and the model would learn to copy. Return a new tensor, digits.flip(-1), and "
+                      "leave `digits` as it is.")}, own_helpers=False)
 
 #: Why ``digits[:, ::-1]`` fails, and what to write instead.
 NEGATIVE_STEP_HINT = ("negative steps such as ::-1 are not supported by torch tensors (unlike Python lists and "
@@ -151,6 +154,12 @@ def check_where_it_looks(prediction, trained=None) -> CheckResult:
     if guess == [L - i for i in range(L)]:
         return CheckResult("failed", f"❌ {name}: off by one: positions run from 0 to {L - 1}, so the last one is "
                            f"{L - 1}, not {L}.")
+    outside = next((p for p in guess if not 0 <= p < L), None)
+    if outside is not None:
+        return CheckResult("failed", f"❌ {name}: positions run from 0 to {L - 1}, but got {outside}. Hint: give the "
+                           f"position itself, counted from the start"
+                           + (f" ({outside} counts from the end in Python indexing: it is position {L + outside})."
+                              if -L <= outside < 0 else "."))
     wrong = [i for i in range(L) if guess[i] != learned[i]]
     return CheckResult("failed", f"❌ {name}: position {wrong[0]} looks elsewhere. Hint: which digit does position "
                        f"{wrong[0]} have to write, and at which position of the input does that digit sit?")
@@ -199,21 +208,19 @@ def check_remove_attractors(fn: Callable, prediction) -> CheckResult:
         attractors[:, 0] = False  # every row keeps a key to share its weight out to
         return weights, verb, attractors
 
-    result = check_function(fn, lambda w, v, a: remove_keys(w, rows=v, keys=a), inputs, name=name,
+    def reference(weights, verb, attractors):
+        return remove_keys(weights, rows=verb, keys=attractors)
+
+    result = check_function(fn, reference, inputs, name=name,
                             mistakes=removal_mistakes(remove_keys), allowed=REMOVAL_ALLOWED,
-                            shape_hint="return one head's weights, the shape you were given: (N, L, S).")
-    if not result.passed:
-        return result
-    weights, verb, attractors = inputs(0)
-    given = weights.clone()
-    try:
-        fn(given, verb, attractors)
-    except Exception:  # noqa: BLE001 - it ran on these inputs above; only a change to them is looked for here
-        pass
-    if not torch.equal(given, weights):
+                            shape_hint="return one head's weights, the shape you were given: (N, L, S).",
+                            keep_inputs=True)
+    if "changed its input `weights`" in result.message or "wrote into a tensor" in result.message:
         return CheckResult("failed", f"❌ {name}: right numbers, but your function changed the weights it was "
                            f"given (in place). Hint: inside a model they are the head's own weights; work on a copy "
                            f"(weights.clone()) or build a new tensor, e.g. with torch.where.")
+    if not result.passed:
+        return result
     trained = load_trained("agreement", num_layers=1)
     layer, head = subject_head(trained.model)
     x, y = AGREEMENT.sentences(list(HELDOUT_THREE), 600, torch.Generator().manual_seed(1212), attractors=3)

@@ -14,6 +14,7 @@ from collections.abc import Callable
 import torch
 
 from ..attention import calculate_attention
+from ._again import loud
 from ._allowed import PLAIN, PLAIN_SAID, PRODUCTS, SOFTMAX, Allowed
 from ._checker import CheckResult, check_function
 from ._hints import HINTS, recipe_mistakes
@@ -67,7 +68,7 @@ EVERY_LIBRARY = ("your answer is (N, N, Ev): each reader's question met every li
 
 #: Plain PyTorch operations; the package's attention and PyTorch's fused attention are the answer itself.
 ALLOWED = Allowed(PLAIN | PRODUCTS | SOFTMAX, said=PLAIN_SAID, library_hint=HINTS["library_shortcut"],
-                  instead={"scaled_dot_product_attention": HINTS["library_shortcut"]})
+                  instead={"scaled_dot_product_attention": HINTS["library_shortcut"]}, own_helpers=False)
 
 
 def _shape_hint(args: tuple, got: tuple | None) -> str:
@@ -116,7 +117,8 @@ def check_soft_lookup(soft_lookup: Callable[[torch.Tensor, torch.Tensor, torch.T
     """
     return check_function(
         soft_lookup, _reference, _inputs, name="soft_lookup", mistakes=MISTAKES, shape_hint=_shape_hint,
-        allowed=ALLOWED, float64=True, trials=len(_TRIALS),
+        allowed=ALLOWED, float64=True, trials=len(_TRIALS), keep_inputs=True,
+        awkward=[loud(_inputs(0), 30.0, 0, 1, hint=HINTS["naive_exp"])],
         inputs_said=f"{len(_TRIALS)} fixed queues of readers, with different numbers of readers, keys and features "
                     f"(one with a single reader, one with values of one feature)",
     )

@@ -11,6 +11,7 @@ import torch
 
 from .. import attention
 from ..masks import causal_mask, sliding_window_mask
+from ._again import Awkward, loud
 from ._allowed import PLAIN, PLAIN_SAID, SOFTMAX, Allowed
 from ._checker import CheckResult, also_checked, check_function
 from ._hints import HINTS
@@ -96,6 +97,19 @@ def _window_shape_hint(args: tuple, got: tuple | None) -> str:
     return rows
 
 
+#: The hint for a window mask that goes wrong once the window reaches past the first key.
+WINDOW_AT_LEAST_L = ("with a window as long as the sentence or longer, no key falls out of it: the window mask is the "
+                     "causal mask (query i sees keys 0..i). Look at what your expression does when i - window is "
+                     "negative: a diagonal beyond the matrix in triu/tril, a slice whose negative start counts from "
+                     "the end, a window capped at the wrong size.")
+
+
+#: The hint for a window mask that caps the window at the number of keys, or assumes L <= S.
+WINDOW_BETWEEN = ("with more queries than keys, query i still sees the keys j with i - window < j <= i that exist: "
+                  "the last queries see only the last keys of the window, or none. Compare positions, i - window < j "
+                  "and j <= i, and cap the window at nothing (not at min(L, S)).")
+
+
 def check_window_mask(fn: Callable[[int, int, int], torch.Tensor]) -> CheckResult:
     """Check a learner's ``window_mask(L, S, window)``: bool ``(L, S)``, ``True`` where ``i - window < j <= i``.
 
@@ -120,7 +134,13 @@ def check_window_mask(fn: Callable[[int, int, int], torch.Tensor]) -> CheckResul
     """
     name = "window mask"
     result = check_function(fn, window_mask, _window_sizes, name=name, mistakes=WINDOW_MISTAKES,
-                            trials=len(_WINDOW_SIZES), shape_hint=_window_shape_hint, allowed=WINDOW_ALLOWED)
+                            trials=len(_WINDOW_SIZES), shape_hint=_window_shape_hint, allowed=WINDOW_ALLOWED,
+                            awkward=[Awkward("a window as long as the sentence, (L, S, window) = (5, 5, 5)",
+                                             (5, 5, 5), WINDOW_AT_LEAST_L),
+                                     Awkward("a window longer than the keys, (L, S, window) = (4, 6, 9)", (4, 6, 9),
+                                             WINDOW_AT_LEAST_L),
+                                     Awkward("more queries than keys, a window between them, (L, S, window) = (7, 4, "
+                                             "5)", (7, 4, 5), WINDOW_BETWEEN)])
     if not result.passed:
         return result
     got = run_learner(fn, _window_sizes(1)).result  # it ran without error in every trial
@@ -195,11 +215,18 @@ _BY_HAND = ("apply the mask yourself, with masked_fill and torch.softmax: your f
 #: included), PyTorch's fused attention and its private ``torch._safe_softmax`` do the exercise for you.
 ALLOWED = Allowed(PLAIN | SOFTMAX | {"matmul"}, said="masked_fill, torch.softmax and " + PLAIN_SAID.split(": ")[1],
                   library_hint=_BY_HAND, instead=dict.fromkeys(("scaled_dot_product_attention", "_safe_softmax",
-                                                                "_masked_softmax"), _BY_HAND))
+                                                                "_masked_softmax"), _BY_HAND), own_helpers=False)
 #: The sliding-window mask: plain PyTorch operations, and the package's causal mask (lesson 08 builds on it).
 WINDOW_ALLOWED = Allowed(PLAIN, said=PLAIN_SAID, functions=frozenset({causal_mask}),
                          library_hint="build the window yourself (from comparisons of positions, or tril and triu); "
-                                      "your function called {call}, which makes it for you.")
+                                      "your function called {call}, which makes it for you.", own_helpers=False)
+
+
+#: The hint for a softmax taken before masking, then renormalised.
+RENORMALISED = ("mask before the softmax. A softmax over every key, then the blocked weights zeroed and the rest "
+                "divided by their sum, is the same on paper, but when a blocked key scores far above the allowed "
+                "ones their weights underflow to 0 in the softmax, and the renormalisation is 0 / 0. Fill the "
+                "blocked scores with float('-inf') first: scores.masked_fill(~mask, float('-inf')).")
 
 
 def check_masked_softmax(fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]) -> CheckResult:
@@ -228,8 +255,13 @@ def check_masked_softmax(fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor
         ❌ masked softmax: not quite. Hint: a query whose keys are all blocked has -inf everywhere, ...
     """
     name = "masked softmax"
+    scores, mask = _scores_and_mask(1)
+    underflow = torch.where(mask, scores, scores + 150.0)  # every blocked key far above the allowed ones
     result = check_function(fn, _reference, _scores_and_mask, name=name, mistakes=MASKED_SOFTMAX_MISTAKES,
-                            allowed=ALLOWED, float64=True, backward=True,
+                            allowed=ALLOWED, float64=True, backward=True, keep_inputs=True,
+                            awkward=[Awkward("rows whose allowed weights underflow (their blocked keys score 150 "
+                                             "higher)", (underflow, mask), RENORMALISED),
+                                     loud((scores, mask), 60.0, 0, hint=HINTS["naive_exp"])],
                             shape_hint="the weights have the scores' shape (N, L, S): mask the scores, do not "
                                        "index them.")
     if not result.passed:

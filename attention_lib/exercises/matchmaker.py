@@ -55,7 +55,8 @@ FLIPPED = ("rows are queries and columns are keys: the scores are (..., L, S). Y
 #: routine in any spelling, and no detour out of PyTorch.
 ALLOWED = Allowed(METADATA | LAYOUT | CREATION | ELEMENTWISE | {"sum", "mean", "amax", "max", "prod"},
                   said="elementwise products and sums, with broadcasting (unsqueeze, indexing with None), reshapes and "
-                       "indexing", instead=dict.fromkeys(MATRIX_PRODUCTS, NO_MATMUL), library_hint=NO_MATMUL)
+                       "indexing", instead=dict.fromkeys(MATRIX_PRODUCTS, NO_MATMUL), library_hint=NO_MATMUL,
+                  own_helpers=False)
 
 #: Typical wrong answers: the scores flipped, scaling too early.
 MISTAKES = [(wrong, FLIPPED) for wrong, _ in recipe_mistakes(("reversed_scores",), result=lambda r: r.scores)]
@@ -108,6 +109,6 @@ def check_matchmaker(fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]) -
         ❌ matchmaker: not allowed here. Hint: this exercise builds the scores without a matrix product, ...
     """
     return check_function(fn, matchmaker, _inputs, name="matchmaker", mistakes=MISTAKES, shape_hint=_shape_hint,
-                          allowed=ALLOWED, no_loops=True, loop_hint=NO_LOOPS, float64=True,
+                          allowed=ALLOWED, no_loops=True, loop_hint=NO_LOOPS, float64=True, keep_inputs=True,
                           inputs_said="3 fixed test inputs, one square and one with two batch dimensions, with "
                                       "elementwise products and sums only and no Python loop")

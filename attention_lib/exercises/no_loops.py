@@ -20,6 +20,7 @@ from ._checker import CheckResult, also_checked, check_function
 from ._compare import difference
 from ._hints import HINTS
 from ._running import loop_growth, run_learner
+from ._where import how_it_differs
 
 #: The temperature of the exercise: the cosine, between -1 and 1, is divided by it.
 TEMPERATURE = 0.1
@@ -55,8 +56,15 @@ def _reference(query: torch.Tensor, key: torch.Tensor, temperature: float = TEMP
 #: The other temperature tried when the learner's function takes one (``temperature=0.1`` in the stub).
 OTHER_TEMPERATURE = 0.5
 
+#: A temperature small enough that cosine / temperature overflows exp in float32 (above about 88).
+LOUD_TEMPERATURE = 0.002
+
+TEMPERATURE_LOUD = ("right at the temperatures 0.1 and {other}, but at temperature={loud} (cosines up to 1 / {loud} = "
+                    "{top:.0f}, loud scores) your function returned {what} where softmax(cosine / {loud}) has numbers "
+                    "({differs}). Hint: " + HINTS["naive_exp"])
+
 TEMPERATURE_IGNORED = ("right at the temperature 0.1, but called with temperature={other} your function returned "
-                       "other weights than softmax(cosine / {other}) ({differs}): it ignores its `temperature` "
+                       "other weights than softmax(cosine / {other}) ({differs}). Hint: it ignores its `temperature` "
                        "argument (a 0.1 written into the code?). Divide the cosines by `temperature`.")
 
 
@@ -107,7 +115,7 @@ _WRITE_IT = ("write it with PyTorch's own operations: your function called {call
 ALLOWED = Allowed(PLAIN | PRODUCTS | SOFTMAX | {"norm", "linalg_norm", "linalg_vector_norm", "normalize",
                                                  "cosine_similarity"},
                   said=PLAIN_SAID + ", and the norms", library_hint=_WRITE_IT,
-                  instead={"scaled_dot_product_attention": _WRITE_IT})
+                  instead={"scaled_dot_product_attention": _WRITE_IT}, own_helpers=False)
 
 LOOP_HINT = ("right numbers, but your function ran {smallest} {what} on the smallest input and {largest} on the "
              "largest, so it loops in Python over sentences, words or features. Replace each loop by one tensor "
@@ -148,7 +156,7 @@ def check_weights_no_loops(fn: Callable) -> CheckResult:
     )
     if not result.passed:
         return result
-    ignored = _temperature_ignored(fn)
+    ignored = _temperature_ignored(fn) or _temperature_too_loud(fn)
     if ignored is not None:
         return CheckResult("failed", f"❌ {name}: {ignored}")
     growth = loop_growth(fn, [_inputs(trial) for trial in range(len(_SHAPES))])
@@ -156,7 +164,8 @@ def check_weights_no_loops(fn: Callable) -> CheckResult:
         what, smallest, largest = growth
         return CheckResult("failed", f"❌ {name}: " + LOOP_HINT.format(what=what, smallest=smallest,
                                                                        largest=largest))
-    tried = f", at the temperatures 0.1 and {OTHER_TEMPERATURE}" if _takes_temperature(fn) else ""
+    tried = (f", at the temperatures 0.1, {OTHER_TEMPERATURE} and {LOUD_TEMPERATURE}" if _takes_temperature(fn)
+             else "")
     return CheckResult("passed", f"✅ {name}: correct on three fixed batches (one square; in the others N, L, S "
                                  f"and E all differ){tried}{also_checked(True, False)}, in tensor operations with no "
                                  f"Python loop. Well done!")
@@ -180,3 +189,27 @@ def _temperature_ignored(fn: Callable) -> str | None:
         return None
     differs = difference(run.result, _reference(query, key, OTHER_TEMPERATURE))
     return None if differs is None else TEMPERATURE_IGNORED.format(other=OTHER_TEMPERATURE, differs=differs)
+
+
+def _temperature_too_loud(fn: Callable) -> str | None:
+    """For a function with a ``temperature`` parameter: the hint when a small temperature makes its softmax overflow
+    (NaN or inf where the reference has weights), else ``None``."""
+    if not _takes_temperature(fn):
+        return None
+    query, key = _inputs(1)
+    run = run_learner(lambda q, k: fn(q, k, temperature=LOUD_TEMPERATURE), (query, key), ALLOWED)
+    if run.error is not None or run.refused is not None or not isinstance(run.result, torch.Tensor):
+        return None
+    expected = _reference(query, key, LOUD_TEMPERATURE)
+    differs = difference(run.result, expected, atol=1e-4, rtol=1e-3)
+    if differs is None:
+        return None
+    bad = run.result.shape == expected.shape and not bool(run.result.isfinite().all())
+    what = "NaN or inf" if bad else "other weights"
+    if not bad:
+        hint = HINTS["clamp"] if run.clamped else how_it_differs(run.result, expected)
+        return (f"right at the temperatures 0.1 and {OTHER_TEMPERATURE}, but at temperature={LOUD_TEMPERATURE} your "
+                f"function returned other weights than softmax(cosine / {LOUD_TEMPERATURE}) ({differs})."
+                + (f" Hint: {hint}" if hint else ""))
+    return TEMPERATURE_LOUD.format(other=OTHER_TEMPERATURE, loud=LOUD_TEMPERATURE, top=1 / LOUD_TEMPERATURE,
+                                   what=what, differs=differs)

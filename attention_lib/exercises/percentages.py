@@ -107,7 +107,12 @@ SHORTCUTS = ("softmax", "log_softmax", "special_softmax", "special_log_softmax",
 #: What the exercise may use: amax, exp, sum and log, with plain arithmetic, indexing and comparisons (and clamp,
 #: whose slip has its own hint).
 ALLOWED = Allowed(PLAIN | {"clamp", "clip"}, said="amax, exp, sum and log, with plain arithmetic, indexing and "
-                  "comparisons", instead=dict.fromkeys(SHORTCUTS, LOG_CALL), library_hint=LOG_CALL)
+                  "comparisons", instead=dict.fromkeys(SHORTCUTS, LOG_CALL), library_hint=LOG_CALL, own_helpers=False)
+
+
+def _clamped(args: tuple, run) -> str | None:
+    """The clamp hint, only when the learner's clamp changed a number (a clamp that cut nothing is not the slip)."""
+    return HINTS["clamp"] if run.clamped else None
 
 
 def check_log_softmax(fn: Callable[[torch.Tensor], torch.Tensor]) -> CheckResult:
@@ -139,7 +144,7 @@ def check_log_softmax(fn: Callable[[torch.Tensor], torch.Tensor]) -> CheckResult
         'failed'
     """
     return check_function(fn, _reference, _inputs, name="log softmax", mistakes=MISTAKES, atol=1e-3, rtol=1e-6,
-                          allowed=ALLOWED, clues={"clamp": HINTS["clamp"], "clip": HINTS["clamp"]},
+                          allowed=ALLOWED, clues={"clamp": _clamped, "clip": _clamped}, keep_inputs=True,
                           float64=True, backward=True,
                           shape_hint="one log-weight per score: the same shape as the scores, (N, L, S).",
                           inputs_said="3 fixed test inputs, in float32 and float64, with scores far beyond "

@@ -72,7 +72,7 @@ MISTAKES = [
 
 #: Plain PyTorch operations (``F.linear`` included); the package's steps and PyTorch's fused attention are refused.
 ALLOWED = Allowed(PLAIN | PRODUCTS | SOFTMAX, said=PLAIN_SAID, library_hint=HINTS["library_shortcut"],
-                  instead={"scaled_dot_product_attention": HINTS["library_shortcut"]})
+                  instead={"scaled_dot_product_attention": HINTS["library_shortcut"]}, own_helpers=False)
 
 
 def _shape_hint(args: tuple, got: tuple | None) -> str:
@@ -112,5 +112,5 @@ def check_scaled_scores(fn: Callable[[torch.Tensor, torch.Tensor, torch.Tensor],
         ❌ scaled scores: not quite. Hint: divide by √d_k, the size of the projected queries and keys, ...
     """
     return check_function(fn, _scaled_scores, _inputs, name="scaled scores", mistakes=MISTAKES,
-                          shape_hint=_shape_hint, allowed=ALLOWED, float64=True,
+                          shape_hint=_shape_hint, allowed=ALLOWED, float64=True, keep_inputs=True,
                           inputs_said="3 fixed sentences, each with d_model different from d_k")

@@ -11,6 +11,7 @@ from collections.abc import Callable
 import torch
 
 from ..validation import is_int
+from ._again import Awkward
 from ._allowed import Allowed
 from ._checker import CheckResult, check_function
 from ._hints import HINTS
@@ -44,7 +45,7 @@ MISTAKES = [
 
 #: The exercise asks for the shape from the two tuples alone: no PyTorch operation at all (a product, a broadcast
 #: or an empty tensor, on any device, even ``meta``) is allowed.
-ALLOWED = Allowed(frozenset(), said="the two tuples alone", default=HINTS["shape_computed"])
+ALLOWED = Allowed(frozenset(), said="the two tuples alone", default=HINTS["shape_computed"], own_helpers=False)
 
 
 def _explain(got, expected: tuple[int, ...], args: tuple) -> str:
@@ -67,6 +68,15 @@ def _explain(got, expected: tuple[int, ...], args: tuple) -> str:
     wrong = next(i for i, (a, b) in enumerate(zip(got, expected, strict=True)) if a != b)
     return (f"{on}, which is not the shape of the scores: size {wrong} (counting from 0) is wrong. Hint: "
             f"(N, ..., L, E) @ (N, ..., E, S) -> (N, ..., L, S).")
+
+
+#: A second pair of shapes for each number of batch dimensions, tried once the fixed pairs are right.
+_AGAIN = (((3, 6), (7, 6)), ((2, 5, 3), (2, 9, 3)), ((1, 2, 3, 4), (1, 2, 5, 4)), ((2, 1, 3, 4, 6), (2, 1, 3, 8, 6)))
+
+#: The hint for an answer right on the fixed pairs and wrong on another pair of the same rank.
+SAME_RANK = ("right on the fixed pairs, but not on another pair with the same number of dimensions: does your "
+             "function remember, or write in, an answer per number of dimensions? Work the shape out from the two "
+             "tuples every time: the batch dimensions in front stay, and (L, E) @ (E, S) -> (L, S).")
 
 
 def check_scores_shape(scores_shape: Callable[[tuple, tuple], tuple]) -> CheckResult:
@@ -96,6 +106,8 @@ def check_scores_shape(scores_shape: Callable[[tuple, tuple], tuple]) -> CheckRe
     """
     result = check_function(scores_shape, _reference, _inputs, name="scores_shape", mistakes=MISTAKES,
                             atol=0.0, rtol=0.0, allowed=ALLOWED, explain=_explain, trials=len(_TRIALS),
+                            awkward=[Awkward(f"another pair with {len(q) - 2} batch dimensions, {q} and {k}", (q, k),
+                                             SAME_RANK) for q, k in _AGAIN],
                             inputs_said="4 fixed pairs of shapes, with 0, 1, 2 and 3 batch dimensions, without any "
                                         "PyTorch operation")
     if not result.passed:

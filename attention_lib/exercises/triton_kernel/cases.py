@@ -159,6 +159,7 @@ class Ran:
     read_outside: str | None = None
     wrote_outside: str | None = None  # "Out" or "Lse": a store landed outside that tensor
     only_past_the_end: bool = False  # ... only in the rows after the last query
+    selected_tiles: int | None = None  # tiles of keys loaded without a mask, yet masked with tl.where
 
 
 def run_case(kernel, case: Case) -> Ran:
@@ -188,4 +189,4 @@ def run_case(kernel, case: Case) -> Ran:
     past = not bool((rows == FILL).all()) or not bool((lse_memory[B * L:] == FILL).all())
     wrote_outside = "Out" if elsewhere or not bool((rows == FILL).all()) else "Lse" if past else None
     return Ran(output.cpu(), lse.cpu(), not (past or elsewhere), seen.get("masked"), seen.get("all"),
-               seen.get("outside"), wrote_outside, past and not elsewhere)
+               seen.get("outside"), wrote_outside, past and not elsewhere, seen.get("selected"))

@@ -154,6 +154,9 @@ def _check(kernel, cases: tuple[Case, ...], passed: str, count_masks: bool) -> C
             hint = HINTS["full tiles masked"].format(masked=ran.masked_key_loads, loads=ran.key_loads,
                                                      needed=_cases.edge_tiles(case))
             return CheckResult("failed", f"❌ {_NAME}: on {case.name}, {hint}")
+        if ran.selected_tiles:
+            hint = HINTS["full tiles selected"].format(selected=ran.selected_tiles, loads=ran.key_loads)
+            return CheckResult("failed", f"❌ {_NAME}: on {case.name}, {hint}")
     return CheckResult("passed", f"✅ {_NAME}: {passed} Well done!")
 
 

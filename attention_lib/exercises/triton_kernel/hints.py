@@ -86,13 +86,18 @@ HINTS = {
                          "full_end, BLOCK_S), then over the edge tiles from full_end to key_end with masks; full_end "
                          "is where the tile holding the block's first query starts (and never past S's last full "
                          "tile).",
+    "full tiles selected": "right, but your kernel masks the scores (tl.where) in {selected} of its {loads} tiles of "
+                           "keys that need no mask: the full tiles before the diagonal, where every key exists and "
+                           "comes before every query of the block. The mask changes no number there and costs time "
+                           "on every tile: apply the causal tl.where only in the edge tiles (inside `if MASKED:`).",
 }
 
 
 def _mistakes(*slips: str) -> list[tuple[str, str]]:
     """``(slip, the fixed part of its hint)`` for each slip."""
     return [(slip, HINTS[slip].format(which="keys and values") if slip == "heads share keys" else
-             HINTS[slip].split("{needed} need one: ")[-1].split("{which} ")[-1]) for slip in slips]
+             HINTS[slip].split("{needed} need one: ")[-1].split("{which} ")[-1].split("{loads} tiles of ")[-1])
+            for slip in slips]
 
 
 #: The hints :func:`check_attention_kernel` gives for wrong answers (a crash on ``Ev != E`` names VALUE_DIM too).
@@ -101,4 +106,5 @@ MISTAKES = _mistakes("update", "no rescale", "ragged tile unmasked", "read past 
                      "lse", "lse in base 2", "lse heads", "precision")
 #: The hints :func:`check_causal_kernel` adds.
 CAUSAL_MISTAKES = _mistakes("no causal mask", "own key lost", "future tiles visited", "key_end in BLOCK_S",
-                            "full_end past S", "full tiles masked", "full_end off a tile", "key_end short")
+                            "full_end past S", "full tiles masked", "full_end off a tile", "key_end short",
+                            "full tiles selected")

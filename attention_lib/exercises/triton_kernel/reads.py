@@ -38,14 +38,15 @@ def watching_reads(tensors: dict[str, torch.Tensor]):
     """Watch the interpreter's loads while a kernel runs on ``tensors`` (name -> the view passed to the kernel).
 
     Yields a dict filled as the kernel runs: ``"all"`` and ``"masked"``, the loads from ``"key"`` (one per tile) and
-    those made with a mask; ``"outside"``, the name of the first tensor a load read past (its buffer's padding
-    rows), or ``"memory outside every input"``.
+    those made with a mask; ``"selected"``, the tiles of keys loaded without a mask whose scores still went through
+    a ``tl.where`` (a mask the full tiles do not need); ``"outside"``, the name of the first tensor a load read past
+    (its buffer's padding rows), or ``"memory outside every input"``.
     """
     from triton.runtime.interpreter import InterpreterBuilder, interpreter_builder
 
     views = [_View(name, t) for name, t in tensors.items()]
-    seen: dict = {"all": 0, "masked": 0, "outside": None}
-    unmasked = []
+    seen: dict = {"all": 0, "masked": 0, "outside": None, "selected": 0}
+    unmasked, tile = [], {"unmasked": False, "selected": False}
 
     def masked_load(ptrs, mask, *args):
         active = ptrs.data[mask.data.astype(bool)] if mask.data.shape == ptrs.data.shape else ptrs.data.ravel()
@@ -56,6 +57,7 @@ def watching_reads(tensors: dict[str, torch.Tensor]):
             if first == "key":
                 seen["all"] += 1
                 seen["masked"] += not unmasked
+                tile.update(unmasked=bool(unmasked), selected=False)
             if seen["outside"] is None and not np.logical_or.reduce(owners).all():
                 seen["outside"] = _whose(views, active, owners)
         return InterpreterBuilder.create_masked_load(interpreter_builder, ptrs, mask, *args)
@@ -67,11 +69,18 @@ def watching_reads(tensors: dict[str, torch.Tensor]):
         finally:
             unmasked.pop()
 
-    interpreter_builder.create_masked_load, interpreter_builder.create_load = masked_load, load
+    def select(cond, lhs, rhs):
+        if tile["unmasked"] and not tile["selected"]:  # a tl.where in a tile of keys loaded without a mask
+            seen["selected"] += 1
+            tile["selected"] = True
+        return InterpreterBuilder.create_select(interpreter_builder, cond, lhs, rhs)
+
+    builder = interpreter_builder
+    builder.create_masked_load, builder.create_load, builder.create_select = masked_load, load, select
     try:
         yield seen
     finally:
-        del interpreter_builder.create_masked_load, interpreter_builder.create_load
+        del builder.create_masked_load, builder.create_load, builder.create_select
 
 
 def _whose(views: list[_View], active: np.ndarray, owners: list[np.ndarray]) -> str:

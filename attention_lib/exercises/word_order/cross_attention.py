@@ -13,6 +13,7 @@ import torch
 
 from ...attention import blend, calculate_attention, matchmaker, percentages, scaler
 from ...masks import causal_mask, padding_mask
+from .._again import loud
 from .._allowed import PLAIN, PLAIN_SAID, PRODUCTS, SOFTMAX, Allowed
 from .._checker import CheckResult, also_checked, check_function
 from .._hints import HINTS
@@ -29,7 +30,7 @@ ALLOWED = Allowed(PLAIN | PRODUCTS | SOFTMAX | {"scaled_dot_product_attention"},
                   functions=frozenset({calculate_attention, padding_mask, causal_mask, percentages, matchmaker, scaler,
                                        blend}),
                   library_hint="use al.calculate_attention, al.padding_mask or plain PyTorch operations; your "
-                               "function called {call}, which this exercise does not use.")
+                               "function called {call}, which this exercise does not use.", own_helpers=False)
 
 #: A hand-written masked softmax gives NaN for a sentence of length 0: its keys are all -inf.
 EMPTY_SENTENCE = HINTS["fully_masked_nan"].replace("a query whose keys", "a question word whose keys (a sentence of "
@@ -183,7 +184,9 @@ def check_cross_attention(fn) -> CheckResult:
     """
     name = "cross-attention"
     result = check_function(fn, _reference, _question_and_sentences, name=name, mistakes=CROSS_MISTAKES,
-                            trials=len(_TRIALS), allowed=ALLOWED, float64=True, backward=True)
+                            trials=len(_TRIALS), allowed=ALLOWED, float64=True, backward=True, keep_inputs=True,
+                            awkward=[loud(_question_and_sentences(0), factor, 0, hint=HINTS["naive_exp"])
+                                     for factor in (100.0, -100.0)])
     if result.passed:
         return CheckResult("passed", f"✅ {name}: correct on four fixed padded batches (L != S, sentences of "
                                      f"different lengths, one of length 0){also_checked(True, True)}. Well done!")

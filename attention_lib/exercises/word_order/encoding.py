@@ -11,6 +11,7 @@ from __future__ import annotations
 import torch
 
 from ...positions import sinusoidal_encoding
+from .._again import Awkward
 from .._allowed import PLAIN, PLAIN_SAID, PRODUCTS, Allowed
 from .._checker import CheckResult, check_function
 
@@ -101,7 +102,8 @@ SINUSOIDAL_MISTAKES = [
 
 #: The package's encoding is the answer itself.
 ALLOWED = Allowed(PLAIN | PRODUCTS, said=PLAIN_SAID, library_hint="write the table yourself from the formula, with "
-                  "torch.arange, torch.sin and torch.cos: your function called {call}, which is the answer itself.")
+                  "torch.arange, torch.sin and torch.cos: your function called {call}, which is the answer itself.",
+                  own_helpers=False)
 
 
 def check_sinusoidal_encoding(fn) -> CheckResult:
@@ -120,14 +122,20 @@ def check_sinusoidal_encoding(fn) -> CheckResult:
         frequency, multiplying instead of dividing, positions counted from 1, a transposed table).
 
     Example:
-        >>> check_sinusoidal_encoding(lambda length, dim: _interleave(torch.sin(a := _angles(length, dim)),
-        ...                                                          torch.cos(a))).status
+        >>> def encoding(length, dim):
+        ...     angles = torch.arange(length, dtype=torch.float64)[:, None] / 10000.0 ** (torch.arange(0, dim, 2) / dim)
+        ...     return torch.stack([angles.sin(), angles.cos()], dim=-1).flatten(-2).float()  # (length, dim)
+        >>> check_sinusoidal_encoding(encoding).status
         'passed'
         >>> print(check_sinusoidal_encoding(_swapped))
         ❌ sinusoidal encoding: not quite. Hint: sine and cosine are swapped: ...
     """
     result = check_function(fn, sinusoidal_encoding, _sizes, name="sinusoidal encoding",
                             mistakes=SINUSOIDAL_MISTAKES, allowed=ALLOWED,
+                            awkward=[Awkward("a long text, (length, dim) = (300, 6)", (300, 6),
+                                             "right on short texts, but not on a long one: does your function build a "
+                                             "table for a fixed maximum length and slice it? Build it for the length "
+                                             "asked, from torch.arange(length).")],
                             shape_hint="one row per position and one column per feature: (length, dim). If you "
                                        "got (dim, length), build the angles as positions[:, None] / frequencies"
                                        "[None, :].")
