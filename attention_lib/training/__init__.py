@@ -16,6 +16,8 @@ Shared, named for what it is:
   15's texts);
 - :mod:`~attention_lib.training.bands`: what training gives, as a band over seeds and CPU paths, and the statement
   a lesson prints about its own run (the measured bands: ``bands_measured``);
+- :mod:`~attention_lib.training.seed_study`: what a recipe gives over many seeds, per seed and as min-max, what holds
+  on how many seeds, and a band checked on seeds it was not fitted on;
 - :mod:`~attention_lib.training.shipped`: the shipped weights (``trained/*.pt``) and the one loader,
   :func:`load_shipped`.
 """
