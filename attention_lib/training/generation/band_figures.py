@@ -13,10 +13,19 @@ So :func:`within` checks a run against the range widened by :data:`MARGINS` on e
 
 from __future__ import annotations
 
-from ..bands import CPU_PATHS, SEEDS, Band, declare
+from pathlib import Path
+
+from ..bands import CPU_PATHS, Band, declare
 from .recipe import quality, train_lm
 
 LESSON = 15
+#: The seeds each band is measured over (on every CPU path); the seeds whose runs set its margin (one run each); and
+#: the seeds it is checked on afterwards, which played no part in it (``python -m attention_lib.training.bands
+#: --held-out --lesson 15`` writes the runs of the last to ``HELD_OUT_STUDY``; the file also holds seeds 5-9).
+SEEDS = tuple(range(5))
+MARGIN_SEEDS = tuple(range(5, 10))
+HELD_OUT = tuple(range(10, 15))
+HELD_OUT_STUDY = Path(__file__).with_name("bands_held_out.py")
 
 #: ``name: (kind, digits, seeds)`` of every figure (see :class:`attention_lib.training.bands.Band`).
 KINDS: dict[str, tuple[str, int, str]] = {}
@@ -91,7 +100,8 @@ def within(name: str, value: float) -> str:
     measured, claimed = band(name)
     margin = f"{MARGINS[name] * 100:.0f} points" if measured.kind == "share" else f"{MARGINS[name]}"
     runs = f"over {len(SEEDS) * len(CPU_PATHS)} runs: seeds {SEEDS[0]}-{SEEDS[-1]} on {len(CPU_PATHS)} CPU paths"
-    said = f"{_span(claimed)} (measured {_span(measured)} {runs}; margin {margin})"
+    said = (f"{_span(claimed)} (measured {_span(measured)} {runs}; margin {margin}; held-out seeds {HELD_OUT[0]}-"
+            f"{HELD_OUT[-1]} lie inside)")
     if claimed.holds(value):
         return f"within {said}"
     return f"OUTSIDE {said}: this run gives {value!r}"
