@@ -4,8 +4,10 @@ it leaves behind; with ``--held-out``, the runs of a lesson's held-out seeds, wh
 
 from __future__ import annotations
 
+import functools
 import importlib
 import json
+import math
 import os
 import subprocess
 import sys
@@ -77,6 +79,35 @@ def held_out(lesson: int) -> dict[str, dict[int, float]]:
         if outside:
             misses[name] = outside
     return misses
+
+
+def margin_seed_spread(name: str, band=None) -> float:
+    """The spread of ``name`` over its lesson's fitted runs and one run of each ``MARGIN_SEEDS`` seed (read from
+    the study its ``MARGIN_STUDY`` names): ``max - min``; 0 for a lesson without margin seeds. A seed beyond the
+    five fitted lands outside their range often (one draw in three, for five draws), so a band that claims the
+    seeds' whole spread again on each side is what the held-out seeds are then checked against."""
+    from .bands import Band, all_kinds, lessons
+    from .bands_measured import BANDS
+
+    kinds = all_kinds()
+    module = importlib.import_module(lessons()[kinds[name][0]]) if name in kinds else None
+    if not getattr(module, "MARGIN_SEEDS", ()) or (band is None and name not in BANDS):
+        return 0.0
+    band = band or Band(*BANDS[name])
+    values = [v for seed, v in _margin_values(module.MARGIN_STUDY, name).items() if seed in module.MARGIN_SEEDS]
+    spread = max(band.high, *values) - min(band.low, *values)
+    return float(math.ceil(spread)) if band.kind == "step" else spread
+
+
+@functools.cache
+def _margin_study(path):
+    from .seed_study import load_study
+
+    return load_study(path)
+
+
+def _margin_values(path, name: str) -> dict[int, float]:
+    return _margin_study(str(path)).values(name)
 
 
 def _measure_one(lesson: int, seed: int, only: str = "") -> dict[str, float]:

@@ -29,7 +29,7 @@ from typing import NamedTuple
 
 import torch
 
-from ._bands_file import held_out  # noqa: F401 - checked here, measured there
+from ._bands_file import held_out, margin_seed_spread  # noqa: F401 - used here, measured there
 
 
 def lessons() -> dict[int, str]:
@@ -107,13 +107,16 @@ class Band(NamedTuple):
         return float(low) <= value * scale <= float(high)
 
     def margin(self, name: str = "") -> float:
-        """How far the band claims beyond what was measured, on each side (see :data:`WIDER` and :func:`widened`)."""
-        for suffix, (margin, _why) in WIDER.items():
-            if name.endswith(suffix):
-                return margin
+        """How far the band claims beyond what was measured, on each side: one unit as shown or half the measured
+        spread, whichever is larger; at least the :data:`WIDER` margin; and for a lesson that names ``MARGIN_SEEDS``,
+        at least the whole spread of its fitted and margin seeds (:func:`margin_seed_spread`)."""
         unit = {"share": 0.01, "step": 5}.get(self.kind, 10.0 ** -self.digits)
         half = (self.high - self.low) / 2
-        return max(unit, math.ceil(half) if self.kind == "step" else half)
+        margin = max(unit, math.ceil(half) if self.kind == "step" else half)
+        for suffix, (wider, _why) in WIDER.items():
+            if name.endswith(suffix):
+                margin = max(margin, wider)
+        return max(margin, margin_seed_spread(name, self))
 
     def widened(self, name: str = "") -> Band:
         """The band a lesson claims: the measured range plus :meth:`margin` on each side, kept inside what the

@@ -68,11 +68,17 @@ def load() -> SeedStudy:
     return load_study(STORED)
 
 
-def main() -> None:  # pragma: no cover - run by hand (``python3 course.py remake study-15``), about 8 minutes
+def main(argv=None) -> None:  # pragma: no cover - run by hand (``python3 course.py remake study-15``), about 8 minutes
     note = (f"Lesson 15's recipe on seeds {STUDY_SEEDS[0]}-{STUDY_SEEDS[-1]}: its band figures and what the "
             f"lesson reads off its shipped models, one run each on this machine's own CPU path (torch "
             f"{torch.__version__}, one thread).\n\nWritten by `python3 course.py remake study-15`.")
-    run_study(seed_figures, STUDY_SEEDS, progress=True, save_to=STORED, note=note)
+    import argparse
+
+    parser = argparse.ArgumentParser(description="Train the recipe on each seed and store what it gives.")
+    parser.add_argument("--seeds", type=int, nargs="+", default=list(STUDY_SEEDS), help="the seeds to run")
+    parser.add_argument("--to", default=str(STORED), help="the file to write (default: the stored study)")
+    args = parser.parse_args(argv)
+    run_study(seed_figures, args.seeds, progress=True, save_to=args.to, note=note)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -47,6 +47,7 @@ INDUCTION_LAG = declare(KINDS, "induction: steps from the loss halfway down to t
 #: others to ``HELD_OUT_STUDY``).
 SEEDS = tuple(range(5))
 MARGIN_SEEDS = tuple(range(5, 10))
+MARGIN_STUDY = Path(__file__).with_name("study_measured.py")
 HELD_OUT = tuple(range(10, 15))
 HELD_OUT_STUDY = Path(__file__).with_name("bands_held_out.py")
 
