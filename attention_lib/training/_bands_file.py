@@ -74,7 +74,7 @@ def held_out(lesson: int) -> dict[str, dict[int, float]]:
     study = load_study(module.HELD_OUT_STUDY).subset(module.HELD_OUT)
     misses = {}
     for name in module.KINDS:
-        band = Band(*BANDS[name]).widened(name)
+        band = module.band(name)[1] if hasattr(module, "band") else Band(*BANDS[name]).widened(name)
         outside = {seed: v for seed, v in study.values(name).items() if not band.holds(v)}
         if outside:
             misses[name] = outside
@@ -94,8 +94,13 @@ def margin_seed_spread(name: str, band=None) -> float:
     if not getattr(module, "MARGIN_SEEDS", ()) or (band is None and name not in BANDS):
         return 0.0
     band = band or Band(*BANDS[name])
-    values = [v for seed, v in _margin_values(module.MARGIN_STUDY, name).items() if seed in module.MARGIN_SEEDS]
-    spread = max(band.high, *values) - min(band.low, *values)
+    found = _margin_values(module.MARGIN_STUDY, name)
+    missing = sorted(set(module.MARGIN_SEEDS) - set(found))
+    if missing:
+        raise ValueError(f"{module.MARGIN_STUDY} lacks the margin seeds {missing} of {name!r}; run the lesson's "
+                         f"study again (python3 course.py remake study-NN or held-out-NN).")
+    values = [band.low, band.high, *(found[seed] for seed in module.MARGIN_SEEDS)]
+    spread = max(values) - min(values)
     return float(math.ceil(spread)) if band.kind == "step" else spread
 
 

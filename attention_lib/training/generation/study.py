@@ -69,8 +69,8 @@ def load() -> SeedStudy:
 
 
 def main(argv=None) -> None:  # pragma: no cover - run by hand (``python3 course.py remake study-15``), about 8 minutes
-    note = (f"Lesson 15's recipe on seeds {STUDY_SEEDS[0]}-{STUDY_SEEDS[-1]}: its band figures and what the "
-            f"lesson reads off its shipped models, one run each on this machine's own CPU path (torch "
+    note = (f"Lesson 15's recipe on seeds {STUDY_SEEDS[0]}-{STUDY_SEEDS[-1]}: what the lesson reads off its "
+            f"shipped models, one run each on this machine's own CPU path (torch "
             f"{torch.__version__}, one thread).\n\nWritten by `python3 course.py remake study-15`.")
     import argparse
 
