@@ -205,7 +205,7 @@ def test_lesson_15s_bands_are_the_measured_range_widened_by_their_margin(monkeyp
     fake = {b.AGREEING: (0.62, 0.82, "share", 2, "all"), b.LAST_LOSS: (1.426, 1.444, "number", 2, "all"),
             b.WELL_FORMED: (0.97, 1.0, "share", 2, "all")}
     monkeypatch.setattr(bands_measured, "BANDS", fake)
-    monkeypatch.setattr(b, "margin_seed_spread", lambda name, band: 0.0)  # the margin seeds: tested below
+    monkeypatch.setattr(b, "margin_seed_spread", lambda module, name, band: 0.0)  # the margin seeds: tested below
     measured, claimed = b.band(b.AGREEING)
     assert (measured.low, measured.high) == (0.62, 0.82)
     assert (round(claimed.low, 6), round(claimed.high, 6)) == (0.57, 0.87)

@@ -29,7 +29,7 @@ from typing import NamedTuple
 
 import torch
 
-from ._bands_file import held_out, margin_seed_spread  # noqa: F401 - used here, measured there
+from ._bands_file import WIDENED_FOR, WIDER, margin_seed_spread
 
 
 def lessons() -> dict[int, str]:
@@ -58,9 +58,6 @@ SEEDS = (0, 1, 2, 3, 4)
 def lesson_seeds(lesson: int) -> tuple[int, ...]:
     """The seeds ``lesson``'s bands are fitted on: its ``band_figures.SEEDS``, else :data:`SEEDS`.
 
-    A lesson that names them also names ``HELD_OUT``, seeds its bands are then checked on, which they were not
-    fitted on (lesson 13: ``attention_lib/training/induction_heads/study.py`` measures them).
-
     Example:
         >>> lesson_seeds(13), lesson_seeds(12)
         ((0, 1, 2, 3, 4, 5, 6, 7, 8, 9), (0, 1, 2, 3, 4))
@@ -74,7 +71,8 @@ def _seeds_of(name: str) -> tuple[int, ...]:
 
 
 class Band(NamedTuple):
-    """The range of one trained figure over the measured runs.
+    """The range of one trained figure over the measured runs (:data:`WIDER` and :data:`WIDENED_FOR`: the reasons
+    some bands claim more, kept in ``_bands_file``).
 
     Attributes:
         low, high: the smallest and the largest value measured.
@@ -116,7 +114,9 @@ class Band(NamedTuple):
         for suffix, (wider, _why) in WIDER.items():
             if name.endswith(suffix):
                 margin = max(margin, wider)
-        return max(margin, margin_seed_spread(name, self))
+        kinds = all_kinds()
+        module = importlib.import_module(lessons()[kinds[name][0]]) if name in kinds else None
+        return max(margin, margin_seed_spread(module, name, self))
 
     def widened(self, name: str = "") -> Band:
         """The band a lesson claims: the measured range plus :meth:`margin` on each side, kept inside what the
@@ -133,27 +133,6 @@ class Band(NamedTuple):
         """How many runs the measured range rests on: each seed of the figure ``name``'s lesson (or seed 0 only) on
         each CPU path."""
         return len(CPU_PATHS) * (1 if self.seeds == "0" else len(_seeds_of(name)))
-
-
-#: Figures whose band needs a wider margin than the rule of :meth:`Band.margin` (one unit shown, or half the measured
-#: spread, whichever is larger): ``name suffix: (margin, why)``.
-WIDER = {"largest difference from the shipped model's maps": (
-    0.05, "an AVX-512 machine measured 0.036 for agreement under ATEN_CPU_CAPABILITY=default, beyond the 0.022 of "
-          "the three paths measured here"),
-    "steps the middle half of the fall takes": (
-        10, "seeds 5-7, one run each on the native path, took 49-61 steps, beyond the 43-54 of the seeds measured"),
-    "steps from the loss halfway down to the previous-token score halfway up": (
-        15, "the scores are recorded every 25 steps, and seed 5 (native path) lagged 33 steps, near the edge of the "
-            "9-step margin"),
-    "rise of the loss on the rest, from its lowest moving average to its last 20 steps": (
-        0.05, "a rise of a few hundredths is all the lesson claims; seeds 0-7 on the native path gave 0.17-0.18"),
-    "loss on the rest, lowest 20-step moving average": (
-        0.03, "seeds 0-7 on the native path all gave 3.50 to two decimals; other paths may shift the last digit"),
-    "induction: step where the previous-token score is halfway up": (
-        50, "held-out seed 13 (native path) reached it at step 250, 25 steps past the band of seeds 0-9: widened "
-            "to hold it, so for this figure seed 13 is no longer held out")}
-#: Figures whose band was widened after a held-out seed fell outside it: ``name suffix: those seeds``.
-WIDENED_FOR = {"induction: step where the previous-token score is halfway up": (13,)}
 
 
 def declare(kinds: dict, name: str, kind: str = "share", digits: int = 2, seeds: str = "all") -> str:
@@ -283,11 +262,37 @@ def band_text(name: str) -> str:
     return f"{low}{unit}" if low == high else f"{_span(low, high)}{unit}"
 
 
+def held_out(lesson: int) -> dict[str, dict[int, float]]:
+    """Each band of ``lesson`` checked on the seeds it was not fitted on: ``{figure: {seed: value}}`` of the runs
+    that fall outside the band the lesson claims (empty: every held-out run lies inside).
+
+    The runs of the lesson's ``band_figures.HELD_OUT`` seeds are read from the study its ``HELD_OUT_STUDY`` names.
+
+    Example:
+        >>> held_out(13), held_out(12)
+        ({}, {})
+    """
+    from .bands_measured import BANDS
+    from .seed_study import load_study
+
+    module = importlib.import_module(lessons()[lesson])
+    if not getattr(module, "HELD_OUT", ()):
+        return {}
+    study = load_study(module.HELD_OUT_STUDY).subset(module.HELD_OUT)
+    misses = {}
+    for name in module.KINDS:
+        band = module.band(name)[1] if hasattr(module, "band") else Band(*BANDS[name]).widened(name)
+        outside = {seed: v for seed, v in study.values(name).items() if not band.holds(v)}
+        if outside:
+            misses[name] = outside
+    return misses
+
+
 def main(argv=None) -> None:  # pragma: no cover - run by hand, minutes: every lesson, seed and CPU path
     """Measure the bands again (see :func:`attention_lib.training._bands_file.main`)."""
     from ._bands_file import main as measure
 
-    measure(argv)
+    measure(argv, lessons(), all_kinds(), {lesson: lesson_seeds(lesson) for lesson in lessons()}, CPU_PATHS)
 
 
 if __name__ == "__main__":  # pragma: no cover

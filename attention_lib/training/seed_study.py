@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import ast
 import json
-import pprint
 import textwrap
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -255,11 +254,11 @@ def write_study(study: SeedStudy, path: str | Path, note: str = "") -> None:
     if path.suffix == ".json":
         path.write_text(json.dumps({"note": note, "study": data}, indent=1) + "\n")
         return
-    body = pprint.pformat(data, width=116, sort_dicts=False)
+    body = "{\n" + "".join(f" {seed!r}: {figures!r},\n" for seed, figures in data.items()) + "}"  # a seed a line
     said = "\n\n".join(textwrap.fill(part, 116) for part in (note or "A seed study.").split("\n\n"))
     path.write_text(f'"""{said}\n\nWritten by attention_lib.training.seed_study.write_study; do not edit by hand.'
                     f'\n"""\n'
-                    f"# ruff: noqa: E501 - a data file: a figure's name and value stay on one line\n\n"
+                    f"# ruff: noqa: E501 - a data file: one line per seed\n\n"
                     f"#: ``{{seed: {{figure: value}}}}``, read by ``load_study``.\nSTUDY = {body}\n")
 
 

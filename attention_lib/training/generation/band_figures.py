@@ -13,6 +13,7 @@ So :func:`within` checks a run against the range widened by :data:`MARGINS` on e
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 from ..bands import CPU_PATHS, Band, declare, margin_seed_spread
@@ -85,7 +86,7 @@ def band(name: str) -> tuple[Band, Band]:
 def _margin(name: str, measured: Band) -> float:
     """:data:`MARGINS`' margin, or the spread of seeds 0-9 where it is larger (see
     :func:`~attention_lib.training.bands.margin_seed_spread`)."""
-    return max(MARGINS[name], margin_seed_spread(name, measured))
+    return max(MARGINS[name], margin_seed_spread(sys.modules[__name__], name, measured))
 
 
 def _span(b: Band) -> str:
