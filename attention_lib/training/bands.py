@@ -60,7 +60,7 @@ def lesson_seeds(lesson: int) -> tuple[int, ...]:
 
     Example:
         >>> lesson_seeds(13), lesson_seeds(12)
-        ((0, 1, 2, 3, 4, 5, 6, 7, 8, 9), (0, 1, 2, 3, 4))
+        ((0, 1, 2, 3, 4), (0, 1, 2, 3, 4))
     """
     return tuple(getattr(importlib.import_module(lessons()[lesson]), "SEEDS", SEEDS))
 
@@ -125,7 +125,7 @@ class Band(NamedTuple):
         low, high = self.low - margin, self.high + margin
         if self.kind == "share":
             low, high = max(low, 0.0), min(high, 1.0)
-        elif self.low >= 0:
+        elif self.low >= 0 and not name.split(": ")[-1].startswith("steps from"):  # a lag is signed
             low = max(low, 0.0)
         return self._replace(low=low, high=high)
 

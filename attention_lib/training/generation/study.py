@@ -24,8 +24,8 @@ from .texts import make_texts, subject_position, verb_position
 #: The seeds of the study.
 STUDY_SEEDS = tuple(range(10))
 STORED = Path(__file__).with_name("study_measured.py")
-#: The key/value-head variants trained for each seed: 4 key/value heads, and 1 (MQA, the variant the lesson finds
-#: failing more often); the 2-head variant ships for seeds 0-2 only, and the lesson says so.
+#: The key/value-head variants trained for each seed: 4 key/value heads, and 1 (MQA, the smallest cache); the 2-head
+#: variant ships for seeds 0-2 only, and the lesson says so.
 STUDIED = ("mha", "mqa")
 #: How far back the subject is, as the lesson groups it.
 DISTANCES = {"1-3": (1, 3), "4-7": (4, 7), "8+": (8, 99)}
