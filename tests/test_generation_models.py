@@ -205,12 +205,14 @@ def test_lesson_15s_bands_are_the_measured_range_widened_by_their_margin(monkeyp
     fake = {b.AGREEING: (0.62, 0.82, "share", 2, "all"), b.LAST_LOSS: (1.426, 1.444, "number", 2, "all"),
             b.WELL_FORMED: (0.97, 1.0, "share", 2, "all")}
     monkeypatch.setattr(bands_measured, "BANDS", fake)
+    monkeypatch.setattr(b, "margin_seed_spread", lambda module, name, band: 0.0)  # the margin seeds: tested below
     measured, claimed = b.band(b.AGREEING)
     assert (measured.low, measured.high) == (0.62, 0.82)
     assert (round(claimed.low, 6), round(claimed.high, 6)) == (0.57, 0.87)
     assert b.band(b.WELL_FORMED)[1].high == 1.0  # a share stays a share
     said = b.within(b.AGREEING, 0.85)
-    assert said == "within 57-87 % (measured 62-82 % over 15 runs: seeds 0-4 on 3 CPU paths; margin 5 points)"
+    assert said == ("within 57-87 % (measured 62-82 % over 15 runs: seeds 0-4 on 3 CPU paths; margin 5 points; "
+                    "held-out seeds 10-14 lie inside)")
     outside = b.within(b.AGREEING, 0.9)
     assert outside.startswith("OUTSIDE 57-87 %")
     assert outside.endswith("this run gives 0.9")
@@ -219,6 +221,19 @@ def test_lesson_15s_bands_are_the_measured_range_widened_by_their_margin(monkeyp
         b.band("agreement: held-out accuracy")
     with pytest.raises(ValueError, match=r"no band was measured.*course.py remake bands-15"):
         b.band(b.AGREEING_300)
+
+
+def test_a_band_of_lesson_15_claims_at_least_the_spread_of_its_fitted_and_margin_seeds(monkeypatch):
+    from attention_lib.training import bands_measured
+    from attention_lib.training.generation import band_figures as b
+    from attention_lib.training.seed_study import load_study
+
+    margin_runs = load_study(b.MARGIN_STUDY).subset(b.MARGIN_SEEDS).values(b.AGREEING)
+    monkeypatch.setattr(bands_measured, "BANDS", {b.AGREEING: (0.62, 0.82, "share", 2, "all")})
+    measured, claimed = b.band(b.AGREEING)
+    spread = max(0.82, *margin_runs.values()) - min(0.62, *margin_runs.values())
+    assert claimed.low == pytest.approx(max(0.0, 0.62 - max(0.05, spread)))
+    assert all(claimed.low <= v <= claimed.high for v in margin_runs.values())
 
 
 def test_lesson_15s_figures_are_declared_with_a_margin_each_and_joined_to_the_band_system():

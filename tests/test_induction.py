@@ -350,3 +350,18 @@ def test_the_head_maps_outline_the_predicted_cells():
         plot_head_maps([torch.eye(3)], "abc", titles=[])
     with pytest.raises(ValueError, match=r"each map must be \(4, 4\)"):
         plot_head_maps([torch.eye(3)], "abcd", titles=["a"])
+
+
+def test_a_head_resampled_from_its_own_input_changes_nothing_and_zeroed_is_the_models_ablation(shipped):
+    """The study's interventions against hand computations: a head given what it writes on the very same sequences
+    (one head, or a whole layer) leaves the accuracy as it is; zeroed, it is the model's own zero ablation."""
+    from attention_lib.training.induction_heads.study import accuracy_with
+
+    batch = make_repeats(300, seed=31337)
+    intact = accuracy_with(shipped, batch)
+    for layer, heads in ((0, [0]), (1, [1]), (0, [0, 1])):
+        assert accuracy_with(shipped, batch, layer=layer, heads=heads, donor=batch.tokens) == intact
+    zeroed = accuracy_with(shipped, batch, layer=0, heads=[0], edit=zero_rows)
+    assert zeroed == evaluate_induction(shipped, n=300, seed=31337, ablate=[(0, 0)])["repeated accuracy"]
+    donor = make_repeats(300, seed=4242).tokens
+    assert accuracy_with(shipped, batch, layer=1, heads=[0, 1], donor=donor) < 0.1  # no induction head: chance

@@ -72,3 +72,59 @@ def test_bad_studies_are_refused_with_what_to_do(tmp_path):
     (tmp_path / "empty.py").write_text("X = 1\n")
     with pytest.raises(ValueError, match="holds no `STUDY"):
         load_study(tmp_path / "empty.py")
+
+
+# -- the lessons' studies: bands checked on seeds they were not fitted on, and a part of each study rerun ----------
+def _headroom(study, figure):
+    """The headroom a rerun gets beyond the study's span: half the span across seeds, or 5 % of the figure's size
+    (0.02 at least): another CPU trains like another seed, so a rerun is compared with what the seeds span."""
+    low, high = study.span(figure)
+    return max((high - low) / 2, 0.05 * max(abs(low), abs(high)), 0.02)
+
+
+def _within_the_seeds(study, rerun):
+    outside = {}
+    for figure, value in rerun.items():
+        low, high = study.span(figure)
+        room = _headroom(study, figure)
+        if not low - room <= value <= high + room:
+            outside[figure] = (value, low, high)
+    return outside
+
+
+@pytest.mark.parametrize("lesson", [13, 15])
+def test_each_band_holds_on_the_seeds_it_was_not_fitted_on(lesson):
+    import importlib
+
+    from attention_lib.training.bands import held_out, lessons
+
+    module = importlib.import_module(lessons()[lesson])
+    assert not set(module.HELD_OUT) & (set(module.SEEDS) | set(module.MARGIN_SEEDS)), "held out means unused"
+    assert held_out(lesson) == {}
+
+
+@pytest.mark.parametrize("lesson", ["induction_heads", "generation"])
+def test_a_lessons_stored_study_holds_its_seeds_and_figures(lesson):
+    import importlib
+
+    study_module = importlib.import_module(f"attention_lib.training.{lesson}.study")
+    study = study_module.load()
+    assert study.seeds == list(study_module.STUDY_SEEDS)
+    assert len(study.figures) > 10
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("lesson", "seed"), [("induction_heads", 3), ("generation", 4)])
+def test_a_rerun_seed_lies_within_what_the_studys_seeds_span(lesson, seed):
+    """Part of the stored study, trained again here: on another CPU a run is another draw of the recipe, so it is
+    compared with the span of every seed of the study, with headroom, not with the stored run of that seed."""
+    import importlib
+
+    study_module = importlib.import_module(f"attention_lib.training.{lesson}.study")
+    assert _within_the_seeds(study_module.load(), study_module.seed_figures(seed)) == {}
+
+
+def test_the_rerun_check_finds_a_figure_outside_the_seeds():
+    study = run_study(_recipe, range(5))
+    assert _within_the_seeds(study, {"accuracy": 0.97, "solved": 1.0}) == {}
+    assert _within_the_seeds(study, {"accuracy": 0.5, "solved": 1.0}) == {"accuracy": (0.5, 0.8, 0.99)}

@@ -273,12 +273,14 @@ def test_within_band_says_what_the_band_supports_or_fails_loudly():
     name = "induction: accuracy on the repeated part"
     low, high, *_ = BANDS[name]
     assert within_band(name, low) == ("within the 92-96 % this recipe gives (seeds 0-4 on 3 CPU paths, 15 runs: "
-                                      "measured 93-95 %, plus a margin of 1 point each side)")
+                                      "measured 93-95 %, plus a margin of 1 point each side; held-out seeds 10-14 "
+                                      "lie inside)")
+    assert within_band("reversal: held-out sequence accuracy", 1.0).endswith("each side)"), "nothing held out"
     assert within_band(name, high) == within_band(name, low), "the statement does not depend on the last digits"
     assert within_band(name, low - 0.005).startswith("within"), "the margin holds a run just below the measured"
     outside = within_band(name, 0.5)
     assert outside.startswith("OUTSIDE the band: this run gives 0.5, but the runs of this recipe give 92-96 %")
-    assert band_text("induction: steps from the loss halfway down to the induction score halfway up") == "-15 to 21"
+    assert band_text("induction: steps from the loss halfway down to the induction score halfway up") == "-26 to 32"
 
 
 def test_every_band_claims_a_stated_margin_beyond_what_was_measured():
@@ -290,7 +292,7 @@ def test_every_band_claims_a_stated_margin_beyond_what_was_measured():
         margin = band.margin(name)
         assert margin >= {"share": 0.01, "step": 5}.get(band.kind, 10.0 ** -band.digits)
         said = within_band(name, band.low)
-        assert f"{band.runs()} runs: measured" in said, said
+        assert f"{band.runs(name)} runs: measured" in said, said
         assert "plus a margin of" in said, said
     maps = "agreement: largest difference from the shipped model's maps"
     assert within_band(maps, 0.036).startswith("within"), "what an AVX-512 machine measured under default"

@@ -59,6 +59,16 @@ REMAKES: dict[str, Remake] = {
                        module(BANDS, "--lesson", "13"), "about 15 min"),
     "bands-15": Remake("lesson 15's bands (training/bands_measured.py), 5 seeds on 3 CPU paths",
                        module(BANDS, "--lesson", "15"), "about 10 min"),
+    "held-out-13": Remake("lesson 13's bands checked on seeds 10-14, which they were not fitted on "
+                          "(training/induction_heads/bands_held_out.py)", module(BANDS, "--held-out", "--lesson", "13"),
+                          "about 3 min"),
+    "held-out-15": Remake("lesson 15's bands checked on seeds 10-14, which they were not fitted on "
+                          "(training/generation/bands_held_out.py)", module(BANDS, "--held-out", "--lesson", "15"),
+                          "about 3 min"),
+    "study-13": Remake("lesson 13's recipe on seeds 0-9: its claims and controls (training/induction_heads/"
+                       "study_measured.py)", module("attention_lib.training.induction_heads.study"), "about 8 min"),
+    "study-15": Remake("lesson 15's recipe on seeds 0-9: the bug gallery, MHA and MQA (training/generation/"
+                       "study_measured.py)", module("attention_lib.training.generation.study"), "about 8 min"),
     "attraction": Remake("lesson 12's attraction study (training/learning_to_attend/attraction_measured.py)",
                          module("attention_lib.training.learning_to_attend.attraction"), "about 30 min"),
     "seeds-12": Remake("lesson 12's seed study, its interventions and controls on 12 seeds of both recipes, 4 more "

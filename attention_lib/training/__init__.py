@@ -23,8 +23,10 @@ Shared, named for what it is:
 """
 
 from .bands import band_text, within_band
+from .seed_study import SeedStudy, load_study, run_study
 from .shipped import Shipped, load_shipped, shipped_models
 from .task import IGNORE, Task
 from .vocabulary import Vocabulary
 
-__all__ = ["IGNORE", "Shipped", "Task", "Vocabulary", "band_text", "load_shipped", "shipped_models", "within_band"]
+__all__ = ["IGNORE", "SeedStudy", "Shipped", "Task", "Vocabulary", "band_text", "load_shipped", "load_study",
+           "run_study", "shipped_models", "within_band"]

@@ -14,11 +14,10 @@ of a few runs is not yet a claim another machine will meet, so the band a lesson
 stated margin (:meth:`Band.margin`: one unit as shown, or half the measured spread, whichever is larger; more for
 the figures of :data:`WIDER`, with the reason), and the statement says the measured range, the margin and the
 number of runs.
-``python3 course.py remake bands-NN`` (this module's :func:`main`) measures them again and rewrites
-:mod:`attention_lib.training.bands_measured`; the figures themselves are computed, as each lesson computes them,
-by the lesson's ``training/<slug>/band_figures.py``, found by :func:`lessons`: its lesson number ``LESSON``, a
-``KINDS`` table of its figures (filled by :func:`declare`) and a function ``figures(seed) -> {name: value}``.
-``python3 course.py remake bands-NN`` runs the measurement of one lesson.
+``python3 course.py remake bands-NN`` (:func:`main`) measures them again and rewrites ``bands_measured``, from the
+lesson's ``training/<slug>/band_figures.py`` (found by :func:`lessons`): its ``LESSON``, a ``KINDS`` table (filled by
+:func:`declare`), ``figures(seed) -> {name: value}``, and optionally its own ``SEEDS`` and the ``HELD_OUT`` seeds
+its bands are then checked on (:func:`held_out`).
 """
 
 from __future__ import annotations
@@ -29,6 +28,8 @@ from pathlib import Path
 from typing import NamedTuple
 
 import torch
+
+from ._bands_file import WIDENED_FOR, WIDER, margin_seed_spread
 
 
 def lessons() -> dict[int, str]:
@@ -49,12 +50,29 @@ def lessons() -> dict[int, str]:
 
 #: The CPU paths every band is measured on: ``ATEN_CPU_CAPABILITY``'s value (``None``: the machine's own).
 CPU_PATHS = (None, "avx2", "default")
-#: The seeds of the recipe every band is measured over (the lessons train with seed 0).
+#: The seeds of the recipe a band is measured over (the lessons train with seed 0), unless the lesson's
+#: ``band_figures.py`` names its own ``SEEDS`` (see :func:`lesson_seeds`).
 SEEDS = (0, 1, 2, 3, 4)
 
 
+def lesson_seeds(lesson: int) -> tuple[int, ...]:
+    """The seeds ``lesson``'s bands are fitted on: its ``band_figures.SEEDS``, else :data:`SEEDS`.
+
+    Example:
+        >>> lesson_seeds(13), lesson_seeds(12)
+        ((0, 1, 2, 3, 4), (0, 1, 2, 3, 4))
+    """
+    return tuple(getattr(importlib.import_module(lessons()[lesson]), "SEEDS", SEEDS))
+
+
+def _seeds_of(name: str) -> tuple[int, ...]:
+    kinds = all_kinds()
+    return lesson_seeds(kinds[name][0]) if name in kinds else SEEDS
+
+
 class Band(NamedTuple):
-    """The range of one trained figure over the measured runs.
+    """The range of one trained figure over the measured runs (:data:`WIDER` and :data:`WIDENED_FOR`: the reasons
+    some bands claim more, kept in ``_bands_file``).
 
     Attributes:
         low, high: the smallest and the largest value measured.
@@ -87,13 +105,18 @@ class Band(NamedTuple):
         return float(low) <= value * scale <= float(high)
 
     def margin(self, name: str = "") -> float:
-        """How far the band claims beyond what was measured, on each side (see :data:`WIDER` and :func:`widened`)."""
-        for suffix, (margin, _why) in WIDER.items():
-            if name.endswith(suffix):
-                return margin
+        """How far the band claims beyond what was measured, on each side: one unit as shown or half the measured
+        spread, whichever is larger; at least the :data:`WIDER` margin; and for a lesson that names ``MARGIN_SEEDS``,
+        at least the whole spread of its fitted and margin seeds (:func:`margin_seed_spread`)."""
         unit = {"share": 0.01, "step": 5}.get(self.kind, 10.0 ** -self.digits)
         half = (self.high - self.low) / 2
-        return max(unit, math.ceil(half) if self.kind == "step" else half)
+        margin = max(unit, math.ceil(half) if self.kind == "step" else half)
+        for suffix, (wider, _why) in WIDER.items():
+            if name.endswith(suffix):
+                margin = max(margin, wider)
+        kinds = all_kinds()
+        module = importlib.import_module(lessons()[kinds[name][0]]) if name in kinds else None
+        return max(margin, margin_seed_spread(module, name, self))
 
     def widened(self, name: str = "") -> Band:
         """The band a lesson claims: the measured range plus :meth:`margin` on each side, kept inside what the
@@ -102,29 +125,14 @@ class Band(NamedTuple):
         low, high = self.low - margin, self.high + margin
         if self.kind == "share":
             low, high = max(low, 0.0), min(high, 1.0)
-        elif self.low >= 0:
+        elif self.low >= 0 and not name.split(": ")[-1].startswith("steps from"):  # a lag is signed
             low = max(low, 0.0)
         return self._replace(low=low, high=high)
 
-    def runs(self) -> int:
-        """How many runs the measured range rests on: each seed (or seed 0 only) on each CPU path."""
-        return len(CPU_PATHS) * (1 if self.seeds == "0" else len(SEEDS))
-
-
-#: Figures whose band needs a wider margin than the rule of :meth:`Band.margin` (one unit shown, or half the measured
-#: spread, whichever is larger): ``name suffix: (margin, why)``.
-WIDER = {"largest difference from the shipped model's maps": (
-    0.05, "an AVX-512 machine measured 0.036 for agreement under ATEN_CPU_CAPABILITY=default, beyond the 0.022 of "
-          "the three paths measured here"),
-    "steps the middle half of the fall takes": (
-        10, "seeds 5-7, one run each on the native path, took 49-61 steps, beyond the 43-54 of the seeds measured"),
-    "steps from the loss halfway down to the previous-token score halfway up": (
-        15, "the scores are recorded every 25 steps, and seed 5 (native path) lagged 33 steps, near the edge of the "
-            "9-step margin"),
-    "rise of the loss on the rest, from its lowest moving average to its last 20 steps": (
-        0.05, "a rise of a few hundredths is all the lesson claims; seeds 0-7 on the native path gave 0.17-0.18"),
-    "loss on the rest, lowest 20-step moving average": (
-        0.03, "seeds 0-7 on the native path all gave 3.50 to two decimals; other paths may shift the last digit")}
+    def runs(self, name: str = "") -> int:
+        """How many runs the measured range rests on: each seed of the figure ``name``'s lesson (or seed 0 only) on
+        each CPU path."""
+        return len(CPU_PATHS) * (1 if self.seeds == "0" else len(_seeds_of(name)))
 
 
 def declare(kinds: dict, name: str, kind: str = "share", digits: int = 2, seeds: str = "all") -> str:
@@ -156,13 +164,14 @@ def all_kinds() -> dict[str, tuple[int, str, int, str]]:
 def largest_map_difference(mine, shipped, inputs: torch.Tensor, **kwargs) -> float:
     """The largest difference between two models' attention weights on ``inputs``, over every layer."""
     with torch.no_grad():
-        return max(float((a - b).abs().max()) for a, b in zip(mine(inputs, **kwargs).attentions,
-                                                               shipped(inputs, **kwargs).attentions, strict=True))
+        pairs = zip(mine(inputs, **kwargs).attentions, shipped(inputs, **kwargs).attentions, strict=True)
+        return max(float((a - b).abs().max()) for a, b in pairs)
 
 
-def _runs(band: Band) -> str:
+def _runs(band: Band, name: str = "") -> str:
     paths = f"{len(CPU_PATHS)} CPU paths"
-    return f"seed 0 on {paths}" if band.seeds == "0" else f"seeds {SEEDS[0]}-{SEEDS[-1]} on {paths}"
+    seeds = _seeds_of(name)
+    return f"seed 0 on {paths}" if band.seeds == "0" else f"seeds {seeds[0]}-{seeds[-1]} on {paths}"
 
 
 def within_band(name: str, value: float) -> str:
@@ -200,11 +209,22 @@ def within_band(name: str, value: float) -> str:
     low, high, unit = band.shown()
     said = (f"at {low}{unit}, as every run of this recipe gives" if low == high
             else f"within the {_span(low, high)}{unit} this recipe gives")
-    why = f"{_runs(measured)}, {measured.runs()} runs: {_measured(measured)}, {_margin(measured, name)}"
+    why = f"{_runs(measured, name)}, {measured.runs(name)} runs: {_measured(measured)}, {_margin(measured, name)}"
+    why += _held_out_said(name)
     if band.holds(value):
         return f"{said} ({why})"
     return (f"OUTSIDE the band: this run gives {value!r}, but the runs of this recipe give {_span(low, high)}{unit} "
             f"({why})")
+
+
+def _held_out_said(name: str) -> str:
+    """``"; held-out seeds 10-14 lie inside"`` for a figure of a lesson with held-out seeds (a test checks it)."""
+    kinds = all_kinds()
+    module = importlib.import_module(lessons()[kinds[name][0]]) if name in kinds else None
+    seeds = getattr(module, "HELD_OUT", ())
+    after = next((v for suffix, v in WIDENED_FOR.items() if name.endswith(suffix)), ())
+    widened = f", seed {', '.join(map(str, after))} only since the band was widened for it" if after else ""
+    return f"; held-out seeds {seeds[0]}-{seeds[-1]} lie inside{widened}" if seeds else ""
 
 
 def _measured(band: Band) -> str:
@@ -242,46 +262,37 @@ def band_text(name: str) -> str:
     return f"{low}{unit}" if low == high else f"{_span(low, high)}{unit}"
 
 
-def _measure_one(lesson: int, seed: int) -> dict[str, float]:
-    """Run ``lesson``'s trainings with ``seed`` in this process (its CPU path is set by its environment)."""
-    torch.use_deterministic_algorithms(True)
-    torch.set_num_threads(1)  # as the lessons run
-    return importlib.import_module(lessons()[lesson]).figures(seed)
+def held_out(lesson: int) -> dict[str, dict[int, float]]:
+    """Each band of ``lesson`` checked on the seeds it was not fitted on: ``{figure: {seed: value}}`` of the runs
+    that fall outside the band the lesson claims (empty: every held-out run lies inside).
+
+    The runs of the lesson's ``band_figures.HELD_OUT`` seeds are read from the study its ``HELD_OUT_STUDY`` names.
+
+    Example:
+        >>> held_out(13), held_out(12)
+        ({}, {})
+    """
+    from .bands_measured import BANDS
+    from .seed_study import load_study
+
+    module = importlib.import_module(lessons()[lesson])
+    if not getattr(module, "HELD_OUT", ()):
+        return {}
+    study = load_study(module.HELD_OUT_STUDY).subset(module.HELD_OUT)
+    misses = {}
+    for name in module.KINDS:
+        band = module.band(name)[1] if hasattr(module, "band") else Band(*BANDS[name]).widened(name)
+        outside = {seed: v for seed, v in study.values(name).items() if not band.holds(v)}
+        if outside:
+            misses[name] = outside
+    return misses
 
 
 def main(argv=None) -> None:  # pragma: no cover - run by hand, minutes: every lesson, seed and CPU path
-    """Measure the bands again: each lesson's figures for each seed, in a fresh Python per CPU path and seed."""
-    import argparse
-    import json
-    import os
-    import subprocess
-    import sys
+    """Measure the bands again (see :func:`attention_lib.training._bands_file.main`)."""
+    from ._bands_file import main as measure
 
-    parser = argparse.ArgumentParser(description="Measure the bands of the trained figures of the lessons that train.")
-    parser.add_argument("--lesson", type=int, nargs="+", default=sorted(lessons()), help="the lessons to measure")
-    parser.add_argument("--one", nargs=2, type=int, metavar=("LESSON", "SEED"), help="measure one run, print JSON")
-    args = parser.parse_args(argv)
-    missing = sorted(set(args.lesson) - set(lessons()))
-    if missing:
-        parser.error(f"lessons {missing} have no band figures: write attention_lib/training/<slug>/band_figures.py "
-                     f"with LESSON, KINDS and figures(seed) (see this module's docstring); found {sorted(lessons())}.")
-    if args.one:
-        print(json.dumps(_measure_one(*args.one)))
-        return
-    runs: dict[str, list[tuple[int, float]]] = {}
-    for lesson in args.lesson:
-        for path in CPU_PATHS:
-            env = {k: v for k, v in os.environ.items() if k != "ATEN_CPU_CAPABILITY"}
-            env |= {"ATEN_CPU_CAPABILITY": path} if path else {}
-            for seed in SEEDS:
-                out = subprocess.run([sys.executable, "-m", "attention_lib.training.bands", "--one", str(lesson),
-                                      str(seed)], env=env, check=True, capture_output=True, text=True).stdout
-                for name, value in json.loads(out.splitlines()[-1]).items():
-                    runs.setdefault(name, []).append((seed, value))
-                print(f"lesson {lesson}, CPU path {path or 'native'}, seed {seed}: {out.splitlines()[-1]}", flush=True)
-    from ._bands_file import write_bands
-
-    write_bands(runs, args.lesson, all_kinds(), CPU_PATHS, SEEDS)
+    measure(argv, lessons(), all_kinds(), {lesson: lesson_seeds(lesson) for lesson in lessons()}, CPU_PATHS)
 
 
 if __name__ == "__main__":  # pragma: no cover

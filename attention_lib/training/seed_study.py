@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import ast
 import json
-import pprint
+import textwrap
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import NamedTuple
@@ -217,13 +217,15 @@ def _span(low: str, high: str) -> str:
     return low if low == high else f"{low}-{high}"
 
 
-def run_study(figures: Callable[[int], Figures], seeds: Iterable[int], *, progress: bool = False) -> SeedStudy:
+def run_study(figures: Callable[[int], Figures], seeds: Iterable[int], *, progress: bool = False,
+              save_to: str | Path | None = None, note: str = "") -> SeedStudy:
     """Train a recipe on each seed and collect what it gives.
 
     Args:
         figures: ``seed -> {figure: value}``: trains the lesson's recipe with this seed and measures it.
         seeds: the seeds (10 or more where a model trains in seconds).
         progress: print each seed's figures as they come (for a long study run by hand).
+        save_to, note: write the study so far to this file after each seed (:func:`write_study`, with ``note``).
 
     Returns:
         a :class:`SeedStudy`.
@@ -237,6 +239,8 @@ def run_study(figures: Callable[[int], Figures], seeds: Iterable[int], *, progre
         runs[seed] = dict(figures(seed))
         if progress:  # pragma: no cover - by hand
             print(f"seed {seed}: {runs[seed]}", flush=True)
+        if save_to is not None:  # pragma: no cover - by hand: a long study keeps what it has
+            write_study(SeedStudy(runs), save_to, note)
     return SeedStudy(runs)
 
 
@@ -250,10 +254,12 @@ def write_study(study: SeedStudy, path: str | Path, note: str = "") -> None:
     if path.suffix == ".json":
         path.write_text(json.dumps({"note": note, "study": data}, indent=1) + "\n")
         return
-    body = pprint.pformat(data, width=116, sort_dicts=False)
-    path.write_text(f'"""{note or "A seed study."}\n\nWritten by attention_lib.training.seed_study.write_study; do not '
-                    f'edit by hand.\n"""\n\n#: ``{{seed: {{figure: value}}}}``, read by ``load_study``.\n'
-                    f"STUDY = {body}\n")
+    body = "{\n" + "".join(f" {seed!r}: {figures!r},\n" for seed, figures in data.items()) + "}"  # a seed a line
+    said = "\n\n".join(textwrap.fill(part, 116) for part in (note or "A seed study.").split("\n\n"))
+    path.write_text(f'"""{said}\n\nWritten by attention_lib.training.seed_study.write_study; do not edit by hand.'
+                    f'\n"""\n'
+                    f"# ruff: noqa: E501 - a data file: one line per seed\n\n"
+                    f"#: ``{{seed: {{figure: value}}}}``, read by ``load_study``.\nSTUDY = {body}\n")
 
 
 def load_study(path: str | Path) -> SeedStudy:

@@ -6,7 +6,9 @@
 - :mod:`~attention_lib.training.generation.shipped`: the shipped models (MHA, GQA, MQA, sliding windows) and the
   safe way to load them (``python3 course.py remake weights-15`` remakes them);
 - :mod:`~attention_lib.training.generation.band_figures`: the lesson's trained figures and their bands (measured
-  range and margin; ``python3 course.py remake bands-15`` measures them again).
+  range and margin; ``python3 course.py remake bands-15`` measures them again);
+- :mod:`~attention_lib.training.generation.study`: the bug gallery and the key/value-head variants on ten seeds of the
+  recipe (``python3 course.py remake study-15``).
 """
 
 from .band_figures import AGREEING_300, band, within

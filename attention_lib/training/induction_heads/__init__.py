@@ -6,7 +6,9 @@
 - :mod:`~attention_lib.training.induction_heads.recipe`: training an attention-only model on them, and measuring it;
 - :mod:`~attention_lib.training.induction_heads.shipped`: the shipped one- and two-layer models
   (``python3 course.py remake weights-13`` remakes them);
-- :mod:`~attention_lib.training.induction_heads.band_figures`: the lesson's trained figures, for its bands.
+- :mod:`~attention_lib.training.induction_heads.band_figures`: the lesson's trained figures, for its bands;
+- :mod:`~attention_lib.training.induction_heads.study`: the lesson's claims on ten seeds of the recipe, each
+  intervention beside its control (``python3 course.py remake study-13``).
 """
 
 from .band_figures import lowest_and_last
