@@ -17,7 +17,8 @@ from pathlib import Path
 import torch
 
 from ...attention_only import all_head_scores
-from ...interventions import edit_head, force_onto, patch_head, record_head, zero_rows
+from ...interventions import edit_head, force_onto, zero_rows
+from ...patching import patch_head, record_head
 from ..seed_study import SeedStudy, load_study, run_study
 from .band_figures import measure
 from .recipe import HELDOUT_SEED, evaluate_induction, train_induction
