@@ -120,13 +120,13 @@ def from_hf_deepseek(model) -> TinyLatentLM:
                    "q_lora_rank": c.q_lora_rank is not None,
                    "rope scaling": rope.get("rope_type", "default") != "default",
                    "attention_bias": bool(c.attention_bias), "hidden_act": c.hidden_act != "silu",
-                   "num_key_value_heads": getattr(c, "num_key_value_heads", None) not in (None,
-                                                                                           c.num_attention_heads)}
+                   "num_key_value_heads": getattr(c, "num_key_value_heads", None) not in (
+                       None, c.num_attention_heads)}
     if any(unsupported.values()):
         raise ValueError(f"this DeepseekV3ForCausalLM uses {[k for k, bad in unsupported.items() if bad]}, which "
                          f"TinyLatentLM does not have; build it with first_k_dense_replace >= num_hidden_layers "
-                         f"(dense MLPs), q_lora_rank=None, the default RoPE, no attention bias, silu, and num_key_value_heads "
-                         f"= num_attention_heads (here {c.num_attention_heads}: every head reads its own keys "
+                         f"(dense MLPs), q_lora_rank=None, the default RoPE, no attention bias, silu, and "
+                         f"num_key_value_heads = num_attention_heads (here {c.num_attention_heads}: every head reads its own keys "
                          f"made from the latent).")
     weight = model.lm_head.weight
     ours = TinyLatentLM(c.vocab_size, embed_dim=c.hidden_size, num_heads=c.num_attention_heads,
