@@ -126,8 +126,8 @@ def from_hf_deepseek(model) -> TinyLatentLM:
         raise ValueError(f"this DeepseekV3ForCausalLM uses {[k for k, bad in unsupported.items() if bad]}, which "
                          f"TinyLatentLM does not have; build it with first_k_dense_replace >= num_hidden_layers "
                          f"(dense MLPs), q_lora_rank=None, the default RoPE, no attention bias, silu, and "
-                         f"num_key_value_heads = num_attention_heads (here {c.num_attention_heads}: every head reads its own keys "
-                         f"made from the latent).")
+                         f"num_key_value_heads = num_attention_heads (here {c.num_attention_heads}: every head "
+                         f"reads its own keys made from the latent).")
     weight = model.lm_head.weight
     ours = TinyLatentLM(c.vocab_size, embed_dim=c.hidden_size, num_heads=c.num_attention_heads,
                         num_layers=c.num_hidden_layers, kv_rank=c.kv_lora_rank, rope_dim=c.qk_rope_head_dim,
