@@ -1131,6 +1131,9 @@ def _latent_and_paged_rows() -> list[Exercise]:
     def in_float32(*args):
         return scores(*args).float()
 
+    def bfloat16_upcast(*args):  # right in float32 and float64, float32 out for bfloat16 in
+        return scores(*(a.float() if a.dtype == torch.bfloat16 else a for a in args))
+
     return [
         Exercise(lesson17.check_absorbed_scores, correct=[scores, by_einsum, side_by_side],
                  wrong=[*((fn, hint[:40]) for fn, hint in absorbed_mistakes),
@@ -1142,8 +1145,11 @@ def _latent_and_paged_rows() -> list[Exercise]:
                                        "r=24, Dn=12, Dr=6), first at n=0"),
                         (through_sdpa, "F.scaled_dot_product_attention"),
                         (scores_helper, "a helper of the checker itself"),
-                        (in_float32, "for float64 inputs your function returned float32")],
-                 mistakes=absorbed_mistakes, passed_says="correct on 5 inputs where r, Dn and Dr differ"),
+                        (in_float32, "for float64 inputs your function returned float32"),
+                        (bfloat16_upcast, "for bfloat16 inputs your result is float32")],
+                 mistakes=absorbed_mistakes,
+                 passed_says="correct on 5 inputs where r, Dn and Dr differ, the first again in float64 and in "
+                             "bfloat16"),
         Exercise(lesson17.check_read_through_table, correct=[by_hand, through_python_numbers],
                  wrong=[*((fn, hint[:40]) for fn, hint in lesson17.MISTAKES),
                         (whole_blocks, "keep the first length = 10 positions only"),

@@ -119,6 +119,24 @@ def _rebuilt_keys(fn: Callable, args: tuple) -> bool:
     return (S, Dn) in made or (Dn, S) in made
 
 
+def _bfloat16_slip(fn: Callable) -> str | None:
+    """What goes wrong when the first input comes in bfloat16, as a model's cache often does, or ``None``."""
+    args = tuple(a.bfloat16() for a in _inputs(0))
+    run = run_learner(fn, args, ALLOWED)
+    got, expected = run.result, _reference(*(a.float() for a in args))
+    if run.error is not None or not isinstance(got, torch.Tensor) or got.shape != expected.shape:
+        return (f"right in float32 and float64, but on {_shapes(0)} in bfloat16 your function "
+                f"{'raised ' + type(run.error).__name__ if run.error is not None else 'returned something else'}: "
+                f"keep to products and arithmetic that work in any floating dtype.")
+    if got.dtype != torch.bfloat16:
+        return (f"for bfloat16 inputs your result is {str(got.dtype).removeprefix('torch.')}: keep the inputs' "
+                f"dtype (leave out .float() and dtype=...).")
+    if not torch.allclose(got.float(), expected, atol=0.05, rtol=0.02):
+        return f"right in float32, but not in bfloat16 on {_shapes(0)}: " + first_difference(
+            got.float(), expected, ("n", "h", "l", "s"), 0.05, 0.02) + "."
+    return None
+
+
 def check_absorbed_scores(fn: Callable) -> CheckResult:
     """Check ``fn(q_nope, q_rope, latent, k_rope, w_uk)``: MLA's scores in the absorbed form, ``(N, H, L, S)``.
 
@@ -126,8 +144,8 @@ def check_absorbed_scores(fn: Callable) -> CheckResult:
     Dr)`` (turned), ``latent (N, 1, S, r)``, ``k_rope (N, 1, S, Dr)`` (turned), ``w_uk (H, Dn, r)``; the answer is
     ``(q_nope W_uk) · c_s + q_rope · k_rope_s`` scaled by ``1 / sqrt(Dn + Dr)``, before any mask or softmax. Five
     inputs where ``r``, ``Dn`` and ``Dr`` all differ (:data:`TRIALS`: one shape three times with new values, a
-    decoding step on transposed views, a latent narrower than a key), the first again in float64; the inputs must
-    come back unchanged, and rebuilding every head's keys (the expanded form) is refused.
+    decoding step on transposed views, a latent narrower than a key), the first again in float64 and in bfloat16;
+    the inputs must come back unchanged, and rebuilding every head's keys (the expanded form) is refused.
 
     Example:
         >>> def scores(q_nope, q_rope, latent, k_rope, w_uk):
@@ -162,8 +180,11 @@ def check_absorbed_scores(fn: Callable) -> CheckResult:
                                      f"latents (a tensor of S x Dn per head): that is the expanded form, which costs "
                                      f"S · r · Dn per head at every step. Fold W_uk into the query instead "
                                      f"(q_nope @ w_uk), then compare it with the latents themselves.")
+    slip = _bfloat16_slip(fn)
+    if slip is not None:
+        return CheckResult("failed", f"❌ {name}: {slip}")
     if not kept_after_next_call(fn, _reference, _inputs, 0, 1):
         return CheckResult("failed", f"❌ {name}: right on each input, but the result for {_shapes(0)} changed "
                                      f"when your function ran again on new values: return a new tensor each call, "
                                      f"not a buffer you reuse or a result remembered from before.")
-    return result
+    return CheckResult("passed", result.message.replace("again in float64", "again in float64 and in bfloat16"))
