@@ -1006,9 +1006,11 @@ def _remove_attractors_rows() -> list[Exercise]:
 ROWS += _remove_attractors_rows()
 
 
-# -- 17: read_through_table(store, table, length) -> (Hkv, S, Dh); what each latent or paged bug does ------------------
+# -- 17: absorbed_scores(q_nope, q_rope, latent, k_rope, w_uk) -> (N, H, L, S); read_through_table(store, table,
+# length) -> (Hkv, S, Dh); what each latent or paged bug does --------------------------------------------------------
 def _latent_and_paged_rows() -> list[Exercise]:
     from attention_lib.exercises import latent_and_paged as lesson17
+    from attention_lib.exercises.latent_and_paged.absorbed import MISTAKES as absorbed_mistakes
 
     def by_hand(store, table, length):
         B = store.shape[1]
@@ -1062,7 +1064,99 @@ def _latent_and_paged_rows() -> list[Exercise]:
         return lesson17.check_gallery_predictions(predictions, gallery)
 
     predict.__name__ = "check_gallery_predictions"
+    def as_float32(store, table, length):  # every store of the lesson is float32; a pool may hold another dtype
+        return store[table].flatten(0, 1)[:length].transpose(0, 1).float()
+
+    def scales_the_table(store, table, length):  # the caller's table changed in place
+        B = store.shape[1]
+        rows = (table.mul_(B)[:, None] + torch.arange(B)).flatten()[:length]
+        return store.flatten(0, 1)[rows].transpose(0, 1)
+
+    def the_checkers_helper(store, table, length):
+        from attention_lib.exercises.latent_and_paged import block_table
+
+        return block_table._end_to_end(store, table, length)
+
+    def block_size_from_heads(store, table, length):  # B read from store.shape[2], Hkv
+        B, p = store.shape[2], torch.arange(length)
+        return store[table[(p // B).clamp(max=len(table) - 1)], p % B].transpose(0, 1)
+
+    kept = {}
+
+    def remembers_by_shape(store, table, length):
+        if store.shape not in kept:
+            kept[store.shape] = store[table].flatten(0, 1)[:length].transpose(0, 1).clone()
+        return kept[store.shape]
+
+    def view_not_reshape(store, table, length):  # fails on a transposed store
+        return store[table].view(-1, *store.shape[2:])[:length].transpose(0, 1)
+
+    def scores(q_nope, q_rope, latent, k_rope, w_uk):  # (N, H, L, S)
+        both = q_nope @ w_uk @ latent.transpose(-2, -1) + q_rope @ k_rope.transpose(-2, -1)
+        return both / (q_nope.shape[-1] + q_rope.shape[-1]) ** 0.5
+
+    def by_einsum(q_nope, q_rope, latent, k_rope, w_uk):
+        folded = torch.einsum("nhld,hdr->nhlr", q_nope, w_uk)
+        both = torch.einsum("nhlr,nxsr->nhls", folded, latent) + torch.einsum("nhld,nxsd->nhls", q_rope, k_rope)
+        return both * (q_nope.shape[-1] + q_rope.shape[-1]) ** -0.5
+
+    def side_by_side(q_nope, q_rope, latent, k_rope, w_uk):  # one key [c, k_rope], as the package reads the cache
+        q = torch.cat([q_nope @ w_uk, q_rope], dim=-1)
+        return q @ torch.cat([latent, k_rope], dim=-1).transpose(-2, -1) / (q_nope.shape[-1] + q_rope.shape[-1]) ** 0.5
+
+    def w_uk_transposed(q_nope, q_rope, latent, k_rope, w_uk):
+        return scores(q_nope, q_rope, latent, k_rope, w_uk.transpose(-2, -1))
+
+    def expanded(q_nope, q_rope, latent, k_rope, w_uk):  # every head's keys rebuilt
+        k_nope = latent @ w_uk.transpose(-2, -1)  # (N, H, S, Dn)
+        both = q_nope @ k_nope.transpose(-2, -1) + q_rope @ k_rope.transpose(-2, -1)
+        return both / (q_nope.shape[-1] + q_rope.shape[-1]) ** 0.5
+
+    remembered = {}
+
+    def remembers_scores(*args):
+        if args[0].shape not in remembered:
+            remembered[args[0].shape] = scores(*args)
+        return remembered[args[0].shape]
+
+    def divides_in_place(q_nope, q_rope, latent, k_rope, w_uk):
+        q_nope /= (q_nope.shape[-1] + q_rope.shape[-1]) ** 0.5
+        return q_nope @ w_uk @ latent.transpose(-2, -1) + q_rope @ k_rope.transpose(-2, -1) / (
+            q_nope.shape[-1] + q_rope.shape[-1]) ** 0.5
+
+    def doubled_rope(q_nope, q_rope, latent, k_rope, w_uk):
+        return scores(q_nope, 2 * q_rope, latent, k_rope, w_uk)
+
+    def through_sdpa(q_nope, q_rope, latent, k_rope, w_uk):
+        return torch.nn.functional.scaled_dot_product_attention(q_nope, q_nope, q_nope)
+
+    def scores_helper(*args):
+        from attention_lib.exercises.latent_and_paged import absorbed
+
+        return absorbed._reference(*args)
+
+    def in_float32(*args):
+        return scores(*args).float()
+
+    def bfloat16_upcast(*args):  # right in float32 and float64, float32 out for bfloat16 in
+        return scores(*(a.float() if a.dtype == torch.bfloat16 else a for a in args))
+
     return [
+        Exercise(lesson17.check_absorbed_scores, correct=[scores, by_einsum, side_by_side],
+                 wrong=[*((fn, hint[:40]) for fn, hint in absorbed_mistakes),
+                        (w_uk_transposed, "You used it transposed"),
+                        (expanded, "that is the expanded form"),
+                        (remembers_scores, "the scores of an earlier input of the same shapes"),
+                        (divides_in_place, "changed its input `q_nope` in place"),
+                        (doubled_rope, "values differ on a prefill of 4 queries over 7 tokens (N=2, H=3, L=4, S=7, "
+                                       "r=24, Dn=12, Dr=6), first at n=0"),
+                        (through_sdpa, "F.scaled_dot_product_attention"),
+                        (scores_helper, "a helper of the checker itself"),
+                        (in_float32, "for float64 inputs your function returned float32"),
+                        (bfloat16_upcast, "for bfloat16 inputs your result is float32")],
+                 mistakes=absorbed_mistakes,
+                 passed_says="correct on 5 inputs where r, Dn and Dr differ, the first again in float64 and in "
+                             "bfloat16"),
         Exercise(lesson17.check_read_through_table, correct=[by_hand, through_python_numbers],
                  wrong=[*((fn, hint[:40]) for fn, hint in lesson17.MISTAKES),
                         (whole_blocks, "keep the first length = 10 positions only"),
@@ -1071,9 +1165,15 @@ def _latent_and_paged_rows() -> list[Exercise]:
                         (one_short, "you returned 9 positions, one short"),
                         (full_blocks_only, "you kept the 2 full blocks only: the last block is part-full"),
                         (writes_the_store, "your function called `.zero_()`"),
-                        (writes_into_the_store, "your function changed `store`"),
-                        (through_the_package, "which reads the block table for you")],
-                 crashes=[(float_index, "")], mistakes=lesson17.MISTAKES, passed_says="correct on 4"),
+                        (writes_into_the_store, "changed its input `store` in place (x[...] = ...)"),
+                        (through_the_package, "which reads the block table for you"),
+                        (as_float32, "for float64 inputs your result is float32"),
+                        (scales_the_table, "changed its input `table` in place"),
+                        (the_checkers_helper, "a helper of the checker itself"),
+                        (block_size_from_heads, "the store's Hkv (store.shape[2]): the block size is store.shape[1]"),
+                        (remembers_by_shape, "the keys of an earlier input of the same shapes")],
+                 crashes=[(float_index, ""), (view_not_reshape, "use .reshape")], mistakes=lesson17.MISTAKES,
+                 passed_says="correct on 8 inputs"),
         Exercise(predict, correct=[right],
                  wrong=[({**right, "copy-on-write forgotten": "none"}, "2 of 3 right"),
                         ({**right, "block table off by one block": "a few"}, "a prediction is one of"),

@@ -180,6 +180,8 @@ def test_the_model_runs_with_generate_both_forms_give_the_same_tokens():
     ({"q_lora_rank": 8}, "q_lora_rank"),
     ({"rope_parameters": {"rope_type": "yarn", "factor": 2.0, "rope_theta": 10000.0,
                           "original_max_position_embeddings": 32}}, "rope scaling"),
+    ({"num_key_value_heads": 2}, r"num_key_value_heads.*= num_attention_heads \(here 4"),
+    ({"num_key_value_heads": 1}, "num_key_value_heads"),
 ])
 def test_what_is_not_supported_is_refused_by_name(overrides, named):
     with pytest.raises(ValueError, match=named):

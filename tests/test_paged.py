@@ -178,6 +178,58 @@ def test_bad_shapes_are_refused():
         cache.fork(2)
 
 
+def test_a_query_of_another_dtype_than_its_cache_is_refused():
+    cache, _, _ = filled(N=1, Hkv=2, S=6)  # float32
+    with pytest.raises(TypeError, match=r"query and its cache must share one dtype, but query.dtype=torch.float64 "
+                                        r"and the cache holds torch.float32; convert the query with "
+                                        r".to\(torch.float32"):
+        paged_attention(torch.randn(1, 2, 1, 8, dtype=torch.float64), cache, 0)
+    with pytest.raises(TypeError, match="the pool holds torch.float32 keys and values, but got "
+                                        "key.dtype=torch.float64"):
+        cache.update(torch.ones(1, 2, 1, 8, dtype=torch.float64), torch.ones(1, 2, 1, 6, dtype=torch.float64), 0)
+    assert cache.get_seq_length() == 6  # refused before any block was taken
+    assert cache.tables == [[0, 1]]
+
+
+def test_a_pool_takes_only_floating_keys_and_values_of_one_dtype():
+    cache = PagedCache(BlockPool(32, 4), num_layers=1)
+    with pytest.raises(TypeError, match=r"key must be a floating-point tensor, but key.dtype=torch.int64"):
+        cache.update(torch.ones(1, 1, 3, 4, dtype=torch.long), torch.ones(1, 1, 3, 4), 0)
+    with pytest.raises(TypeError, match=r"value must be a floating-point tensor, but value.dtype=torch.bool"):
+        cache.update(torch.ones(1, 1, 3, 4), torch.ones(1, 1, 3, 4, dtype=torch.bool), 0)
+    with pytest.raises(TypeError, match=r"must share one dtype, but found key.dtype=torch.float32, "
+                                        r"value.dtype=torch.float64"):
+        cache.update(torch.ones(1, 1, 3, 4), torch.ones(1, 1, 3, 4, dtype=torch.float64), 0)
+    assert cache.get_seq_length() == 0
+    assert cache.pool.num_free == cache.pool.num_blocks  # no block was taken
+
+
+@pytest.mark.parametrize(("length", "said"), [
+    (-1, "length must be non-negative, but length=-1"),
+    (9, "length must be at most the 8 positions the table's 2 blocks of 4 hold"),
+    (2.0, "length must be an int")])
+def test_read_blocks_refuses_lengths_outside_the_table(length, said):
+    from attention_lib.paged import read_blocks
+
+    store = torch.arange(32.0).view(8, 4, 1, 1)
+    assert read_blocks(store, torch.tensor([[5, 2]]), 8).flatten().tolist() == [*range(20, 24), *range(8, 12)]
+    with pytest.raises((TypeError, ValueError), match=said):
+        read_blocks(store, torch.tensor([[5, 2]]), length)
+
+
+def test_read_blocks_refuses_a_table_that_is_not_integer_blocks():
+    from attention_lib.paged import read_blocks
+
+    store = torch.zeros(8, 4, 1, 1)
+    with pytest.raises(TypeError, match=r"table must be a 2-D integer tensor \(N, blocks\).*"
+                                        r"table.dtype=torch.float32"):
+        read_blocks(store, torch.tensor([[5.0, 2.0]]), 3)
+    with pytest.raises(TypeError, match=r"table must be a 2-D integer tensor.*table.shape=\(2,\)"):
+        read_blocks(store, torch.tensor([5, 2]), 3)
+    with pytest.raises(TypeError, match="table must be a torch.Tensor"):
+        read_blocks(store, [[5, 2]], 3)
+
+
 @pytest.mark.slow
 def test_transformers_continuous_batching_writes_the_same_tokens():
     """transformers' generate_batch (paged attention, continuous batching) and our model on a pool: same tokens."""

@@ -109,7 +109,7 @@ def from_hf_deepseek(model) -> TinyLatentLM:
     Raises:
         TypeError: if ``model`` is not a ``DeepseekV3ForCausalLM``.
         ValueError: naming what this model does not have: ``MoE layers``, ``q_lora_rank``, ``rope scaling``,
-            ``attention_bias`` or ``hidden_act``.
+            ``attention_bias``, ``hidden_act``, or ``num_key_value_heads`` other than the head count.
     """
     if type(model).__name__ != "DeepseekV3ForCausalLM" or not hasattr(model, "config"):
         raise TypeError(f"from_hf_deepseek copies a transformers DeepseekV3ForCausalLM, but got "
@@ -119,11 +119,15 @@ def from_hf_deepseek(model) -> TinyLatentLM:
     unsupported = {"MoE layers": (c.first_k_dense_replace or 0) < c.num_hidden_layers,
                    "q_lora_rank": c.q_lora_rank is not None,
                    "rope scaling": rope.get("rope_type", "default") != "default",
-                   "attention_bias": bool(c.attention_bias), "hidden_act": c.hidden_act != "silu"}
+                   "attention_bias": bool(c.attention_bias), "hidden_act": c.hidden_act != "silu",
+                   "num_key_value_heads": getattr(c, "num_key_value_heads", None) not in (
+                       None, c.num_attention_heads)}
     if any(unsupported.values()):
         raise ValueError(f"this DeepseekV3ForCausalLM uses {[k for k, bad in unsupported.items() if bad]}, which "
                          f"TinyLatentLM does not have; build it with first_k_dense_replace >= num_hidden_layers "
-                         f"(dense MLPs), q_lora_rank=None, the default RoPE, no attention bias and silu.")
+                         f"(dense MLPs), q_lora_rank=None, the default RoPE, no attention bias, silu, and "
+                         f"num_key_value_heads = num_attention_heads (here {c.num_attention_heads}: every head "
+                         f"reads its own keys made from the latent).")
     weight = model.lm_head.weight
     ours = TinyLatentLM(c.vocab_size, embed_dim=c.hidden_size, num_heads=c.num_attention_heads,
                         num_layers=c.num_hidden_layers, kv_rank=c.kv_lora_rank, rope_dim=c.qk_rope_head_dim,

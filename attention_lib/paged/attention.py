@@ -31,7 +31,7 @@ def paged_attention(query: torch.Tensor, cache: PagedCache, layer_idx: int, *, s
         ``(N, H, L, Dv)``, the same as SDPA on the gathered keys and values with the causal mask aligned to the end.
 
     Raises:
-        TypeError: if ``query`` is not a tensor.
+        TypeError: if ``query`` is not a floating-point tensor of the cache's dtype.
         ValueError: if its shape does not fit the cache, or a block in a table was freed.
 
     Example:
@@ -50,6 +50,10 @@ def paged_attention(query: torch.Tensor, cache: PagedCache, layer_idx: int, *, s
     if cache.tables is None or layer_idx not in cache.pool.keys or S == 0:
         raise ValueError(f"layer {layer_idx} of this cache holds no keys yet: update it first.")
     store_k, store_v = cache.pool.keys[layer_idx], cache.pool.values[layer_idx]
+    if query.dtype != store_k.dtype:
+        raise TypeError(f"query and its cache must share one dtype, but query.dtype={query.dtype} and the cache "
+                        f"holds {store_k.dtype}; convert the query with .to({store_k.dtype}), or fill the cache in "
+                        f"{query.dtype}.")
     N, Hkv, B, Dh = len(cache.tables), store_k.shape[2], cache.pool.block_size, store_k.shape[-1]
     if query.dim() != 4 or query.shape[0] != N or query.shape[1] % Hkv or query.shape[-1] != Dh \
             or not 1 <= query.shape[2] <= S:

@@ -9,6 +9,26 @@ from ..validation import check_int, check_is_tensor
 from .pool import BlockPool
 
 
+def _check_read(store, table, length) -> int:
+    """``read_blocks``'s arguments: a store of blocks, a 2-D integer table, a length its blocks hold."""
+    check_is_tensor(store, "store")
+    check_is_tensor(table, "table")
+    if store.dim() < 3:
+        raise ValueError(f"store must be (num_blocks, B, Hkv, D), the blocks of one layer, but store.shape="
+                         f"{tuple(store.shape)}.")
+    if table.dim() != 2 or table.dtype.is_floating_point or table.dtype.is_complex or table.dtype == torch.bool:
+        raise TypeError(f"table must be a 2-D integer tensor (N, blocks), one block table per sequence, but got "
+                        f"table.shape={tuple(table.shape)}, table.dtype={table.dtype}; use "
+                        f"torch.tensor(tables, dtype=torch.long).")
+    held = table.shape[1] * store.shape[1]
+    length = check_int(length, "length", minimum=0, fix="pass the number of positions each sequence holds.")
+    if length > held:
+        raise ValueError(f"length must be at most the {held} positions the table's {table.shape[1]} blocks of "
+                         f"{store.shape[1]} hold, but length={length}; give every sequence a block for each B of its "
+                         f"positions.")
+    return length
+
+
 def read_blocks(store: torch.Tensor, table: torch.Tensor, length: int) -> torch.Tensor:
     """Positions ``0 .. length - 1`` of each sequence, read through its block table: ``(N, Hkv, S, D)``.
 
@@ -16,11 +36,24 @@ def read_blocks(store: torch.Tensor, table: torch.Tensor, length: int) -> torch.
     block ``table[n, p // B]`` of ``store (num_blocks, B, Hkv, D)``, at slot ``p % B``: the blocks of a table,
     taken in order and laid end to end, are the positions in order; the last one may be part-full.
 
+    Args:
+        store: ``(num_blocks, B, Hkv, D)``, one layer's keys (or values) for the whole pool.
+        table: ``(N, blocks)``, an integer tensor: each sequence's blocks, in position order.
+        length: ``S``, the positions to read, ``0 <= S <= blocks · B``.
+
+    Returns:
+        ``(N, Hkv, S, D)``, a view of the gathered blocks.
+
+    Raises:
+        TypeError: if ``store`` or ``table`` is not a tensor, or ``table`` is not a 2-D integer tensor.
+        ValueError: if ``length`` is negative or more than the table's blocks hold.
+
     Example:
         >>> store = torch.arange(8.0).view(4, 2, 1, 1)  # 4 blocks of 2 positions; block b holds 2b, 2b + 1
         >>> read_blocks(store, torch.tensor([[3, 1]]), length=3).flatten().tolist()  # positions 0, 1, 2
         [6.0, 7.0, 2.0]
     """
+    length = _check_read(store, table, length)
     blocks = store.index_select(0, table.flatten())  # (N·blocks, B, Hkv, D): the blocks of every table
     positions = blocks.view(table.shape[0], -1, *store.shape[2:])  # (N, blocks·B, Hkv, D), in order
     return positions[:, :length].transpose(1, 2)  # (N, Hkv, S, D), a view
@@ -74,7 +107,7 @@ class PagedCache:
         ``(keys (N, Hkv, S, Dh), values (N, Hkv, S, Dv))`` of layer ``layer_idx``.
 
         Raises:
-            TypeError: if ``key`` or ``value`` is not a tensor.
+            TypeError: if ``key`` or ``value`` is not a floating-point tensor, or not of the pool's dtype.
             ValueError: if the shapes disagree, the layer is out of range, the sequence is finished, or the pool
                 has too few free blocks (then nothing is changed: every sequence keeps its keys).
         """
@@ -92,8 +125,8 @@ class PagedCache:
         if key.shape[0] != len(self.tables):
             raise ValueError(f"this cache holds {len(self.tables)} sequences, but key.shape={tuple(key.shape)}.")
         B, start, L = self.pool.block_size, self._seen[layer_idx], key.shape[2]
-        self._make_room(start, start + L)
         keys, values = self.pool.storage(layer_idx, key, value)  # (blocks, B, Hkv, Dh), (blocks, B, Hkv, Dv)
+        self._make_room(start, start + L)  # after the checks of storage: a refused write takes no block
         p = start
         while p < start + L:  # position p goes to block table[p // B], slot p % B; one block at a time
             j, slot = divmod(p, B)

@@ -7,7 +7,7 @@ from collections import deque
 
 import torch
 
-from ..validation import check_int
+from ..validation import check_int, check_same_device_and_dtype, check_tensor
 
 
 class BlockPool:
@@ -97,13 +97,25 @@ class BlockPool:
 
     def storage(self, layer_idx: int, key: torch.Tensor, value: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Layer ``layer_idx``'s keys ``(num_blocks, B, Hkv, Dh)`` and values ``(num_blocks, B, Hkv, Dv)``, two views
-        of one store (:attr:`stores`), allocated like ``key (N, Hkv, L, Dh)`` and ``value`` at the first write."""
+        of one store (:attr:`stores`), allocated like ``key (N, Hkv, L, Dh)`` and ``value`` at the first write.
+
+        Raises:
+            TypeError: if ``key`` or ``value`` is not floating point, or their dtype is not the one the layer holds.
+            ValueError: if their heads or sizes are not the ones the layer holds.
+        """
+        check_tensor(key, "key")
+        check_tensor(value, "value")
+        check_same_device_and_dtype(key=key, value=value)
         if layer_idx not in self.keys:
             store = key.new_zeros(self.num_blocks, self.block_size, key.shape[1], key.shape[-1] + value.shape[-1])
             self.stores[layer_idx] = store
             Dh = key.shape[-1]
             self.keys[layer_idx], self.values[layer_idx] = store[..., :Dh], store[..., Dh:]  # views, written in place
         held_k, held_v = self.keys[layer_idx], self.values[layer_idx]
+        if key.dtype != held_k.dtype:
+            raise TypeError(f"layer {layer_idx} of the pool holds {held_k.dtype} keys and values, but got "
+                            f"key.dtype={key.dtype}; one pool serves one model: convert with .to({held_k.dtype}) "
+                            f"or build another BlockPool.")
         if (key.shape[1], key.shape[-1], value.shape[-1], key.dtype, key.device) != (
                 held_k.shape[2], held_k.shape[-1], held_v.shape[-1], held_k.dtype, held_k.device):
             raise ValueError(f"layer {layer_idx} of the pool holds keys and values of (Hkv, Dh, Dv) = "

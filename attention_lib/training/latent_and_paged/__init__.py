@@ -11,6 +11,7 @@
 from .shipped import (
     CACHE_NUMBERS,
     FAR_STRUCTURES,
+    HELDOUT_SEED,
     LATENT,
     SEEDS,
     build_latent_lm,
@@ -21,5 +22,5 @@ from .shipped import (
     unseen_texts,
 )
 
-__all__ = ["CACHE_NUMBERS", "FAR_STRUCTURES", "LATENT", "SEEDS", "build_latent_lm", "fresh_text_loss",
+__all__ = ["CACHE_NUMBERS", "FAR_STRUCTURES", "HELDOUT_SEED", "LATENT", "SEEDS", "build_latent_lm", "fresh_text_loss",
            "load_latent_lm", "subject_far_back", "train_latent_lm", "unseen_texts"]

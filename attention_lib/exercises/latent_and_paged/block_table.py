@@ -1,27 +1,35 @@
-"""Checkers for ``notebooks/17_latent_and_paged.ipynb``: reading one sequence's keys through its block table, and
-predictions of what each bug of the latent and paged caches does.
-"""
+"""The checker of reading one sequence's keys through its block table (``notebooks/17_latent_and_paged.ipynb``)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 
 import torch
 
-from ..paged import read_blocks
-from ._allowed import PLAIN, Allowed
-from ._checker import CheckResult, check_function
-from .predictions import AMOUNTS, grade_amounts
+from ...paged import read_blocks
+from .._allowed import PLAIN, Allowed
+from .._checker import CheckResult, check_function
+from ._trials import helper_called, helper_refusal, kept_after_next_call
 
-#: (num_blocks, B, Hkv, Dh, S) per trial: a part-full last block, full blocks, a single part-full block, and 9
-#: positions in 3 blocks of 4 (where the length over the number of blocks, rounded up, is not B).
-_SIZES = ((8, 4, 2, 3, 10), (6, 2, 1, 2, 6), (5, 4, 3, 4, 3), (7, 4, 2, 3, 9))
+#: (num_blocks, B, Hkv, Dh, S) and what each trial is: a part-full last block (twice, with new values), full blocks,
+#: a single part-full block, 9 positions in 3 blocks of 4 (where the length over the number of blocks, rounded up,
+#: is not B), and the first shapes as a transposed view, in float64 and in bfloat16 (a pool holds any of them).
+TRIALS = (((8, 4, 2, 3, 10), "a part-full last block"), ((8, 4, 2, 3, 10), "the same shapes again, new values"),
+          ((6, 2, 1, 2, 6), "full blocks"), ((5, 4, 3, 4, 3), "a single part-full block"),
+          ((7, 4, 2, 3, 9), "9 positions in 3 blocks of 4"),
+          ((8, 4, 2, 3, 10), "a store that is a transposed view (not contiguous)"),
+          ((8, 4, 2, 3, 10), "a float64 store"), ((8, 4, 2, 3, 10), "a bfloat16 store"))
+_SIZES = tuple(size for size, _ in TRIALS)
 
 
 def _table_inputs(seed: int) -> tuple:
     g = torch.Generator().manual_seed(1700 + seed)
-    num_blocks, B, Hkv, Dh, S = _SIZES[seed % len(_SIZES)]
-    store = torch.randn(num_blocks, B, Hkv, Dh, generator=g)  # (num_blocks, B, Hkv, Dh): one layer's keys
+    (num_blocks, B, Hkv, Dh, S), said = TRIALS[seed % len(TRIALS)]
+    if "transposed" in said:  # the same numbers laid out (num_blocks, Hkv, B, Dh) in memory
+        store = torch.randn(num_blocks, Hkv, B, Dh, generator=g).transpose(1, 2)
+    else:
+        store = torch.randn(num_blocks, B, Hkv, Dh, generator=g)  # (num_blocks, B, Hkv, Dh): one layer's keys
+    store = store.double() if "float64" in said else store.bfloat16() if "bfloat16" in said else store
     table = torch.randperm(num_blocks, generator=g)[:-(-S // B)]  # the sequence's blocks, in no pool order
     return store, table, S
 
@@ -151,72 +159,69 @@ ALLOWED = Allowed(PLAIN | {"item", "py_int", "py_index", "tolist"}, said="indexi
                                "which reads the block table for you: index `store` with the table instead.")
 
 
+def _trial_of(args: tuple) -> int:
+    return next(t for t in range(len(TRIALS)) if torch.equal(_table_inputs(t)[0], args[0]))
+
+
+def _where_from(store, key) -> tuple[int, int] | None:
+    """The (block, slot) of the pool that holds ``key (Hkv, Dh)``, or ``None``."""
+    found = (store == key.to(store.dtype)).flatten(2).all(-1).nonzero()  # (matches, 2)
+    return tuple(found[0].tolist()) if len(found) else None
+
+
+def _explain(got, expected, args) -> str:
+    store, table, S = args
+    trial, B = _trial_of(args), store.shape[1]
+    said = TRIALS[trial][1]
+    for earlier in range(trial):
+        if TRIALS[earlier][0] == TRIALS[trial][0] and torch.equal(got.to(expected.dtype).double(),
+                                                                  _reference(*_table_inputs(earlier)).double()):
+            return (f"on {said}, your function returned the keys of an earlier input of the same shapes: read them "
+                    f"from the arguments of each call, not from a result kept from before.")
+    wrong = [p for p in range(S) if not torch.equal(got[:, p].to(expected.dtype), expected[:, p])]
+    p = wrong[0]
+    came = _where_from(store, got[:, p])
+    source = f"block {came[0]}, slot {came[1]} of the pool" if came else "no slot of the pool"
+    text = (f"on {said} (store {tuple(store.shape)}, table {table.tolist()}, length {S}), {len(wrong)} of {S} "
+            f"positions are wrong, the first at position {p}: it lives in block table[{p} // {B}] = "
+            f"{int(table[p // B])}, slot {p} % {B} = {p % B}, but your key there is the one in {source}.")
+    for dim, what in ((0, "num_blocks"), (2, "Hkv"), (3, "Dh")):
+        other = store.shape[dim]
+        if other != B and came is not None and p // other < len(table) and came == (int(table[p // other]),
+                                                                                     p % other):
+            return (f"{text} Hint: that is the block and slot of position {p} for blocks of {other}, the store's "
+                    f"{what} (store.shape[{dim}]): the block size is store.shape[1] = {B}.")
+    return text
+
+
 def check_read_through_table(fn: Callable) -> CheckResult:
     """Check ``fn(store, table, length)``: one sequence's keys read through its block table, ``(Hkv, S, Dh)``.
 
     Built step by step in ``notebooks/17_latent_and_paged.ipynb``. ``store (num_blocks, B, Hkv, Dh)`` holds one
     layer's keys for the whole pool, ``table`` (1-D int64) the sequence's blocks in order, ``length`` its ``S``
-    positions. Four fixed inputs (:data:`_SIZES`): a part-full last block, full blocks, one part-full block, and
-    9 positions in 3 blocks of 4; the store must come back unchanged (the pool is every sequence's).
+    positions. Eight inputs (:data:`TRIALS`): a part-full last block (twice, with new values), full blocks, one
+    part-full block, 9 positions in 3 blocks of 4, a transposed view, float64 and bfloat16; the store and the
+    table must come back unchanged (the pool is every sequence's), and the checker's own helpers are refused.
 
     Example:
-        >>> check_read_through_table(_end_to_end).status
+        >>> def read(store, table, length):
+        ...     return store[table].flatten(0, 1)[:length].transpose(0, 1)  # (Hkv, S, Dh)
+        >>> check_read_through_table(read).status
         'passed'
-        >>> check_read_through_table(_off_by_one).message[:70]
+        >>> check_read_through_table(lambda store, table, length: read(store, table.roll(1), length)).message[:70]
         '❌ reading through the block table: not quite. Hint: every position was'
     """
     name = "reading through the block table"
+    helper = helper_called(fn, _table_inputs(0), frozenset({"_reference", "_end_to_end"}))
+    if helper is not None:
+        return CheckResult("failed", helper_refusal(name, helper))
     result = check_function(fn, _reference, _table_inputs, name=name, mistakes=MISTAKES, shape_hint=_shape_hint,
-                            trials=len(_SIZES), atol=0.0, rtol=0.0, allowed=ALLOWED)
-    for trial in range(len(_SIZES) if result.passed else 0):
-        store, table, S = _table_inputs(trial)
-        before = store.clone()
-        fn(store, table, S)
-        if not torch.equal(store, before):
-            return CheckResult("failed", f"❌ {name}: the keys are right, but your function changed `store`: the "
-                               f"pool holds every sequence's keys, so read it and never write into it (no in-place "
-                               f"operation such as `.transpose_()`, `+=` or an assignment into `store`).")
+                            trials=len(TRIALS), atol=0.0, rtol=0.0, allowed=ALLOWED, explain=_explain,
+                            keep_inputs=True, inputs_said=f"{len(TRIALS)} inputs (part-full and full blocks, a "
+                                                          f"transposed view, float64 and bfloat16)")
+    if result.passed and not kept_after_next_call(fn, _reference, _table_inputs, 0, 1):
+        return CheckResult("failed", f"❌ {name}: right on each input, but the keys returned for {TRIALS[0][1]} "
+                                     f"changed when your function ran again on new values: return a new tensor (or "
+                                     f"a view of the store) each call, not a buffer you reuse or a result "
+                                     f"remembered from before.")
     return result
-
-
-#: Why each bug of lesson 17 does what it does.
-WHY = {
-    "latent rotated, not the rotary key": "A bug of the model, not of its cache (that reads right): the latent makes "
-                                          "the values and the position-free keys, so turning it puts absolute "
-                                          "positions into both, while the rotary key stays unturned: no logit after "
-                                          "the first position is DeepSeek's (at position 0 RoPE turns by nothing), "
-                                          "and moving the text changes them.",
-    "block table off by one block": "Every continuation outgrows one block, and then its blocks are read in the "
-                                    "wrong order (block 0 from its last block, block j from block j - 1); only the "
-                                    "words, sometimes, survive.",
-    "copy-on-write forgotten": "Only a part-full shared block is overwritten, and only the sibling that wrote "
-                               "first reads the other's key: prompts whose last block is full are read right.",
-}
-
-
-def _bands() -> str:
-    """The answers with their shares, from :data:`AMOUNTS`: ``"'all' (90 % or more), ..."``."""
-    def band(low, high):
-        return f"{low:.0%} or more" if high > 1 else f"under {high:.0%}" if low == 0 else f"{low:.0%}-{high:.0%}"
-    return ", ".join(f"{word!r} ({band(*bounds)})" for word, bounds in AMOUNTS.items())
-
-
-def check_gallery_predictions(predictions: Mapping[str, str] | None, gallery: Mapping[str, Mapping[str, float]]
-                              ) -> CheckResult:
-    """Check predictions, made before measuring, of how many continuations each bug leaves with the right logits.
-
-    Built step by step in ``notebooks/17_latent_and_paged.ipynb``. ``predictions[bug]`` is ``"all"`` (90 % or
-    more), ``"most"`` (50-90 %), ``"some"`` (10-50 %) or ``"none"`` (under 10 %), the bands of :data:`AMOUNTS`;
-    ``gallery[bug]["right logits"]`` is the measured share: for a cache bug, continuations that read their cache
-    right (the logits of one whole causal pass at every step); for the rotated latent, a model bug, prompts that
-    give transformers' logits. The measurements and the reasons are shown once every bug has a prediction.
-
-    Example:
-        >>> gallery = {"copy-on-write forgotten": {"right logits": 0.7}}
-        >>> check_gallery_predictions({"copy-on-write forgotten": "most"}, gallery).status
-        'passed'
-    """
-    name = "what each bug does"
-    return grade_amounts(name, predictions, {bug: measured["right logits"] for bug, measured in gallery.items()}, WHY,
-                         f"📝 {name}: no predictions yet. Fill in `my_predictions` with one of {_bands()} for each "
-                         f"bug, run it, then run this cell again.")
