@@ -181,10 +181,15 @@ def with_line(source: str, line: str) -> str:
     return f"{title}\n\n{line}" + (f"\n\n{rest}" if rest else "")
 
 
+def is_deep_dive(path: Path, nb) -> bool:
+    """An optional deep dive of a lesson: a notebook that calls itself one (``deep_dive`` in its file name, or
+    "deep dive" in its title)."""
+    return "deep_dive" in path.stem or "deep dive" in title_cell(nb).source.split("\n")[0].lower()
+
+
 def is_core(path: Path, nb) -> bool:
-    """A core lesson: numbered 00 to 09, and not an optional deep dive (a notebook that calls itself one)."""
-    deep = "deep_dive" in path.stem or "deep dive" in title_cell(nb).source.splitlines()[0].lower()
-    return int(path.name[:2]) in CORE and not deep
+    """A core lesson: numbered 00 to 09, and not an optional deep dive."""
+    return int(path.name[:2]) in CORE and not is_deep_dive(path, nb)
 
 
 def limit(path: Path, nb) -> int:
