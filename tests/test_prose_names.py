@@ -8,7 +8,7 @@ The test reads every inline code span (`...`) of every markdown cell of every no
 - a span that is one name, alone or called (``generate(...)``), and that looks like code (an underscore, a capital
   inside, or a call), must be a name of the package (any module, class member or parameter), of the notebook's own
   code or its lesson's and solution's, of Python, of torch (``torch``, ``torch.nn``, ``torch.nn.functional``,
-  ``Tensor``), or be listed below as quoted from another project or as a symbol of a formula.
+  ``torch.distributed``, ``Tensor``), or be listed below as quoted from another project or as a symbol of a formula.
 
 A name the prose invents for an idea, not for code, is written without backticks.
 """
@@ -36,12 +36,16 @@ QUOTED_ELSEWHERE = {
                      "generate_batch": "continuous batching"},
     "PyTorch": {"check_prefer_cudnn_attention": "aten/src/ATen/native/transformers/cuda/sdp_utils.cpp",
                 "priority_order": "sdp_utils.cpp", "_templated_ring_attention": "torch.distributed.tensor",
-                "ATEN_CPU_CAPABILITY": "the environment variable that picks the CPU kernels"},
+                "ATEN_CPU_CAPABILITY": "the environment variable that picks the CPU kernels",
+                "set_rotate_method": "torch.distributed.tensor.experimental, context parallelism",
+                "ALL_GATHER": "context parallelism's default rotate method"},
     "Triton": {"min_dot_size": "triton/backends/nvidia/compiler.py", "_attn_bwd": "the fused-attention tutorial",
                "_attn_bwd_preprocess": "the fused-attention tutorial"},
     "FlashAttention": {"scale_apply_exp2": "csrc/flash_attn/src/softmax.h",
-                       "softmax_lse_ptr": "csrc/flash_attn/src/fmha.h"},
-    "vLLM": {"kv_c_and_k_pe_cache": "vllm/v1/attention/backends/mla/common.py"},
+                       "softmax_lse_ptr": "csrc/flash_attn/src/fmha.h", "flash_attn_varlen_func": "flash_attn"},
+    "vLLM": {"kv_c_and_k_pe_cache": "vllm/v1/attention/backends/mla/common.py",
+             "block_tables": "its paged-attention kernel", "context_lens": "its paged-attention kernel"},
+    "FlashMLA": {"h_q": "its count of query heads, in its README"},
     "LLMs-from-scratch": {"current_pos": "its KV-cache chapter"},
     "glibc": {"M_MMAP_THRESHOLD": "man 3 mallopt", "M_TRIM_THRESHOLD": "man 3 mallopt"},
 }
@@ -110,9 +114,10 @@ def package_names() -> set[str]:
 
 def torch_names() -> set[str]:
     import torch
+    import torch.distributed
     import torch.nn.functional as F
 
-    names = set(dir(torch)) | set(dir(torch.nn)) | set(dir(F)) | set(dir(torch.Tensor))
+    names = set(dir(torch)) | set(dir(torch.nn)) | set(dir(F)) | set(dir(torch.Tensor)) | set(dir(torch.distributed))
     for function in (F.scaled_dot_product_attention, torch.nn.MultiheadAttention.__init__,
                      torch.nn.MultiheadAttention.forward):
         names |= _parameters(function)
