@@ -31,8 +31,8 @@ def test_a_lesson_to_come_is_named_and_links_itself_once_it_lands():
     dive = nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell("# 18 · A deep dive: acceptance rates")])
     found = {"18": [(Path("18_speculative.ipynb"), nb), (Path("18_speculative_deep_dive.ipynb"), dive)]}
     assert course_map._entry("18", found, "notebooks/") == (
-        "[18 · Speculative decoding](notebooks/18_speculative.ipynb) (and its optional deep dive, "
-        "[18 · A deep dive](notebooks/18_speculative_deep_dive.ipynb))")
+        "[18 · Speculative decoding](notebooks/18_speculative.ipynb) (optional: "
+        "[A deep dive: acceptance rates](notebooks/18_speculative_deep_dive.ipynb))")
 
 
 def test_the_readme_and_lesson_00_show_the_map_as_the_lessons_make_it():

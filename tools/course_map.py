@@ -78,7 +78,7 @@ def _entry(number: str, found, prefix: str) -> str:
     (path, nb), *dives = found[number]
     text = _link(path, nb, prefix)
     for dive_path, dive in dives:
-        text += f" (and its optional deep dive, {_link(dive_path, dive, prefix)})"
+        text += f" (optional: [{title(dive).split(' · ', 1)[-1]}]({prefix}{dive_path.name}))"
     return text
 
 
