@@ -40,6 +40,7 @@ def test_the_lesson_states_a_fresh_reading_time(path):
         f"{path.name} states {said} minutes, its content now gives {minutes.total:.0f}: {fix}")
     assert reading_time.title_cell(nb).source.split("\n")[2] == reading_time.LINE.search(
         reading_time.title_cell(nb).source).group(0), "the line is the paragraph right under the title"
+    assert reading_time.mentions(nb) == 1, f"{path.name} states a reading time by hand besides the line: remove it"
 
 
 @pytest.mark.parametrize("path", [pytest.param(p, marks=pytest.mark.xfail(
@@ -86,6 +87,12 @@ def test_writing_the_line_replaces_an_older_one_and_counts_nothing():
     assert cell.source == f"# 99 · A title\n\n{before.line()}\n\nWhere we are."
     assert reading_time.measure(nb) == before, "the line itself is not reading time"
     assert reading_time.with_line(cell.source, before.line()) == cell.source
+    cell.source = "# 99 · A title\n\n**Reading time:** about 90 minutes, by hand.\n\nWhere we are."
+    cell.source = reading_time.with_line(cell.source, before.line())
+    assert cell.source == f"# 99 · A title\n\n{before.line()}\n\nWhere we are."
+    assert reading_time.mentions(nb) == 1
+    cell.source += "\n\n**Reading time:** 90 minutes. A sentence that goes on in the same paragraph,\nas here."
+    assert reading_time.mentions(nb) == 2, "a hand-written time inside a paragraph is left for a person, and found"
 
 
 def test_a_small_edit_keeps_the_statement_a_new_section_does_not(tmp_path):

@@ -62,6 +62,8 @@ CORE_LIMIT, LIMIT = 45, 90  #: the longest a core lesson (00-09) and any lesson 
 CORE = range(0, 10)  #: the numbers of the core lessons
 
 LINE = re.compile(r"^\*Reading time: about (\d+) minutes \(([^)]*)\)\.\*[ \t]*$", re.M)
+#: Any line that starts a reading time, the standard one or an older, hand-written one.
+OLD_LINE = re.compile(r"^\*{1,2}Reading time\b", re.M)
 _FENCE = re.compile(r"```.*?```", re.S)
 _TABLE_RULE = re.compile(r"^\s*\|?\s*:?-{3,}:?\s*(\|\s*:?-{3,}:?\s*)*\|?\s*$", re.M)
 _EXERCISE = re.compile(r"^#{1,6} Exercise\b", re.M)
@@ -170,15 +172,23 @@ def stated(nb) -> int | None:
 
 
 def with_line(source: str, line: str) -> str:
-    """``source`` (a title cell) with ``line`` as the paragraph right under the title, replacing an older one.
+    """``source`` (a title cell) with ``line`` as the paragraph right under the title, replacing an older one (a
+    paragraph of one line that starts with ``*Reading time`` or ``**Reading time``).
 
     Example:
-        >>> with_line("# 03 · A title\\n\\nWhere we are.", "*Reading time: about 5 minutes (prose 1).*")
-        '# 03 · A title\\n\\n*Reading time: about 5 minutes (prose 1).*\\n\\nWhere we are.'
+        >>> with_line("# 03 · Title\\n\\n**Reading time:** 9 min.\\n\\nWhere we are.", "*Reading time: 5.*")
+        '# 03 · Title\\n\\n*Reading time: 5.*\\n\\nWhere we are.'
     """
-    kept = [text for text in source.split("\n") if not LINE.match(text)]
-    title, rest = kept[0], "\n".join(kept[1:]).lstrip("\n")
-    return f"{title}\n\n{line}" + (f"\n\n{rest}" if rest else "")
+    title, _, rest = source.partition("\n")
+    kept = [text for text in rest.strip("\n").split("\n\n")
+            if text.strip() and not (OLD_LINE.match(text.strip()) and "\n" not in text.strip())]
+    return "\n\n".join([title, line, *kept])
+
+
+def mentions(nb) -> int:
+    """How many times the markdown of ``nb`` starts a reading time (``*Reading time`` or ``**Reading time``): one
+    line, written by :func:`with_line`, and no hand-written other."""
+    return sum(len(OLD_LINE.findall(c.source)) for c in nb.cells if c.cell_type == "markdown")
 
 
 def is_deep_dive(path: Path, nb) -> bool:
