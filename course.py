@@ -9,6 +9,8 @@
                                  figures): `remake --list` lists each with its command, `remake NAME` runs one
     python3 course.py execute    regenerate every notebook's stored outputs (the only way outputs are made)
     python3 course.py colab      rewrite every notebook's Colab badge and setup cell from pyproject.toml
+    python3 course.py reading-time  every lesson's reading time from its content; `--write` states it in the
+                                 lesson's title cell, `--check` fails on a missing or stale one (tools/reading_time.py)
     python3 course.py gpu-check  on a CUDA machine: device tests, the Triton kernel, bench --device cuda and strict
                                  nbval of lesson 14, in one report (artifacts/gpu-check.txt)
     python3 course.py book       build the course website from the stored outputs (book/_build/html)
@@ -119,6 +121,7 @@ COMMANDS = {
     "remake": cmd_remake,
     "execute": lambda args: run_tool("execute_notebooks.py", args, env=run_env()),
     "colab": lambda args: run_tool("colab_sync.py", args),
+    "reading-time": lambda args: run_tool("reading_time.py", args),
     "gpu-check": lambda args: run_tool("gpu_check.py", args, env=run_env()),
     "book": lambda args: run_tool("build_book.py", args),
 }

@@ -8,7 +8,9 @@ The repository slug and git ref live only in ``[tool.course.colab]`` of ``pyproj
    from the same repository and ref, and does nothing anywhere else (no output, no network);
 3. notebook metadata asking Colab for a GPU runtime.
 
-It also writes the README's table of badges and its ``git clone`` lines.
+It also writes the README's table of badges (with each lesson's reading time, as the lesson states it), its
+``git clone`` lines and its core path and tracks, and lesson 00's course map (the cell tagged ``course-map``), from
+``tools/course_map.py``.
 
 With ``--check`` nothing is written and the exit code says whether every notebook is up to date.
 """
@@ -29,6 +31,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from course import all_notebooks  # noqa: E402
+from tools import course_map  # noqa: E402
 
 BADGE_TAG, SETUP_TAG = "colab-badge", "colab-setup"
 #: What a lesson's goals cell says ("By the end of this notebook you will be able to: ..."; tests/test_notebooks.py
@@ -37,6 +40,9 @@ GOALS = "By the end"
 README_START, README_END = "<!-- colab-badges:start -->", "<!-- colab-badges:end -->"
 #: The README's ``git clone`` lines (the quick start), written from the same slug.
 CLONE_START, CLONE_END = "<!-- clone:start -->", "<!-- clone:end -->"
+#: The README's core path and tracks; lesson 00's course map is the cell tagged MAP_TAG.
+TRACKS_START, TRACKS_END = "<!-- tracks:start -->", "<!-- tracks:end -->"
+MAP_TAG = "course-map"
 
 
 def colab_config() -> dict[str, str]:
@@ -90,9 +96,12 @@ def setup_position(cells) -> int:
     return min(goals + 1, first_code)
 
 
-def sync(nb, relpath: str, config: dict[str, str]) -> None:
-    """Put the badge first and the setup cell after the title and goals (replacing old ones), and the Colab
-    metadata in place."""
+def sync(nb, relpath: str, config: dict[str, str], course_map_cell: str | None = None) -> None:
+    """Put the badge first and the setup cell after the title and goals (replacing old ones), the Colab
+    metadata in place, and the course map into a cell tagged MAP_TAG (``course_map_cell``, else made anew)."""
+    for cell in nb.cells:
+        if _tagged(cell, MAP_TAG):
+            cell.source = course_map_cell if course_map_cell is not None else course_map.lesson_00_cell()
     cells = [c for c in nb.cells if not (_tagged(c, BADGE_TAG) or _tagged(c, SETUP_TAG))]
     old = {tag: next((c for c in nb.cells if _tagged(c, tag)), None) for tag in (BADGE_TAG, SETUP_TAG)}
     badge = nbformat.v4.new_markdown_cell(badge_source(relpath, config), metadata={"tags": [BADGE_TAG]})
@@ -108,14 +117,20 @@ def sync(nb, relpath: str, config: dict[str, str]) -> None:
 
 
 def readme_block(config: dict[str, str]) -> str:
-    """The README's table of lessons, each with its badge (between the README_START/END markers)."""
-    rows = ["| lesson | open it |", "|---|---|"]
-    for path in sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb")):
-        title = next((c.source.splitlines()[0].lstrip("# ") for c in nbformat.read(path, as_version=4).cells
-                      if c.cell_type == "markdown" and c.source.startswith("# ")), path.stem)
+    """The README's table of lessons, each with its reading time and badge (between the README_START/END
+    markers)."""
+    rows = ["| lesson | reading time | open it |", "|---|---|---|"]
+    for path in sorted((ROOT / "notebooks").glob("[0-9][0-9]*.ipynb")):
+        nb = nbformat.read(path, as_version=4)
         relpath = path.relative_to(ROOT).as_posix()
-        rows.append(f"| [{title}]({relpath}) | {badge_source(relpath, config)} |")
+        rows.append(f"| [{course_map.title(nb)}]({relpath}) | {course_map.minutes(nb)} | "
+                    f"{badge_source(relpath, config)} |")
     return "\n".join([README_START, *rows, README_END])
+
+
+def tracks_block() -> str:
+    """The README's core path and tracks (between the TRACKS_START/END markers)."""
+    return "\n".join([TRACKS_START, course_map.tracks(prefix="notebooks/"), TRACKS_END])
 
 
 def clone_block(config: dict[str, str]) -> str:
@@ -130,7 +145,8 @@ def sync_readme(config: dict[str, str], check: bool) -> bool:
     readme = ROOT / "README.md"
     text = new = readme.read_text()
     for start_marker, end_marker, block in ((README_START, README_END, readme_block(config)),
-                                            (CLONE_START, CLONE_END, clone_block(config))):
+                                            (CLONE_START, CLONE_END, clone_block(config)),
+                                            (TRACKS_START, TRACKS_END, tracks_block())):
         if start_marker in new:
             start, end = new.index(start_marker), new.index(end_marker) + len(end_marker)
             new = new[:start] + block + new[end:]
@@ -143,10 +159,11 @@ def main(argv: list[str]) -> int:
     check = "--check" in argv
     config = colab_config()
     stale = []
+    map_cell = course_map.lesson_00_cell()
     for path in all_notebooks():
         nb = nbformat.read(path, as_version=4)
         before = nbformat.writes(nb)
-        sync(nb, path.relative_to(ROOT).as_posix(), config)
+        sync(nb, path.relative_to(ROOT).as_posix(), config, map_cell)
         if nbformat.writes(nb) != before:
             stale.append(path.relative_to(ROOT))
             if not check:
