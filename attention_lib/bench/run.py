@@ -41,6 +41,7 @@ from .measure import quiet_profiler, synchronize, time_paired
 from .memory_tables import inputs as _inputs
 from .memory_tables import memory_tables, with_gradients
 from .serving import run_serving
+from .speculative import run_speculative
 from .targets import WEIGHTS_REFERENCE, exp2_vs_exp, print_targets
 
 #: The methods compared, each called as ``fn(query, key, value, **options)`` (options: a mask or ``is_causal``).
@@ -233,7 +234,8 @@ def main(argv: list[str] | None = None) -> dict:
     methods = {**METHODS, **extra}
     print("== environment", *_environment(device, dtype), sep="\n  ")
     if args.decoding:
-        return {"decoding": run_decoding(args.quick), "serving": run_serving(args.quick)}
+        return {"decoding": run_decoding(args.quick), "serving": run_serving(args.quick),
+                "speculative": run_speculative(args.quick)}
     q, k, v = _inputs((2, 4), max(args.sizes), d, device, dtype)
     print(f"  SDPA implementation at 2x4 heads, n={max(args.sizes)}: {sdpa_implementation(q, k, v)} (found with "
           f"torch.profiler)\n  Triton kernel: {triton_says}")
@@ -293,7 +295,8 @@ def main(argv: list[str] | None = None) -> dict:
           f"differs from machine to machine.")
     targets = print_targets(ratios, memory, tuple(args.memory_sizes), d, torch.empty((), dtype=dtype).element_size())
     return {"ceiling": ceiling, "ratios": ratios, "memory": memory, "exp2_vs_exp": exp2, "targets": targets,
-            "decoding": run_decoding(args.quick), "serving": run_serving(args.quick)}
+            "decoding": run_decoding(args.quick), "serving": run_serving(args.quick),
+            "speculative": run_speculative(args.quick)}
 
 if __name__ == "__main__":
     main()
