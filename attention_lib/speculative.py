@@ -211,7 +211,6 @@ def speculative_rounds(target, draft, prompt: torch.Tensor, max_new_tokens: int,
         yield Round(tokens, drafts, accepted, new, target_cache, draft_cache)
 
 
-@torch.no_grad()
 def speculative_generate(target, draft, prompt: torch.Tensor, max_new_tokens: int, *, num_draft_tokens: int = 4,
                          temperature: float = 0.0, generator: torch.Generator | None = None) -> torch.Tensor:
     """Continue ``prompt`` by ``max_new_tokens`` tokens with a draft's help: ``(1, P) -> (1, P + max_new_tokens)``.

@@ -202,3 +202,35 @@ def test_errors_name_the_problem_and_the_fix():
     with pytest.raises(ValueError, match="same vocabulary"):
         residual_distribution(torch.ones(3) / 3, torch.ones(4) / 4)
     assert speculative_generate(target, draft, prompt, 0).shape == (1, 3)
+
+
+def test_the_gallery_loop_without_a_bug_is_the_package_loop_and_its_bugs_do_what_the_lesson_says(hf_pair):
+    from attention_lib.experiments.speculative_decoding import GREEDY_BUGS, speculative_with_bug
+
+    _, _, target, draft = hf_pair
+    changed = 0
+    for prompt in prompts(4):
+        plain = generate(target, prompt, 16)
+        text, calls = speculative_with_bug(target, target, prompt, 16, 4)
+        assert torch.equal(text, plain)
+        assert calls == 4  # the target as its own draft keeps every draft and adds a bonus: 16 = 5 + 5 + 5 + 1
+        forgot, more_calls = speculative_with_bug(target, target, prompt, 16, 4, GREEDY_BUGS[1])
+        assert torch.equal(forgot, plain)
+        assert more_calls > calls  # the bonus token forgotten costs calls, not text
+        assert torch.equal(speculative_with_bug(target, draft, prompt, 16, 4, GREEDY_BUGS[0])[0], plain)
+        changed += not torch.equal(speculative_with_bug(target, draft, prompt, 16, 4, GREEDY_BUGS[2])[0], plain)
+    assert changed >= 3  # the top-left mask in the verify pass changes the text
+
+
+@pytest.mark.parametrize("bug", ["residual not renormalised", "accepting the draft's argmax while sampling"])
+def test_the_sampling_bugs_exact_distributions_match_their_draws(bug):
+    from attention_lib.experiments.speculative_decoding import chi_square_p_value, draws, sampling_bug
+
+    p = torch.tensor([0.5, 0.25, 0.15, 0.1], dtype=torch.float64)
+    q = torch.tensor([0.1, 0.2, 0.3, 0.4], dtype=torch.float64)
+    wrong = sampling_bug(p, q, bug)
+    assert float((wrong - p).abs().max()) > 0.05
+    torch.testing.assert_close(wrong.sum(), torch.tensor(1.0, dtype=torch.float64))
+    counts = draws(p, q, 4000, bug=bug, seed=3)
+    assert chi_square_p_value(counts, wrong) > 0.01  # the gallery's formula is what the bug draws
+    assert chi_square_p_value(counts, p) < 1e-6

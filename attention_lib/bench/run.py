@@ -36,12 +36,10 @@ from ..device import get_device
 from ..loops import loop_attention
 from ..memory_efficient.forward import memory_efficient_attention
 from ..multihead import MultiHeadAttention
-from .decoding import run_decoding
 from .measure import quiet_profiler, synchronize, time_paired
 from .memory_tables import inputs as _inputs
 from .memory_tables import memory_tables, with_gradients
-from .serving import run_serving
-from .speculative import run_speculative
+from .speculative import run_decoding_parts
 from .targets import WEIGHTS_REFERENCE, exp2_vs_exp, print_targets
 
 #: The methods compared, each called as ``fn(query, key, value, **options)`` (options: a mask or ``is_causal``).
@@ -234,8 +232,7 @@ def main(argv: list[str] | None = None) -> dict:
     methods = {**METHODS, **extra}
     print("== environment", *_environment(device, dtype), sep="\n  ")
     if args.decoding:
-        return {"decoding": run_decoding(args.quick), "serving": run_serving(args.quick),
-                "speculative": run_speculative(args.quick)}
+        return run_decoding_parts(args.quick)
     q, k, v = _inputs((2, 4), max(args.sizes), d, device, dtype)
     print(f"  SDPA implementation at 2x4 heads, n={max(args.sizes)}: {sdpa_implementation(q, k, v)} (found with "
           f"torch.profiler)\n  Triton kernel: {triton_says}")
@@ -295,8 +292,7 @@ def main(argv: list[str] | None = None) -> dict:
           f"differs from machine to machine.")
     targets = print_targets(ratios, memory, tuple(args.memory_sizes), d, torch.empty((), dtype=dtype).element_size())
     return {"ceiling": ceiling, "ratios": ratios, "memory": memory, "exp2_vs_exp": exp2, "targets": targets,
-            "decoding": run_decoding(args.quick), "serving": run_serving(args.quick),
-            "speculative": run_speculative(args.quick)}
+            **run_decoding_parts(args.quick)}
 
 if __name__ == "__main__":
     main()

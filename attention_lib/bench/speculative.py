@@ -19,10 +19,13 @@ import time
 
 import torch
 
+from ..experiments.speculative_decoding import time_call
 from ..generation import generate
 from ..speculative import speculative_rounds
 from ..training.shipped import load_shipped
 from ..training.speculative_decoding import make_texts, sentence_length
+from .decoding import run_decoding
+from .serving import run_serving
 from .targets import print_target_lines
 
 KS = (1, 2, 3, 4, 5, 6, 8)
@@ -44,7 +47,8 @@ def time_speculative(ks=KS, *, texts: int = 40, repeats: int = 3, threads: int |
 
     Returns:
         ``{"times": {"plain": [s per repeat], "k=1": [...], ...}, "per call": {k: tokens per target call},
-        "tokens": tokens written per repeat, "identical": True}``.
+        "tokens": tokens written per repeat, "identical": True, "draft step / target step": c}``, ``c`` the
+        median ratio of one decoding step of each (what each drafted token costs, in target steps).
 
     Raises:
         AssertionError: if a speculative text differs from the plain one.
@@ -78,8 +82,9 @@ def time_speculative(ks=KS, *, texts: int = 40, repeats: int = 3, threads: int |
                         calls[int(m[2:])] += len(rounds)
                 for m in names[1:]:
                     assert torch.equal(written[m], written["plain"]), f"{m} wrote another text than plain greedy"
+        cost = statistics.median(time_call(draft, 1) / time_call(target, 1) for _ in range(3))
         return {"times": times, "per call": {k: sum(lengths) / calls[k] for k in ks}, "tokens": sum(lengths),
-                "identical": True}
+                "identical": True, "draft step / target step": cost}
     finally:
         torch.set_num_threads(before)
 
@@ -111,6 +116,10 @@ def print_speculative(result: dict, repeats: int) -> list:
         k = int(m[2:])
         per_token = statistics.median(result["times"][m]) / tokens * 1e3
         print(f"  {m:>8}  {per_token:>12.3f}  {result['per call'][k]:>22.2f}  {ratio:>8.2f}")
+    c = result.get("draft step / target step")
+    if c is not None:
+        print(f"  one draft step costs c = {c:.2f} target steps: a round of k drafts costs about 1 + k*c target steps "
+              f"and writes the tokens per target call above, so the speed-up is at most about their ratio")
     return print_target_lines("speculative target (a target is judged on a quiet machine)",
                               speculative_targets(result), unmeasured=f"run k={TARGET_K}")
 
@@ -120,3 +129,8 @@ def run_speculative(quick: bool = False, repeats: int | None = None) -> dict:
     repeats = repeats or (2 if quick else 3)
     result = time_speculative(KS, texts=12 if quick else 40, repeats=repeats)
     return {"result": result, "targets": print_speculative(result, repeats)}
+
+
+def run_decoding_parts(quick: bool = False) -> dict:
+    """The parts of ``--decoding``, each timed, printed and returned: ``{"decoding", "serving", "speculative"}``."""
+    return {"decoding": run_decoding(quick), "serving": run_serving(quick), "speculative": run_speculative(quick)}

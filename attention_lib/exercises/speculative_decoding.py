@@ -87,7 +87,8 @@ WHY = {
                                    "kept; it proposes worse, so fewer drafts are accepted, but the target still "
                                    "checks every token: the text is the target's.",
     "bonus token forgotten": "when every draft is accepted the target's own next token, already computed, is thrown "
-                             "away and recomputed next round: one token per call fewer, the text unchanged.",
+                             "away and recomputed next round: such a round writes one token fewer for its target "
+                             "call, and the text is unchanged.",
     "top-left mask in the verify pass": "the verify pass reads its new tokens as if they stood at the start of the "
                                         "text (lesson 15's chunked-prefill bug): the target's logits are wrong, it "
                                         "accepts and corrects by wrong scores, and the text changes.",
