@@ -1130,7 +1130,7 @@ ROWS += _ring_rows()
 # -- 18: the residual distribution of speculative sampling, and the greedy loop's bug gallery --------------------------
 def _speculative_decoding_rows() -> list[Exercise]:
     from attention_lib.exercises import speculative_decoding as lesson18
-    from attention_lib.speculative import residual_distribution
+    from attention_lib.speculative import output_distribution, residual_distribution
 
     def residual(p, q):
         shortfall = (p - q).clamp(min=0)
@@ -1163,6 +1163,7 @@ def _speculative_decoding_rows() -> list[Exercise]:
         Exercise(lesson18.check_residual, correct=[residual, with_relu, with_where],
                  wrong=[*((fn, hint[:40]) for fn, hint in lesson18.MISTAKES),
                         (residual_distribution, "which computes it for you"),
+                        (output_distribution, "your function called `output_distribution`"),
                         (in_place, "changed its input `p` in place"),
                         (to_float32, "for float64 inputs your function returned float32"),
                         (lambda p, q: residual(p, q)[:1], "(rows, vocab)")],
