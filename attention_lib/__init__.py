@@ -24,6 +24,7 @@ from .memory_efficient import memory_efficient_attention, online_softmax_update,
 from .multihead import MultiHeadAttention, merge_heads, split_heads
 from .paged import BlockPool, PagedCache, PagedModel, paged_attention
 from .positions import LearnedPositions, RotaryPositions, sinusoidal_encoding
+from .speculative import speculative_generate
 
 __all__ = [
     "AttentionOnlyTransformer",
@@ -67,6 +68,7 @@ __all__ = [
     "scaler",
     "sinusoidal_encoding",
     "sliding_window_mask",
+    "speculative_generate",
     "split_heads",
     "triton_attention",
     "ungroup_heads",

@@ -1237,3 +1237,56 @@ def _ring_rows():
 
 
 ROWS += _ring_rows()
+
+
+# -- 18: the residual distribution of speculative sampling, and the greedy loop's bug gallery --------------------------
+def _speculative_decoding_rows() -> list[Exercise]:
+    from attention_lib.exercises import speculative_decoding as lesson18
+    from attention_lib.speculative import output_distribution, residual_distribution
+
+    def residual(p, q):
+        shortfall = (p - q).clamp(min=0)
+        return shortfall / shortfall.sum(dim=-1, keepdim=True)
+
+    def with_relu(p, q):
+        return torch.relu(p - q) / torch.relu(p - q).sum(dim=-1, keepdim=True)
+
+    def with_where(p, q):
+        shortfall = torch.where(p > q, p - q, torch.zeros_like(p))
+        return shortfall / shortfall.sum(-1, keepdim=True)
+
+    def in_place(p, q):
+        p.sub_(q).clamp_(min=0)
+        return p / p.sum(-1, keepdim=True)
+
+    def to_float32(p, q):
+        return residual(p, q).float()
+
+    gallery = {"no bug": {"same text": 1.0}, "draft cache not rolled back": {"same text": 1.0},
+               "bonus token forgotten": {"same text": 1.0}, "top-left mask in the verify pass": {"same text": 0.0}}
+    right = {"draft cache not rolled back": "all", "bonus token forgotten": "all",
+             "top-left mask in the verify pass": "none"}
+
+    def predict(predictions):
+        return lesson18.check_gallery_predictions(predictions, gallery)
+
+    predict.__name__ = "check_gallery_predictions"
+    return [
+        Exercise(lesson18.check_residual, correct=[residual, with_relu, with_where],
+                 wrong=[*((fn, hint[:40]) for fn, hint in lesson18.MISTAKES),
+                        (residual_distribution, "which computes it for you"),
+                        (output_distribution, "your function called `output_distribution`"),
+                        (in_place, "changed its input `p` in place"),
+                        (to_float32, "for float64 inputs your function returned float32"),
+                        (lambda p, q: residual(p, q)[:1], "(rows, vocab)")],
+                 mistakes=lesson18.MISTAKES, passed_says="the first again in float64"),
+        Exercise(predict, correct=[right],
+                 wrong=[({**right, "bonus token forgotten": "most"}, "2 of 3 right"),
+                        ({**right, "bonus token forgotten": "half"}, "a prediction is one of"),
+                        (["all", "all", "none"], "give the predictions as a dict"),
+                        ({"bonus token forgotten": "all"}, "predict every bug first")],
+                 stubs=(None, {}, dict.fromkeys(right, ...)), not_attempted="no predictions yet"),
+    ]
+
+
+ROWS += _speculative_decoding_rows()

@@ -53,6 +53,8 @@ REMAKES: dict[str, Remake] = {
                          module("attention_lib.training.generation"), "about 3 min"),
     "weights-17": Remake("lesson 17's shipped latent models (training/trained/latent-*.pt)",
                          module("attention_lib.training.latent_and_paged"), "about 3 min"),
+    "weights-18": Remake("lesson 18's shipped drafts (training/trained/draft-*.pt)",
+                         module("attention_lib.training.speculative_decoding"), "about 1 min"),
     "bands-12": Remake("lesson 12's bands (training/bands_measured.py), 5 seeds on 3 CPU paths",
                        module(BANDS, "--lesson", "12"), "about 30 min"),
     "bands-13": Remake("lesson 13's bands (training/bands_measured.py), 5 seeds on 3 CPU paths",

@@ -33,12 +33,12 @@ from ..device import get_device
 from ..loops import loop_attention
 from ..memory_efficient.forward import memory_efficient_attention
 from ..multihead import MultiHeadAttention
-from .decoding import run_decoding
 from .machine import describe_machine, machine_lines, written
 from .measure import quiet_profiler, synchronize, time_paired
 from .memory_tables import inputs as _inputs
 from .memory_tables import memory_tables, with_gradients
 from .serving import run_serving
+from .speculative import run_decoding_parts, run_speculative
 from .targets import MATMULS, WEIGHTS_REFERENCE, exp2_vs_exp, matmuls_only, print_targets
 
 #: The methods compared, each called as ``fn(query, key, value, **options)`` (options: a mask or ``is_causal``).
@@ -137,11 +137,12 @@ def _parse(argv) -> argparse.Namespace:
     p.add_argument("--loop-max", type=int, help="largest n for the (slow) loop version")
     p.add_argument("--head-dim", type=int, default=64, help="E = Ev, the size of each query/key/value vector")
     p.add_argument("--threads", type=int, help="torch.set_num_threads(THREADS) first (default: torch's choice)")
-    p.add_argument("--decoding", action="store_true", help="only the decoding and serving parts (same as --part "
-                   "decoding)")
-    p.add_argument("--part", choices=["all", "time", "decoding", "serving"], default="all",
+    p.add_argument("--decoding", action="store_true", help="only the decoding, serving and speculative parts (same "
+                   "as --part decoding)")
+    p.add_argument("--part", choices=["all", "time", "decoding", "serving", "speculative"], default="all",
                    help="time: the timing tables and their targets only (no memory tables, no decoding); decoding: "
-                        "decoding and serving; serving: MLA and paged only")
+                        "decoding, serving and speculative decoding; serving: MLA and paged only; "
+                        "speculative: lesson 18's draft against plain greedy only")
     p.add_argument("--json", metavar="PATH", help="also write the machine, every ratio and every target to PATH")
     args = p.parse_args(argv)
     args.part = "decoding" if args.decoding else args.part
@@ -213,11 +214,10 @@ def main(argv: list[str] | None = None) -> dict:
     methods = {**METHODS, **extra}
     machine = describe_machine()
     print("== environment", *machine_lines(machine, device, dtype), sep="\n  ")
-    if args.part in ("decoding", "serving"):
-        result = {"serving": run_serving(args.quick)}
-        if args.part == "decoding":
-            result = {"decoding": run_decoding(args.quick), **result}
-        return written(args.json, machine, result)
+    if args.part in ("decoding", "serving", "speculative"):
+        part = {"decoding": run_decoding_parts, "serving": lambda quick: {"serving": run_serving(quick)},
+                "speculative": lambda quick: {"speculative": run_speculative(quick)}}[args.part]
+        return written(args.json, machine, part(args.quick))
     q, k, v = _inputs((2, 4), max(args.sizes), d, device, dtype)
     print(f"  SDPA implementation at 2x4 heads, n={max(args.sizes)}: {sdpa_implementation(q, k, v)} (found with "
           f"torch.profiler)\n  Triton kernel: {triton_says}")
@@ -279,7 +279,7 @@ def main(argv: list[str] | None = None) -> dict:
     targets = print_targets(ratios, memory, tuple(args.memory_sizes), d, torch.empty((), dtype=dtype).element_size())
     result = {"ceiling": ceiling, "ratios": ratios, "memory": memory, "exp2_vs_exp": exp2, "targets": targets}
     if args.part == "all":
-        result |= {"decoding": run_decoding(args.quick), "serving": run_serving(args.quick)}
+        result |= run_decoding_parts(args.quick)
     return written(args.json, machine, result)
 
 

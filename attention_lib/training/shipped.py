@@ -2,7 +2,8 @@
 
 Every shipped model is a file ``attention_lib/training/trained/<name>.pt`` and is named by ``<name>``, its file's
 stem: ``"reversal"``, ``"agreement-1block"`` (lesson 12), ``"induction-2layer"`` (lesson 13),
-``"generation-gqa-seed1"`` (lesson 15), ``"latent-32-seed1"`` (lesson 17); :func:`shipped_models` lists them.
+``"generation-gqa-seed1"`` (lesson 15), ``"latent-32-seed1"`` (lesson 17), ``"draft-distilled-seed0"``
+(lesson 18); :func:`shipped_models` lists them.
 :func:`load_shipped` is the one loader: it reads a file with ``torch.load(..., weights_only=True)``, which refuses
 to unpickle arbitrary objects, checks the kind of model the name says it holds, and builds that model. Each lesson
 names its models in its own terms (``load_trained("agreement", num_layers=1)``, ``load_induction(2)``,
@@ -58,6 +59,8 @@ KINDS = (
          "python3 course.py remake weights-15", TinyLlama),
     Kind(r"latent-\d+-seed\d+", "attention_lib.latent/1", "a lesson 17 latent language model",
          "python3 course.py remake weights-17", TinyLatentLM),
+    Kind(r"draft-(trained|distilled)-seed\d+", "attention_lib.draft/1", "a lesson 18 draft model",
+         "python3 course.py remake weights-18", TinyLlama),
 )
 
 

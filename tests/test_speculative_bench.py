@@ -1,0 +1,25 @@
+"""The benchmark's speculative part: identical texts, tokens per target call that grow with k, and a target judged
+from the median per-repeat ratio (met, MISSED, or not measured when k = 5 was not run)."""
+
+from attention_lib.bench.speculative import TARGET_K, print_speculative, speculative_targets, speedups, time_speculative
+
+
+def test_the_speculative_part_checks_its_texts_and_counts_calls(capsys):
+    result = time_speculative((1, 4), texts=3, repeats=1)
+    assert result["identical"]
+    assert set(result["times"]) == {"plain", "k=1", "k=4"}
+    assert 1.0 < result["per call"][1] <= 2.0  # a round of one draft writes one or two tokens
+    assert result["per call"][4] >= result["per call"][1]
+    print_speculative(result, 1)
+    out = capsys.readouterr().out
+    assert "tokens per target call" in out
+    assert f"not measured speculative: shipped lesson 15 model with its distilled draft, k={TARGET_K}" in " ".join(
+        out.split())
+
+
+def test_the_target_is_the_median_of_the_per_repeat_ratios():
+    result = {"times": {"plain": [3.0, 2.0, 4.0], f"k={TARGET_K}": [2.0, 1.0, 4.0]}, "identical": True}
+    assert speedups(result) == {f"k={TARGET_K}": 1.5}
+    [(text, value, sign, limit)] = speculative_targets(result)
+    assert (value, sign, limit) == (1.5, ">=", 1.3)
+    assert speculative_targets({**result, "identical": False})[0][1] is None
