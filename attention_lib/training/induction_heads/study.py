@@ -196,6 +196,64 @@ def load() -> SeedStudy:
     return load_study(STORED)
 
 
+# -- what the lesson says of every seed, read against the stored study --------------------------------------------
+#: Lesson 13's statements about the recipe: (what it says, the figure, the test a seed's value must pass).
+CLAIMS = [
+    ("accuracy on the repeated part above 90 %", "accuracy, intact", lambda v: v > 0.9),
+    ("one layer-0 head scores above 0.3 as a previous-token head", "previous-token score, previous-token head",
+     lambda v: v > 0.3),
+    ("the other layer-0 head scores below 0.15", "previous-token score, other layer-0 head", lambda v: v < 0.15),
+    ("both layer-1 heads score above 0.5 as induction heads", "induction score, lower layer-1 head", lambda v: v > 0.5),
+    ("the previous-token head zeroed: below 50 %", "accuracy, previous-token head zeroed", lambda v: v < 0.5),
+    ("the previous-token head resampled: below 50 %", "accuracy, previous-token head resampled", lambda v: v < 0.5),
+    ("the other layer-0 head zeroed: above 85 %", "accuracy, other layer-0 head zeroed", lambda v: v > 0.85),
+    ("the other layer-0 head resampled: above 85 %", "accuracy, other layer-0 head resampled", lambda v: v > 0.85),
+    ("both layer-0 heads zeroed: below 30 %", "accuracy, both layer-0 heads zeroed", lambda v: v < 0.3),
+    ("both layer-0 heads resampled: below 30 %", "accuracy, both layer-0 heads resampled", lambda v: v < 0.3),
+    ("both induction heads zeroed: below 10 %", "accuracy, both layer-1 heads zeroed", lambda v: v < 0.1),
+    ("both induction heads resampled: below 10 %", "accuracy, both layer-1 heads resampled", lambda v: v < 0.1),
+    ("previous-token head off at the queries: above 85 %", "accuracy, previous-token head zeroed at the queries",
+     lambda v: v > 0.85),
+    ("previous-token head on i - 1 at queries 16-31: below 0.2", "previous-token head on i - 1, queries 16-31",
+     lambda v: v < 0.2),
+    ("after a prefix, source at 16 or after: below 20 %", "after a prefix: source at 16 or after", lambda v: v < 0.2),
+    ("the same, previous-token head forced onto i - 1: above 50 %",
+     "after a prefix, previous-token head forced onto i - 1: source at 16 or after", lambda v: v > 0.5),
+    ("first token the top guess at queries 4-8, layer-1 heads zeroed: below 10 %",
+     "first token the top guess at queries 4-8, layer-1 heads zeroed", lambda v: v < 0.1),
+    ("one layer: best induction score below 0.3", "one layer: best induction score", lambda v: v < 0.3),
+    ("thecatsat: row 14 predicts h", "thecatsat: row 14 predicts h", lambda v: v == 1),
+]
+#: Two figures of one seed against each other: (what it says, (a figure, the figure it is compared with), the test).
+DIFFERENCES = [
+    ("previous-token head off at the keys: within 3 points of off everywhere",
+     ("accuracy, previous-token head zeroed at the keys", "accuracy, previous-token head zeroed"),
+     lambda v: abs(v) < 0.03),
+    ("the previous-token head resampled: no more than 1 point above zeroed",
+     ("accuracy, previous-token head resampled", "accuracy, previous-token head zeroed"), lambda v: v <= 0.01),
+    ("both layer-0 heads resampled: no more than 1 point above zeroed",
+     ("accuracy, both layer-0 heads resampled", "accuracy, both layer-0 heads zeroed"), lambda v: v <= 0.01),
+]
+
+
+def claims_report(seeds: SeedStudy) -> str:
+    """Each statement of :data:`CLAIMS` and :data:`DIFFERENCES`, the seeds of ``seeds`` it holds on, and the range
+    of its figure over them: one line each, as lesson 13 prints them.
+
+    Example:
+        >>> print(claims_report(load()).splitlines()[0])  # doctest: +NORMALIZE_WHITESPACE
+        accuracy on the repeated part above 90 % on 10 of 10 seeds (0.93 to 0.94)
+    """
+    differences = SeedStudy({seed: {said: f[a] - f[b] for said, (a, b), _ in DIFFERENCES}
+                             for seed, f in seeds.runs.items()})
+    lines = []
+    for study, rows in ((seeds, CLAIMS), (differences, [(said, said, test) for said, _, test in DIFFERENCES])):
+        for said, figure, test in rows:
+            low, high = study.span(figure)
+            lines.append(f"{said:78s} {study.holds_text(figure, test)}  ({low:.2f} to {high:.2f})")
+    return "\n".join(lines)
+
+
 def main(argv=None) -> None:  # pragma: no cover - run by hand (``python3 course.py remake study-13``), about 10 minutes
     note = (f"Lesson 13's recipe on seeds {STUDY_SEEDS[0]}-{STUDY_SEEDS[-1]}: its band figures and claims, "
             f"one run each on this machine's own CPU path (torch {torch.__version__}, one thread).\n\n"
