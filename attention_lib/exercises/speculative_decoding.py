@@ -9,6 +9,7 @@ from collections.abc import Callable, Mapping
 import torch
 
 from ..speculative import residual_distribution
+from ._again import Awkward
 from ._allowed import PLAIN, SOFTMAX, Allowed
 from ._checker import CheckResult, check_function
 from .predictions import AMOUNTS, grade_amounts
@@ -20,9 +21,12 @@ _SIZES = ((3, 5), (1, 4), (4, 12))
 def _pq_inputs(seed: int) -> tuple[torch.Tensor, torch.Tensor]:
     g = torch.Generator().manual_seed(1800 + seed)
     rows, vocab = _SIZES[seed % len(_SIZES)]
-    p = torch.rand(rows, vocab, generator=g) ** 3  # uneven, as a model's probabilities are
-    q = torch.rand(rows, vocab, generator=g) ** 3
-    return p / p.sum(-1, keepdim=True), q / q.sum(-1, keepdim=True)
+    def distribution():  # uneven, as a model's probabilities are; 1,024 draws counted, so that each row sums to
+        # exactly 1 in float32 and float64 alike (an answer may rely on it, as 1 - sum(min(p, q)) does)
+        weights = torch.rand(rows, vocab, generator=g) ** 3
+        draws = torch.multinomial(weights, 1024, replacement=True, generator=g)  # (rows, 1024)
+        return torch.zeros(rows, vocab).scatter_add_(1, draws, torch.ones(rows, 1024)) / 1024
+    return distribution(), distribution()
 
 
 def _reference(p, q):
@@ -76,8 +80,14 @@ def check_residual(fn: Callable) -> CheckResult:
         >>> check_residual(lambda p, q: (p - q).clamp(min=0)).message[:60]
         '❌ the residual distribution: not quite. Hint: the shortfall '
     """
+    # The course's automatic later calls scale their inputs, and p and q must stay distributions (an answer may
+    # rely on each row summing to 1, as 1 - sum(min(p, q)) does): so the later calls are the exercise's own.
+    again = [Awkward("the second call (the first input's shape, new distributions)", _pq_inputs(3)),
+             Awkward("a transposed view", tuple(t.mT.contiguous().mT for t in _pq_inputs(5))),
+             Awkward("the third call (the first input's shape, new distributions)", _pq_inputs(6))]
     return check_function(fn, _reference, _pq_inputs, name="the residual distribution", mistakes=MISTAKES,
-                          atol=1e-6, rtol=1e-5, float64=True, keep_inputs=True, allowed=ALLOWED,
+                          atol=1e-6, rtol=1e-5, float64=True, keep_inputs=True, allowed=ALLOWED, awkward=again,
+                          again=False,
                           shape_hint="return one distribution per row of p: the shape of p, (rows, vocab).")
 
 
