@@ -195,10 +195,11 @@ WHY = {
                                           "they stood at the start; only a prompt that fits in one chunk is read "
                                           "right.",
     "no mask in the prefill": "each prompt word also saw the words after it, which training never showed; the "
-                              "sentences stay well-formed, but some verbs agree with the wrong noun.",
+                              "shipped model's sentences stay well-formed, but some verbs agree with the wrong noun "
+                              "(other seeds of the recipe break some sentences too).",
     "positions not offset": "each new token is turned as if at position 0, so every distance between it and the "
-                            "cached keys is wrong; the prompt's own keys are right, and some sentences survive "
-                            "that, others do not.",
+                            "cached keys is wrong; the prompt's own keys are right, and some of the shipped model's "
+                            "sentences survive that, others do not.",
     "positions one off": "each new token is turned as if one position further on: its distances to the prompt's keys "
                          "are one too long (those to the keys the steps wrote are right). The grammar checker passes "
                          "the sentences, yet many of them are not the words a correct decode writes (the gallery's "

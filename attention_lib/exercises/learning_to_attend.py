@@ -232,8 +232,8 @@ def check_remove_attractors(fn: Callable, prediction) -> CheckResult:
         with edit_head(trained.model.blocks[layer].attention, head, lambda w: fn(w, parse.verb, keys)):
             after = float((trained.model(x).logits[rows, parse.verb].argmax(-1) == y[rows, parse.verb]).float().mean())
     why = (f"untouched, the model is right in {before:.0%} of these sentences; with its head's verb row stripped of "
-           f"the attractors, in {after:.0%}. Nothing else changed, so the errors came through this head's weight on "
-           f"the attractors: the average weight on the subject did not show it, the intervention does.")
+           f"the attractors, in {after:.0%}. A removal also hands that weight to the other keys, the subject among "
+           f"them: section 8 reads it beside a placebo and a matched removal before calling the weight a cause.")
     if abs(float(prediction) - after) <= 0.1:
         return CheckResult("passed", f"✅ {name}: correct on 3 fixed test inputs, and you predicted {prediction:.2f}: "
                            f"{why} Well reasoned!")
