@@ -874,6 +874,10 @@ def _generation_rows():
     def in_float64(cache_k, cache_v, q, k, v):
         return tuple(t.double() for t in step(cache_k, cache_v, q, k, v))
 
+    def checkers_attend(cache_k, cache_v, q, k, v):  # the checker's own helper, imported: refused by name
+        keys, values = torch.cat([cache_k, k], dim=-2), torch.cat([cache_v, v], dim=-2)
+        return generation_exercise._attend(q, keys, values), keys, values
+
     gallery = {"no bug": {"well-formed": 1.0, "agreeing": 1.0}, "top-left mask while decoding": {"agreeing": 0.0},
                "top-left mask in a chunked prefill": {"agreeing": 0.3}, "no mask in the prefill": {"agreeing": 0.85},
                "positions not offset": {"agreeing": 0.43}, "positions one off": {"agreeing": 1.0}}
@@ -894,12 +898,15 @@ def _generation_rows():
                         (keys_not_kept_whole, "the keys has the wrong shape: expected (1, 2, 5, 4)"),
                         (doubled, "every shape is right, but the output differs from the reference (largest"),
                         (zeroes_the_cache, "your function changed its input `cache_k` in place (*= or .mul_())"),
-                        (in_float64, "for float32 inputs your result is float64")],
+                        (in_float64, "for float32 inputs your result is float64"),
+                        (checkers_attend, "your function called `attention_lib.exercises.generation._attend`")],
                  crashes=[(features, "")], mistakes=mistakes, passed_says="correct on 3"),
-        Exercise(predict, correct=[right],
+        Exercise(predict, correct=[right, {bug: word.capitalize() for bug, word in right.items()},
+                                   {bug: f" {word.upper()} " for bug, word in right.items()}],
                  wrong=[({**right, "no mask in the prefill": "all"}, "4 of 5 right"),
                         ({**right, "positions not offset": "none"}, "measured 43% ('some')"),
                         ({**right, "top-left mask while decoding": "a few"}, "a prediction is one of"),
+                        ({**right, "positions one off": "Most"}, "you said 'most', measured 100% ('all')"),
                         ({"positions not offset": "some"}, "predict every bug first")],
                  stubs=(None, {}, dict.fromkeys(right, ...)), not_attempted="no predictions yet"),
     ]
