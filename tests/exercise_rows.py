@@ -166,6 +166,17 @@ def online_update_in_place(running_max, running_sum, running_output, scores, val
     return new_max, running_sum, running_output
 
 
+_REMEMBERED: dict = {}
+
+
+def online_update_remembered_by_shape(running_max, running_sum, running_output, scores, value):
+    """Right on the first input of each shape, then the same result again for new numbers of that shape."""
+    key = (running_max.shape, scores.shape, value.shape, scores.dtype)
+    if key not in _REMEMBERED:
+        _REMEMBERED[key] = online_update(running_max, running_sum, running_output, scores, value)
+    return _REMEMBERED[key]
+
+
 def online_update_then(change):
     return lambda *args: change(*online_update(*args))
 
@@ -201,6 +212,8 @@ ONLINE_SOFTMAX_UPDATE = Exercise(
          "your function called `al.memory_efficient_attention`"),
         (online_update_guarded_by_the_old_max, "guard the shift by the new maximum, not the old one"),
         (online_update_in_place, "in place (*= or .mul_()"),
+        (online_update_remembered_by_shape, "returned its result for the fixed input 2, which has the same shapes"),
+        (online_update_remembered_by_shape, "remembers an answer by the input's shape"),
         (slip(no_guard=True), "-inf - (-inf) is NaN"),
         (slip(no_correction=True), "multiply both by torch.exp(running_max - new_max)"),
         (slip(block_shift=True), "not this block's own maximum"),
