@@ -216,8 +216,8 @@ def remembered(got, args: tuple, earlier: Sequence[tuple], atol: float, rtol: fl
     def shapes(inputs):
         return [tuple(t.shape) for t in _flat(inputs)]
 
-    same = next((i for i, (inputs, result) in enumerate(earlier)
-                 if _flat(args) and shapes(inputs) == shapes(args) and difference(got, result, atol, rtol) is None), None)
+    same = next((i for i, (inputs, result) in enumerate(earlier) if _flat(args) and shapes(inputs) == shapes(args)
+                 and difference(got, result, atol, rtol) is None), None)
     return None if same is None else (f"for the fixed input {len(earlier) + 1} your function returned its result for "
                                       f"the fixed input {same + 1}, which has the same shapes and other numbers. "
                                       f"Hint: {MEMORISED[0].upper()}{MEMORISED[1:]}")
