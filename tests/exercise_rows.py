@@ -665,6 +665,11 @@ def kernel_rows() -> list[Exercise]:
              "each tensor's own stride"),  # every case but the packed one has equal row strides for q and k
             (kernel_with(("rows[:, None] * out_stride_l", "rows[:, None] * q_stride_l")),
              "stored numbers outside the Out tensor. Hint: every store must land inside its own tensor"),
+            # the output's rows assumed VALUE_DIM apart: the packed case's Out has gaps between its rows
+            (kernel_with(("rows[:, None] * out_stride_l", "rows[:, None] * VALUE_DIM")),
+             "on packed rows: q's 48, k's 40 and v's 24 numbers apart, your kernel stored numbers outside the Out"),
+            (kernel_with(("rows[:, None] * out_stride_l", "rows[:, None] * VALUE_DIM")),
+             "never rows[:, None] * VALUE_DIM"),
         ],
         crashes=[(kernel_with(("tl.sum(weights, axis=1)", "tl.sum(weights, axis=2)")), "fixed shape"),
                  (kernel_with(v_with_head_dim), "value_dims = tl.arange(0, VALUE_DIM)")],
@@ -698,6 +703,11 @@ def kernel_rows() -> list[Exercise]:
             (kernel_with(("block * BLOCK_L // BLOCK_S * BLOCK_S", "block * BLOCK_L")), "visit some keys twice"),
             (kernel_with(("block * BLOCK_L // BLOCK_S * BLOCK_S", "block * BLOCK_S")), "visit some keys twice"),
             (kernel_with(("(block + 1) * BLOCK_L)", "block * BLOCK_L + 1)")), "not at the block's first query"),
+            # with L > S the last blocks' loop runs on past S, over tiles with no key: the numbers stay right
+            (kernel_with((key_end, "key_end = (block + 1) * BLOCK_L")),
+             "on causal, 64 queries, 40 keys (L > S), but your kernel loaded 2 tiles of keys wholly past the last"),
+            (kernel_with((key_end, "key_end = (block + 1) * BLOCK_L")),
+             "stop it at the smaller of the two, key_end = tl.minimum(S, (block + 1) * BLOCK_L)"),
         ],
         mistakes=kernel_exercise.CAUSAL_MISTAKES,
         stubs=(kernel_with(("    if IS_CAUSAL:  # and every key", "    if IS_CAUSAL:\n"
