@@ -166,6 +166,17 @@ def online_update_in_place(running_max, running_sum, running_output, scores, val
     return new_max, running_sum, running_output
 
 
+_REMEMBERED: dict = {}
+
+
+def online_update_remembered_by_shape(running_max, running_sum, running_output, scores, value):
+    """Right on the first input of each shape, then the same result again for new numbers of that shape."""
+    key = (running_max.shape, scores.shape, value.shape, scores.dtype)
+    if key not in _REMEMBERED:
+        _REMEMBERED[key] = online_update(running_max, running_sum, running_output, scores, value)
+    return _REMEMBERED[key]
+
+
 def online_update_then(change):
     return lambda *args: change(*online_update(*args))
 
@@ -201,6 +212,8 @@ ONLINE_SOFTMAX_UPDATE = Exercise(
          "your function called `al.memory_efficient_attention`"),
         (online_update_guarded_by_the_old_max, "guard the shift by the new maximum, not the old one"),
         (online_update_in_place, "in place (*= or .mul_()"),
+        (online_update_remembered_by_shape, "returned its result for the fixed input 2, which has the same shapes"),
+        (online_update_remembered_by_shape, "remembers an answer by the input's shape"),
         (slip(no_guard=True), "-inf - (-inf) is NaN"),
         (slip(no_correction=True), "multiply both by torch.exp(running_max - new_max)"),
         (slip(block_shift=True), "not this block's own maximum"),
@@ -652,6 +665,11 @@ def kernel_rows() -> list[Exercise]:
              "each tensor's own stride"),  # every case but the packed one has equal row strides for q and k
             (kernel_with(("rows[:, None] * out_stride_l", "rows[:, None] * q_stride_l")),
              "stored numbers outside the Out tensor. Hint: every store must land inside its own tensor"),
+            # the output's rows assumed VALUE_DIM apart: the packed case's Out has gaps between its rows
+            (kernel_with(("rows[:, None] * out_stride_l", "rows[:, None] * VALUE_DIM")),
+             "on packed rows: q's 48, k's 40 and v's 24 numbers apart, your kernel stored numbers outside the Out"),
+            (kernel_with(("rows[:, None] * out_stride_l", "rows[:, None] * VALUE_DIM")),
+             "never rows[:, None] * VALUE_DIM"),
         ],
         crashes=[(kernel_with(("tl.sum(weights, axis=1)", "tl.sum(weights, axis=2)")), "fixed shape"),
                  (kernel_with(v_with_head_dim), "value_dims = tl.arange(0, VALUE_DIM)")],
@@ -685,6 +703,11 @@ def kernel_rows() -> list[Exercise]:
             (kernel_with(("block * BLOCK_L // BLOCK_S * BLOCK_S", "block * BLOCK_L")), "visit some keys twice"),
             (kernel_with(("block * BLOCK_L // BLOCK_S * BLOCK_S", "block * BLOCK_S")), "visit some keys twice"),
             (kernel_with(("(block + 1) * BLOCK_L)", "block * BLOCK_L + 1)")), "not at the block's first query"),
+            # with L > S the last blocks' loop runs on past S, over tiles with no key: the numbers stay right
+            (kernel_with((key_end, "key_end = (block + 1) * BLOCK_L")),
+             "on causal, 64 queries, 40 keys (L > S), but your kernel loaded 2 tiles of keys wholly past the last"),
+            (kernel_with((key_end, "key_end = (block + 1) * BLOCK_L")),
+             "stop it at the smaller of the two, key_end = tl.minimum(S, (block + 1) * BLOCK_L)"),
         ],
         mistakes=kernel_exercise.CAUSAL_MISTAKES,
         stubs=(kernel_with(("    if IS_CAUSAL:  # and every key", "    if IS_CAUSAL:\n"
@@ -874,6 +897,10 @@ def _generation_rows():
     def in_float64(cache_k, cache_v, q, k, v):
         return tuple(t.double() for t in step(cache_k, cache_v, q, k, v))
 
+    def checkers_attend(cache_k, cache_v, q, k, v):  # the checker's own helper, imported: refused by name
+        keys, values = torch.cat([cache_k, k], dim=-2), torch.cat([cache_v, v], dim=-2)
+        return generation_exercise._attend(q, keys, values), keys, values
+
     gallery = {"no bug": {"well-formed": 1.0, "agreeing": 1.0}, "top-left mask while decoding": {"agreeing": 0.0},
                "top-left mask in a chunked prefill": {"agreeing": 0.3}, "no mask in the prefill": {"agreeing": 0.85},
                "positions not offset": {"agreeing": 0.43}, "positions one off": {"agreeing": 1.0}}
@@ -894,12 +921,15 @@ def _generation_rows():
                         (keys_not_kept_whole, "the keys has the wrong shape: expected (1, 2, 5, 4)"),
                         (doubled, "every shape is right, but the output differs from the reference (largest"),
                         (zeroes_the_cache, "your function changed its input `cache_k` in place (*= or .mul_())"),
-                        (in_float64, "for float32 inputs your result is float64")],
+                        (in_float64, "for float32 inputs your result is float64"),
+                        (checkers_attend, "your function called `attention_lib.exercises.generation._attend`")],
                  crashes=[(features, "")], mistakes=mistakes, passed_says="correct on 3"),
-        Exercise(predict, correct=[right],
+        Exercise(predict, correct=[right, {bug: word.capitalize() for bug, word in right.items()},
+                                   {bug: f" {word.upper()} " for bug, word in right.items()}],
                  wrong=[({**right, "no mask in the prefill": "all"}, "4 of 5 right"),
                         ({**right, "positions not offset": "none"}, "measured 43% ('some')"),
                         ({**right, "top-left mask while decoding": "a few"}, "a prediction is one of"),
+                        ({**right, "positions one off": "Most"}, "you said 'most', measured 100% ('all')"),
                         ({"positions not offset": "some"}, "predict every bug first")],
                  stubs=(None, {}, dict.fromkeys(right, ...)), not_attempted="no predictions yet"),
     ]

@@ -207,6 +207,22 @@ def later_slip(learner_fn: Callable, reference_fn: Callable, trials: Sequence[Aw
     return None
 
 
+def remembered(got, args: tuple, earlier: Sequence[tuple], atol: float, rtol: float) -> str | None:
+    """:data:`MEMORISED` as a message's hint when ``got``, wrong for ``args``, is the result an earlier fixed trial
+    of the same shapes returned (``earlier``: ``(inputs, result)``), else ``None``. Inputs without tensors (a
+    pair of shapes) have no shape to remember by: ``None``."""
+    from ._compare import difference
+
+    def shapes(inputs):
+        return [tuple(t.shape) for t in _flat(inputs)]
+
+    same = next((i for i, (inputs, result) in enumerate(earlier) if _flat(args) and shapes(inputs) == shapes(args)
+                 and difference(got, result, atol, rtol) is None), None)
+    return None if same is None else (f"for the fixed input {len(earlier) + 1} your function returned its result for "
+                                      f"the fixed input {same + 1}, which has the same shapes and other numbers. "
+                                      f"Hint: {MEMORISED[0].upper()}{MEMORISED[1:]}")
+
+
 def _is(wrong: Callable, got, args: tuple, earlier: Sequence[tuple], atol, rtol, agree, difference) -> bool:
     """Does the learner's ``got`` equal ``wrong``'s result on ``args``, and agree with it on the fixed trials?"""
     try:

@@ -9,7 +9,10 @@ from collections.abc import Callable, Mapping
 
 import torch
 
+from ..attention import calculate_attention
+from ..masks import causal_mask, padding_mask
 from ._again import loud
+from ._allowed import PLAIN, PLAIN_SAID, PRODUCTS, SOFTMAX, Allowed
 from ._checker import CheckResult, check_function
 from ._hints import HINTS
 from ._running import checkers_own, run_learner
@@ -104,6 +107,15 @@ MISTAKES: list[tuple[Callable, str]] = [
 ]
 
 
+#: The tools of the step: torch.cat, the course's attention (or SDPA) and plain PyTorch; never the checker's own code.
+ALLOWED = Allowed(PLAIN | PRODUCTS | SOFTMAX | {"scaled_dot_product_attention"}, said=PLAIN_SAID + ", "
+                  "al.calculate_attention and its masks", functions=frozenset({calculate_attention, causal_mask,
+                                                                               padding_mask}),
+                  library_hint="write the step yourself, from torch.cat and al.calculate_attention (or plain PyTorch "
+                               "operations); your function called {call}, which this exercise does not use.",
+                  own_helpers=False)
+
+
 #: What each of the three results is, for the messages.
 _PARTS = (("output", "(N, H, 1, Dv): one output per new query"),
           ("keys", "(N, H, S + 1, D): the cached keys, then the new one"),
@@ -162,7 +174,7 @@ def check_decoding_step(fn: Callable) -> CheckResult:
                            f"output and the cache with its key and value appended; but got {found}.")
     result = check_function(fn, _reference, _step_inputs, name=name, mistakes=MISTAKES, atol=1e-5, rtol=1e-4,
                             awkward=[loud(_step_inputs(1), 40.0, 2, hint=HINTS["naive_exp"])],
-                            explain=_explain_step)
+                            explain=_explain_step, allowed=ALLOWED)
     if result.status == "passed":  # right numbers: the caller's cache and the new token must come back unchanged
         changed = _changed_input(fn)
         if changed is not None:

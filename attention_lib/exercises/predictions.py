@@ -77,6 +77,7 @@ def grade_amounts(name: str, predictions, shares: Mapping[str, float], why: Mapp
                   ) -> CheckResult:
     """Grade a prediction in words of :data:`AMOUNTS` for each key of ``shares`` (the measured shares), with ``why``.
 
+    A word counts whatever its case and surrounding spaces (``"All "`` is ``"all"``), as lesson 11's outcomes do.
     ``ask`` is the "not attempted" message; the measurements and the reasons are shown only once every key has a
     prediction.
 
@@ -94,14 +95,15 @@ def grade_amounts(name: str, predictions, shares: Mapping[str, float], why: Mapp
     missing = [k for k in keys if predictions.get(k) in (None, Ellipsis, "")]
     if missing:
         return CheckResult("failed", f"❌ {name}: predict every bug first; missing: {missing}.")
-    unknown = {k: p for k, p in predictions.items() if k in keys and not (isinstance(p, str) and p in AMOUNTS)}
+    said = {k: p.strip().lower() if isinstance(p, str) else p for k, p in predictions.items()}  # "All" is "all"
+    unknown = {k: predictions[k] for k, p in said.items() if k in keys and not (isinstance(p, str) and p in AMOUNTS)}
     if unknown:
         return CheckResult("failed", f"❌ {name}: a prediction is one of {list(AMOUNTS)}, but got {unknown}.")
     lines, right = [], 0
     for key in keys:
         truth = amount(shares[key])
-        right += predictions[key] == truth
-        lines.append(f"  {'✓' if predictions[key] == truth else '✗'} {key}: you said {predictions[key]!r}, measured "
+        right += said[key] == truth
+        lines.append(f"  {'✓' if said[key] == truth else '✗'} {key}: you said {said[key]!r}, measured "
                      f"{shares[key]:.0%} ({truth!r}). {why.get(key, '')}")
     head, verdict = ("✅", "passed") if right == len(keys) else ("❌", "failed")
     return CheckResult(verdict, f"{head} {name}: {right} of {len(keys)} right.\n" + "\n".join(lines))

@@ -1,13 +1,13 @@
 """The inputs of lesson 14's kernel checkers, and what a right kernel (and some wrong ones) make of them.
 
-Each :class:`Case` is one launch, built to catch one slip: several tiles (the maximum grows), ragged lengths,
-several heads (each with its own offset, and gaps between heads: the tensors are views into larger buffers),
-``Ev != E``, ``BLOCK_L != BLOCK_S``, packed QKV (rows with gaps between them), and the causal mask with ``L < S``
-and ``L > S``. Past the end of every key and value (and, causal, past the last tile any program may visit) the
-buffers hold large keys and ``NaN`` values (and ``NaN`` queries past the last query), as memory past a tensor
-holds anything: a kernel that reads there, or visits a tile it should skip, gets ``NaN``, the same on every run.
-In the interpreter the checker also watches every load (:mod:`~.reads`): the tiles of keys loaded, those loaded
-with a mask, and any read that lands outside the tensors it was given.
+Each :class:`Case` is one launch, built to catch one slip: several tiles (the maximum grows), ragged lengths, several
+heads (each with its own offset, and gaps between heads: the tensors are views into larger buffers), ``Ev != E``,
+``BLOCK_L != BLOCK_S``, packed QKV (rows with gaps between them), and the causal mask with ``L < S`` and ``L > S``;
+packed, the output's rows have gaps too. Past the end of every key and value (and, causal, past the last tile any
+program may visit) the buffers hold large keys and ``NaN`` values (and ``NaN`` queries past the last query), as
+memory past a tensor holds anything: a kernel that reads there, or visits a tile it should skip, gets ``NaN``, the
+same on every run. In the interpreter the checker also watches every load (:mod:`~.reads`): the tiles of keys loaded,
+those loaded with a mask, and any read that lands outside the tensors it was given.
 """
 
 from __future__ import annotations
@@ -160,6 +160,8 @@ class Ran:
     wrote_outside: str | None = None  # "Out" or "Lse": a store landed outside that tensor
     only_past_the_end: bool = False  # ... only in the rows after the last query
     selected_tiles: int | None = None  # tiles of keys loaded without a mask, yet masked with tl.where
+    between_rows: bool = False  # stores landed in the gaps between Out's rows (its rows assumed Ev apart)
+    tiles_past_s: int | None = None  # tiles of keys loaded wholly past the last key (every key masked)
 
 
 def run_case(kernel, case: Case) -> Ran:
@@ -175,18 +177,23 @@ def run_case(kernel, case: Case) -> Ran:
     # tensor's strides, a missing mask): a store outside them lands in memory the checker owns and watches.
     inputs = (query, key, value)
     reach = B * max(t.stride(0) for t in inputs) + (L + PAD) * max(t.stride(1) for t in inputs)
-    out_memory = torch.full((B * (L + PAD) * case.Ev + reach,), FILL, device=device)
+    width = case.Ev + 8 if case.packed else case.Ev  # packed, Out's rows have 8 numbers after them too
+    size = B * (L + PAD) * width
+    out_memory = torch.full((size + reach,), FILL, device=device)
     lse_memory = torch.full((B * L + reach,), FILL, device=device)
-    output = out_memory[:B * (L + PAD) * case.Ev].view(B, L + PAD, case.Ev)[:, :L]
+    grid = out_memory[:size].view(B, L + PAD, width)
+    output = grid[:, :L, :case.Ev]
     lse = lse_memory[:B * L].view(B, L)
     watch = contextlib.nullcontext({}) if compiled else watching_reads({"query": query, "key": key, "value": value})
     with warnings.catch_warnings(), watch as seen:  # a wrong kernel makes NumPy warn about 0 / 0: the check says it
         warnings.simplefilter("ignore", RuntimeWarning)
         launch(query, key, value, output, lse, is_causal=case.is_causal, scale=None,
                block_sizes=case.blocks, kernel=kernel if compiled else interpreted(kernel))
-    rows = out_memory[:B * (L + PAD) * case.Ev].view(B, L + PAD, case.Ev)[:, L:]  # Out's rows past the last query
-    elsewhere = not bool((out_memory[B * (L + PAD) * case.Ev:] == FILL).all())
+    rows = grid[:, L:]  # Out's rows past the last query
+    between = not bool((grid[:, :L, case.Ev:] == FILL).all())  # the gaps between Out's rows (packed)
+    elsewhere = not bool((out_memory[size:] == FILL).all())
     past = not bool((rows == FILL).all()) or not bool((lse_memory[B * L:] == FILL).all())
-    wrote_outside = "Out" if elsewhere or not bool((rows == FILL).all()) else "Lse" if past else None
-    return Ran(output.cpu(), lse.cpu(), not (past or elsewhere), seen.get("masked"), seen.get("all"),
-               seen.get("outside"), wrote_outside, past and not elsewhere, seen.get("selected"))
+    wrote_outside = "Out" if elsewhere or between or not bool((rows == FILL).all()) else "Lse" if past else None
+    return Ran(output.cpu(), lse.cpu(), not (past or elsewhere or between), seen.get("masked"), seen.get("all"),
+               seen.get("outside"), wrote_outside, past and not (elsewhere or between), seen.get("selected"),
+               between and not elsewhere, seen.get("past"))

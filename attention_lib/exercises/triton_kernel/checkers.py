@@ -119,7 +119,9 @@ def _check(kernel, cases: tuple[Case, ...], passed: str, count_masks: bool) -> C
             return _crashed(error, case)
         expected, expected_lse = expected_output(case, *case_inputs(case))
         if not ran.untouched:
-            if not ran.only_past_the_end:  # far outside: another tensor's strides
+            if ran.between_rows:  # in the gaps between the output's rows: rows assumed VALUE_DIM apart
+                hint = HINTS["out row stride"]
+            elif not ran.only_past_the_end:  # far outside: another tensor's strides
                 hint = HINTS["wrote outside"]
             elif case.E != case.Ev:  # Ev = E: the stores run over
                 hint = HINTS["value dim"]
@@ -146,6 +148,10 @@ def _check(kernel, cases: tuple[Case, ...], passed: str, count_masks: bool) -> C
     for case, ran in runs:  # in the interpreter: which tiles it loaded
         if not (count_masks and ran.key_loads is not None):
             continue
+        if ran.tiles_past_s:
+            return CheckResult("failed", f"❌ {_NAME}: right on {case.name}, but your kernel loaded {ran.tiles_past_s} "
+                               f"tiles of keys wholly past the last key (S = {case.S}), every key masked. Hint: "
+                               f"{HINTS['tiles past S']}")
         if ran.key_loads > _cases.visited_tiles(case):
             return CheckResult("failed", f"❌ {_NAME}: right on {case.name}, but your kernel loaded {ran.key_loads} "
                                f"tiles of keys where {_cases.visited_tiles(case)} are needed. Hint: "

@@ -73,6 +73,9 @@ HINTS = {
                    "distance: they are views into packed buffers, whose rows are 48, 40 and 24 numbers apart. Step "
                    "from row to row with each tensor's own stride: rows[:, None] * q_stride_l, cols[:, None] * "
                    "k_stride_s, cols[:, None] * v_stride_s, rows[:, None] * out_stride_l.",
+    "out row stride": "the rows of the output are not VALUE_DIM apart here: Out is a view whose rows are 24 numbers "
+                      "apart (16 values, then 8 more), as a slice of a wider tensor is. Store row i at its own "
+                      "distance, rows[:, None] * out_stride_l, never rows[:, None] * VALUE_DIM.",
     "read outside": "your kernel read past {which} (into the padding after it, which holds NaN here): every load "
                     "must stay inside the tensor, at its own offset and strides, with mask=cols[:, None] < S (keys "
                     "and values) or rows[:, None] < L (queries) on the tiles that run past the end.",
@@ -80,6 +83,9 @@ HINTS = {
                        "key, and full_end = block * BLOCK_L // BLOCK_S * BLOCK_S then runs past S: take the smaller "
                        "of the two, full_end = tl.minimum(S // BLOCK_S * BLOCK_S, block * BLOCK_L // BLOCK_S * "
                        "BLOCK_S), so that the unmasked loop never passes S's last full tile.",
+    "tiles past S": "with IS_CAUSAL and more queries than keys (L > S), (block + 1) * BLOCK_L runs past S in the last "
+                    "blocks, and the loop visits tiles where no key exists: stop it at the smaller of the two, "
+                    "key_end = tl.minimum(S, (block + 1) * BLOCK_L), so that it ends with the last key.",
     "full tiles masked": "right, but your kernel loads {masked} of its {loads} tiles of keys with a mask where "
                          "{needed} need one: the full tiles (every key exists and, with IS_CAUSAL, comes before every "
                          "query of the block) need none. Loop over them first without masks, start in range(0, "
@@ -102,9 +108,9 @@ def _mistakes(*slips: str) -> list[tuple[str, str]]:
 
 #: The hints :func:`check_attention_kernel` gives for wrong answers (a crash on ``Ev != E`` names VALUE_DIM too).
 MISTAKES = _mistakes("update", "no rescale", "ragged tile unmasked", "read past the end", "inverted mask", "edge",
-                     "no division", "heads", "heads share keys", "blocks", "row strides", "read outside", "wrote past",
-                     "lse", "lse in base 2", "lse heads", "precision")
+                     "no division", "heads", "heads share keys", "blocks", "row strides", "out row stride",
+                     "read outside", "wrote past", "lse", "lse in base 2", "lse heads", "precision")
 #: The hints :func:`check_causal_kernel` adds.
 CAUSAL_MISTAKES = _mistakes("no causal mask", "own key lost", "future tiles visited", "key_end in BLOCK_S",
                             "full_end past S", "full tiles masked", "full_end off a tile", "key_end short",
-                            "full tiles selected")
+                            "full tiles selected", "tiles past S")

@@ -39,13 +39,15 @@ def watching_reads(tensors: dict[str, torch.Tensor]):
 
     Yields a dict filled as the kernel runs: ``"all"`` and ``"masked"``, the loads from ``"key"`` (one per tile) and
     those made with a mask; ``"selected"``, the tiles of keys loaded without a mask whose scores still went through
-    a ``tl.where`` (a mask the full tiles do not need); ``"outside"``, the name of the first tensor a load read past
+    a ``tl.where`` (a mask the full tiles do not need); ``"past"``, the tiles of keys loaded with every key masked
+    (wholly past the last key); ``"outside"``, the name of the first tensor a load read past
     (its buffer's padding rows), or ``"memory outside every input"``.
     """
     from triton.runtime.interpreter import InterpreterBuilder, interpreter_builder
 
     views = [_View(name, t) for name, t in tensors.items()]
-    seen: dict = {"all": 0, "masked": 0, "outside": None, "selected": 0}
+    seen: dict = {"all": 0, "masked": 0, "outside": None, "selected": 0, "past": 0}
+    key = next((view for view in views if view.name == "key"), None)
     unmasked, tile = [], {"unmasked": False, "selected": False}
 
     def masked_load(ptrs, mask, *args):
@@ -60,6 +62,8 @@ def watching_reads(tensors: dict[str, torch.Tensor]):
                 tile.update(unmasked=bool(unmasked), selected=False)
             if seen["outside"] is None and not np.logical_or.reduce(owners).all():
                 seen["outside"] = _whose(views, active, owners)
+        elif key is not None and ptrs.data.size and key.start <= int(ptrs.data.min()) < key.stop:
+            seen["past"] += 1  # a tile of keys whose every key is masked: it lies wholly past the last one
         return InterpreterBuilder.create_masked_load(interpreter_builder, ptrs, mask, *args)
 
     def load(ptr, *args):
