@@ -26,13 +26,13 @@ def test_every_lesson_after_the_core_is_on_a_track():
 
 
 def test_a_lesson_to_come_is_named_and_links_itself_once_it_lands():
-    assert course_map._entry("18", {}, "notebooks/") == "18 · Speculative decoding (coming)"
-    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell("# 18 · Speculative decoding: draft, verify")])
-    dive = nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell("# 18 · A deep dive: acceptance rates")])
-    found = {"18": [(Path("18_speculative.ipynb"), nb), (Path("18_speculative_deep_dive.ipynb"), dive)]}
-    assert course_map._entry("18", found, "notebooks/") == (
-        "[18 · Speculative decoding](notebooks/18_speculative.ipynb) (optional: "
-        "[A deep dive: acceptance rates](notebooks/18_speculative_deep_dive.ipynb))")
+    assert course_map._entry("19", {}, "notebooks/") == "19 · Linear attention (coming)"
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell("# 19 · Linear attention: a running state")])
+    dive = nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell("# 19 · A deep dive: the state runs out")])
+    found = {"19": [(Path("19_linear.ipynb"), nb), (Path("19_linear_deep_dive.ipynb"), dive)]}
+    assert course_map._entry("19", found, "notebooks/") == (
+        "[19 · Linear attention](notebooks/19_linear.ipynb) (optional: "
+        "[A deep dive: the state runs out](notebooks/19_linear_deep_dive.ipynb))")
 
 
 def test_the_readme_and_lesson_00_show_the_map_as_the_lessons_make_it():

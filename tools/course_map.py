@@ -31,14 +31,14 @@ TRACKS = (
     ("Serving", "Write text one token at a time, and cache less to serve more.", ("11", "15", "17", "18")),
 )
 #: Lessons that a track names before their notebook exists.
-COMING = {"18": "Speculative decoding", "19": "Linear attention", "20": "FlexAttention"}
+COMING = {"19": "Linear attention", "20": "FlexAttention"}
 #: What a reader of one track needs from another, said once under the tracks.
 NOTES = (
     "Lesson 11 (word order and cross-attention) opens two tracks: lessons 12 and 13 train models with its learned "
     "positions, and lesson 15 builds its rotary positions and its cache on the positions and offsets 11 "
-    "introduces. The systems track does not need it.",
+    "introduces. The systems track can be read without 11 and 12.",
     "Lesson 15's model is trained on lesson 12's sentences, and lesson 16 trains lesson 12's model over processes: "
-    "each says what it takes from there.",
+    "each says what it takes from there, so neither needs 12 read first.",
 )
 
 
