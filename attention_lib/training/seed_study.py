@@ -288,3 +288,12 @@ def load_study(path: str | Path) -> SeedStudy:
         if data is None:
             raise ValueError(f"{path} holds no `STUDY = {{seed: {{figure: value}}}}`; write it with write_study.")
     return SeedStudy({int(seed): figures for seed, figures in data.items()})
+
+
+def study_main(figures: Callable[[int], Figures], seeds, stored, note: str, argv=None) -> None:  # pragma: no cover
+    """A lesson's ``remake study-NN``: train ``seeds`` (or ``--seeds``), writing ``stored`` (or ``--to``) per seed."""
+    import argparse
+    parser = argparse.ArgumentParser(description="Train the recipe on each seed and store what it gives.")
+    parser.add_argument("--seeds", type=int, nargs="+", default=list(seeds), help="the seeds to run")
+    parser.add_argument("--to", default=str(stored), help="the file to write (default: the stored study)")
+    run_study(figures, (args := parser.parse_args(argv)).seeds, progress=True, save_to=args.to, note=note)

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import torch
 
-from ..seed_study import SeedStudy, load_study, run_study
+from ..seed_study import SeedStudy, load_study, study_main
 from .recipe import quality, train_lm, verb_agreement
 from .shipped import KV_HEADS, round_weights
 from .texts import make_texts, subject_position, verb_position
@@ -72,13 +72,7 @@ def main(argv=None) -> None:  # pragma: no cover - run by hand (``python3 course
     note = (f"Lesson 15's recipe on seeds {STUDY_SEEDS[0]}-{STUDY_SEEDS[-1]}: what the lesson reads off its "
             f"shipped models, one run each on this machine's own CPU path (torch "
             f"{torch.__version__}, one thread).\n\nWritten by `python3 course.py remake study-15`.")
-    import argparse
-
-    parser = argparse.ArgumentParser(description="Train the recipe on each seed and store what it gives.")
-    parser.add_argument("--seeds", type=int, nargs="+", default=list(STUDY_SEEDS), help="the seeds to run")
-    parser.add_argument("--to", default=str(STORED), help="the file to write (default: the stored study)")
-    args = parser.parse_args(argv)
-    run_study(seed_figures, args.seeds, progress=True, save_to=args.to, note=note)
+    study_main(seed_figures, STUDY_SEEDS, STORED, note, argv)
 
 
 if __name__ == "__main__":  # pragma: no cover

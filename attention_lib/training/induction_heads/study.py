@@ -19,7 +19,7 @@ import torch
 from ...attention_only import all_head_scores
 from ...interventions import edit_head, force_onto, zero_rows
 from ...patching import patch_head, record_head
-from ..seed_study import SeedStudy, load_study, run_study
+from ..seed_study import SeedStudy, load_study, study_main
 from .band_figures import measure
 from .recipe import HELDOUT_SEED, evaluate_induction, train_induction
 from .repeats import encode, make_repeats, repeated_part
@@ -258,13 +258,7 @@ def main(argv=None) -> None:  # pragma: no cover - run by hand (``python3 course
     note = (f"Lesson 13's recipe on seeds {STUDY_SEEDS[0]}-{STUDY_SEEDS[-1]}: its band figures and claims, "
             f"one run each on this machine's own CPU path (torch {torch.__version__}, one thread).\n\n"
             f"Written by `python3 course.py remake study-13`.")
-    import argparse
-
-    parser = argparse.ArgumentParser(description="Train the recipe on each seed and store what it gives.")
-    parser.add_argument("--seeds", type=int, nargs="+", default=list(STUDY_SEEDS), help="the seeds to run")
-    parser.add_argument("--to", default=str(STORED), help="the file to write (default: the stored study)")
-    args = parser.parse_args(argv)
-    run_study(seed_figures, args.seeds, progress=True, save_to=args.to, note=note)
+    study_main(seed_figures, STUDY_SEEDS, STORED, note, argv)
 
 
 if __name__ == "__main__":  # pragma: no cover
