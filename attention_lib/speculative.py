@@ -24,7 +24,7 @@ from typing import NamedTuple
 
 import torch
 
-from .generation import _check_choice, generation_steps
+from .generation import _check_choice, _decode
 from .validation import check_int, check_tensor, check_token_ids
 
 
@@ -111,8 +111,10 @@ def accept_greedy(target_logits: torch.Tensor, drafted: torch.Tensor) -> tuple[i
         (1, tensor([0]))
     """
     best = target_logits.argmax(-1)  # (k + 1,)
-    agree = (best[:-1] == drafted).int()  # (k,)
-    accepted = int(agree.cumprod(0).sum())  # the length of the agreeing prefix
+    wanted, proposed = best.tolist(), drafted.tolist()  # one read each, then plain Python
+    accepted = 0
+    while accepted < len(proposed) and proposed[accepted] == wanted[accepted]:  # the length of the agreeing prefix
+        accepted += 1
     return accepted, best[accepted:accepted + 1]
 
 
@@ -192,19 +194,20 @@ def speculative_rounds(target, draft, prompt: torch.Tensor, max_new_tokens: int,
     tokens = prompt
     while tokens.shape[1] < size:
         n, drafts = tokens.shape[1], min(k, size - tokens.shape[1] - 1)  # the last round may draft fewer
-        steps = list(generation_steps(draft, tokens[:, draft_cache.get_seq_length():], drafts, cache=draft_cache,
-                                      temperature=temperature, generator=generator))
-        drafted = torch.cat([s.new for s in steps], dim=1) if steps else tokens[:, :0]  # (1, drafts)
-        unread = torch.cat([tokens[:, target_cache.get_seq_length():], drafted], dim=1)
+        # checked once above, so each round runs the decoding loop itself (generation_steps without its checks)
+        steps = list(_decode(draft, tokens[:, draft_cache.get_seq_length():], drafts, cache=draft_cache,
+                             choose=(temperature, None, generator)))  # [(new (1, 1), output)] * drafts
+        unread = torch.cat([tokens[:, target_cache.get_seq_length():], *(new for new, _ in steps)], dim=1)
         logits = target(unread, target_cache).logits[0, -(drafts + 1):]  # (drafts + 1, vocab)
+        drafted = unread[0, unread.shape[1] - drafts:]  # (drafts,)
         if temperature == 0.0:
-            accepted, last = accept_greedy(logits, drafted[0])
+            accepted, last = accept_greedy(logits, drafted)
         else:
-            q = torch.stack([torch.softmax(s.output.logits[0, -1].double() / temperature, -1) for s in steps]) \
+            q = torch.stack([torch.softmax(out.logits[0, -1].double() / temperature, -1) for _, out in steps]) \
                 if steps else logits.new_zeros(0, logits.shape[-1], dtype=torch.float64)
             p = torch.softmax(logits.double() / temperature, -1)
-            accepted, last = accept_sampled(p, q, drafted[0], generator)
-        new = torch.cat([drafted[:, :accepted], last[None]], dim=1)  # (1, a + 1)
+            accepted, last = accept_sampled(p, q, drafted, generator)
+        new = torch.cat([drafted[:accepted], last])[None]  # (1, a + 1)
         tokens = torch.cat([tokens, new], dim=1)
         target_cache.crop(n + accepted)  # the rejected drafts leave; the new last token is read next round
         draft_cache.crop(min(n + accepted, draft_cache.get_seq_length()))

@@ -47,8 +47,9 @@ def time_speculative(ks=KS, *, texts: int = 40, repeats: int = 3, threads: int |
 
     Returns:
         ``{"times": {"plain": [s per repeat], "k=1": [...], ...}, "per call": {k: tokens per target call},
-        "tokens": tokens written per repeat, "identical": True, "draft step / target step": c}``, ``c`` the
-        median ratio of one decoding step of each (what each drafted token costs, in target steps).
+        "tokens": tokens written per repeat, "identical": True, "draft step / target step": c, "verify / target
+        step": v, "verify rows": max(ks) + 1}``, ``c`` the median ratio of one decoding step of each (what each
+        drafted token costs, in target steps), ``v`` what one target call over ``max(ks) + 1`` new tokens costs.
 
     Raises:
         AssertionError: if a speculative text differs from the plain one.
@@ -82,9 +83,12 @@ def time_speculative(ks=KS, *, texts: int = 40, repeats: int = 3, threads: int |
                         calls[int(m[2:])] += len(rounds)
                 for m in names[1:]:
                     assert torch.equal(written[m], written["plain"]), f"{m} wrote another text than plain greedy"
-        cost = statistics.median(time_call(draft, 1) / time_call(target, 1) for _ in range(3))
+        step = [time_call(target, 1) for _ in range(3)]
+        cost = statistics.median(time_call(draft, 1) / s for s in step)
+        verify = statistics.median(time_call(target, max(ks) + 1) / s for s in step)
         return {"times": times, "per call": {k: sum(lengths) / calls[k] for k in ks}, "tokens": sum(lengths),
-                "identical": True, "draft step / target step": cost}
+                "identical": True, "draft step / target step": cost, "verify / target step": verify,
+                "verify rows": max(ks) + 1}
     finally:
         torch.set_num_threads(before)
 
@@ -116,10 +120,11 @@ def print_speculative(result: dict, repeats: int) -> list:
         k = int(m[2:])
         per_token = statistics.median(result["times"][m]) / tokens * 1e3
         print(f"  {m:>8}  {per_token:>12.3f}  {result['per call'][k]:>22.2f}  {ratio:>8.2f}")
-    c = result.get("draft step / target step")
-    if c is not None:
-        print(f"  one draft step costs c = {c:.2f} target steps: a round of k drafts costs about 1 + k*c target steps "
-              f"and writes the tokens per target call above, so the speed-up is at most about their ratio")
+    c, v = result.get("draft step / target step"), result.get("verify / target step")
+    if c is not None and v is not None:
+        print(f"  one draft step costs c = {c:.2f} target steps and one verify call over {result['verify rows']} new "
+              f"tokens v = {v:.2f}: a round of k drafts costs about v + k*c target steps and writes the tokens per "
+              f"target call above, so the speed-up is at most about their ratio")
     return print_target_lines("speculative target (a target is judged on a quiet machine)",
                               speculative_targets(result), unmeasured=f"run k={TARGET_K}")
 
