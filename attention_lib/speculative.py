@@ -12,9 +12,9 @@ and both caches are cropped back to the kept text (Leviathan, Kalman & Matias, 2
   :func:`residual_distribution` ``max(0, p - q)`` renormalised; the text is then distributed exactly as the
   target's own draws (:func:`output_distribution` sums the paths).
 
-:func:`speculative_rounds` is the loop, one round at a time (the draft's proposals are written by
-:func:`~attention_lib.generation.generation_steps`, the course's one decoding loop); :func:`speculative_generate`
-runs it to the end.
+:func:`speculative_rounds` is the loop, one round at a time (the draft's proposals are written by the loop of
+:func:`~attention_lib.generation.generation_steps`, the course's one decoding loop, its arguments checked once per
+text rather than once per round); :func:`speculative_generate` runs it to the end.
 """
 
 from __future__ import annotations
@@ -169,12 +169,12 @@ def speculative_rounds(target, draft, prompt: torch.Tensor, max_new_tokens: int,
                        temperature: float = 0.0, generator: torch.Generator | None = None) -> Iterator[Round]:
     """Speculative decoding one round at a time: draft ``k`` tokens, verify them in one target call, keep, roll back.
 
-    Each round: the draft writes ``k`` tokens with :func:`~attention_lib.generation.generation_steps` over its own
-    cache; the target reads every token it has not yet read (the last kept one and the ``k`` drafts) in one call,
-    the chunk mask aligned bottom-right as in a chunked prefill; :func:`accept_greedy` (``temperature=0``) or
-    :func:`accept_sampled` keeps ``a`` drafts and adds one token; both caches are cropped to the kept text. The
-    first round's target call is also the prompt's prefill. A round near the end drafts fewer tokens, so that the
-    text stops at exactly ``max_new_tokens``.
+    Each round: the draft writes ``k`` tokens with the loop of :func:`~attention_lib.generation.generation_steps`
+    over its own cache; the target reads every token it has not yet read (the last kept one and the ``k`` drafts)
+    in one call, the chunk mask aligned bottom-right as in a chunked prefill; :func:`accept_greedy`
+    (``temperature=0``) or :func:`accept_sampled` keeps ``a`` drafts and adds one token; both caches are cropped to
+    the kept text. The first round's target call is also the prompt's prefill. A round near the end drafts fewer
+    tokens, so that the text stops at exactly ``max_new_tokens``.
 
     Args:
         target, draft, prompt, max_new_tokens, num_draft_tokens, temperature, generator: as for
