@@ -10,6 +10,10 @@ of the per-repeat ratios. Every speculative text is checked identical to the pla
 
 The target: at ``k = 5`` (:data:`TARGET_K`, where tokens per target call stop growing on these texts), speculative
 decoding at least 1.3x faster than plain cached greedy, with identical text.
+
+Beside it, not a target: the same texts with a draft of no layers, :func:`table_draft`, a table of the next token's
+scores after each token (a bigram model) distilled from the target's own greedy texts. Its step is a row lookup,
+``c`` close to 0, so the run shows how much of the one-block draft's shortfall is the cost of its step ``c``.
 """
 
 from __future__ import annotations
@@ -21,7 +25,9 @@ import torch
 
 from ..experiments.speculative_decoding import time_call
 from ..generation import generate
+from ..llama import LlamaOutput
 from ..speculative import speculative_rounds
+from ..training.generation.texts import END, MAX_LEN
 from ..training.shipped import load_shipped
 from ..training.speculative_decoding import make_texts, sentence_length
 from .decoding import run_decoding
@@ -30,6 +36,61 @@ from .targets import print_target_lines
 
 KS = (1, 2, 3, 4, 5, 6, 8)
 TARGET_K = 5
+#: The ``k`` at which the table draft is timed (not a target).
+TABLE_KS = (5, 8)
+
+
+class _Length:
+    """A table draft's cache: it reads one token to score the next, so it keeps only how many it has read."""
+
+    def __init__(self):
+        self.length = 0
+
+    def get_seq_length(self, layer_idx: int = 0) -> int:
+        return self.length
+
+    def crop(self, max_length: int) -> None:
+        self.length = min(self.length, max_length)
+
+
+class TableDraft(torch.nn.Module):
+    """A draft with no layers: row ``a`` of ``embed_tokens`` holds the scores of the token after token ``a``."""
+
+    def __init__(self, scores: torch.Tensor):
+        super().__init__()
+        self.embed_tokens = torch.nn.Embedding.from_pretrained(scores)  # (vocab, vocab)
+
+    def new_cache(self, max_cache_len: int) -> _Length:
+        return _Length()
+
+    def forward(self, input_ids: torch.Tensor, cache: _Length | None = None) -> LlamaOutput:
+        if cache is not None:
+            cache.length += input_ids.shape[1]
+        return LlamaOutput(self.embed_tokens(input_ids), cache, None)  # (N, L, vocab)
+
+
+@torch.no_grad()
+def table_draft(target, texts: int = 100, seed: int = 0) -> TableDraft:
+    """A bigram table distilled from ``target``: after each token, the mean of the target's next-token distributions
+    at that token, over the target's own greedy texts from ``texts`` training prompts (``seed``), each written to its
+    full stop. The mean is what minimises the KL divergence from the target among drafts that see one token.
+
+    Example:
+        >>> table_draft(load_shipped("generation-mha-seed0").model, texts=2).embed_tokens.weight.shape
+        torch.Size([23, 23])
+    """
+    vocab = target.embed_tokens.num_embeddings
+    sums, counts = torch.zeros(vocab, vocab), torch.zeros(vocab)
+    for text in make_texts(texts, seed=seed, split="train"):
+        written = generate(target, text[None, :3], MAX_LEN - 3)[0]
+        ends = (written[3:] == END).nonzero()
+        written = written[:3 + int(ends[0, 0]) + 1] if len(ends) else written  # up to its full stop
+        p = torch.softmax(target(written[None]).logits[0], -1)  # (L, vocab): what the target writes after each token
+        sums.index_add_(0, written, p)
+        counts += torch.bincount(written, minlength=vocab)
+    seen = counts > 0  # a token never written gets the full stop: any choice is verified all the same
+    mean = torch.where(seen[:, None], sums / counts.clamp(min=1)[:, None], torch.eye(vocab)[END])
+    return TableDraft(mean.clamp(min=1e-9).log()).eval()
 
 
 def _texts(n: int):
@@ -40,10 +101,11 @@ def _texts(n: int):
 
 
 @torch.no_grad()
-def time_speculative(ks=KS, *, texts: int = 40, repeats: int = 3, threads: int | None = 1) -> dict:
+def time_speculative(ks=KS, *, texts: int = 40, repeats: int = 3, threads: int | None = 1, table_ks=()) -> dict:
     """Seconds per repeat of each method over ``texts`` texts, and tokens per target call at each ``k``.
 
-    ``threads``: time on that many torch threads, restored afterwards (``None``: as they are).
+    ``threads``: time on that many torch threads, restored afterwards (``None``: as they are). ``table_ks``: also
+    time the :func:`table_draft` at these ``k`` (methods ``"table k=K"``; their tokens per call under the same name).
 
     Returns:
         ``{"times": {"plain": [s per repeat], "k=1": [...], ...}, "per call": {k: tokens per target call},
@@ -63,9 +125,13 @@ def time_speculative(ks=KS, *, texts: int = 40, repeats: int = 3, threads: int |
     torch.set_num_threads(before if threads is None else threads)
     try:
         target, draft, prompts, lengths = _texts(texts)
-        names = ["plain", *(f"k={k}" for k in ks)]
+        drafts = {f"k={k}": (draft, k) for k in ks}
+        if table_ks:
+            table = table_draft(target)
+            drafts |= {f"table k={k}": (table, k) for k in table_ks}
+        names = ["plain", *drafts]
         times = {m: [0.0] * repeats for m in names}
-        calls = dict.fromkeys(ks, 0)
+        calls = dict.fromkeys(drafts, 0)
         for r in range(repeats):
             for i, (prompt, n) in enumerate(zip(prompts, lengths, strict=True)):
                 first = (r + i) % len(names)
@@ -75,20 +141,23 @@ def time_speculative(ks=KS, *, texts: int = 40, repeats: int = 3, threads: int |
                     if m == "plain":
                         written[m] = generate(target, prompt[None], n)
                     else:
-                        rounds = list(speculative_rounds(target, draft, prompt[None], n,
-                                                         num_draft_tokens=int(m[2:])))
+                        rounds = list(speculative_rounds(target, drafts[m][0], prompt[None], n,
+                                                         num_draft_tokens=drafts[m][1]))
                         written[m] = rounds[-1].tokens
                     times[m][r] += time.perf_counter() - start
                     if m != "plain" and r == 0:
-                        calls[int(m[2:])] += len(rounds)
+                        calls[m] += len(rounds)
                 for m in names[1:]:
                     assert torch.equal(written[m], written["plain"]), f"{m} wrote another text than plain greedy"
         step = [time_call(target, 1) for _ in range(3)]
         cost = statistics.median(time_call(draft, 1) / s for s in step)
         verify = statistics.median(time_call(target, max(ks) + 1) / s for s in step)
-        return {"times": times, "per call": {k: sum(lengths) / calls[k] for k in ks}, "tokens": sum(lengths),
-                "identical": True, "draft step / target step": cost, "verify / target step": verify,
-                "verify rows": max(ks) + 1}
+        per_call = {int(m[2:]) if m.startswith("k=") else m: sum(lengths) / calls[m] for m in drafts}
+        result = {"times": times, "per call": per_call, "tokens": sum(lengths), "identical": True,
+                  "draft step / target step": cost, "verify / target step": verify, "verify rows": max(ks) + 1}
+        if table_ks:
+            result["table step / target step"] = statistics.median(time_call(table, 1) / s for s in step)
+        return result
     finally:
         torch.set_num_threads(before)
 
@@ -114,17 +183,20 @@ def print_speculative(result: dict, repeats: int) -> list:
           f"18's distilled draft (1 block, E=16), {tokens} tokens over the texts, greedy; totals of {repeats} "
           f"repeats, the methods taking turns text by text; every text identical to plain greedy")
     plain = statistics.median(result["times"]["plain"])
-    print(f"  {'method':>8}  {'ms per token':>12}  {'tokens per target call':>22}  {'speed-up':>8}")
-    print(f"  {'plain':>8}  {plain / tokens * 1e3:>12.3f}  {1.0:>22.2f}  {1.0:>8.2f}")
+    print(f"  {'method':>11}  {'ms per token':>12}  {'tokens per target call':>22}  {'speed-up':>8}")
+    print(f"  {'plain':>11}  {plain / tokens * 1e3:>12.3f}  {1.0:>22.2f}  {1.0:>8.2f}")
     for m, ratio in speedups(result).items():
-        k = int(m[2:])
         per_token = statistics.median(result["times"][m]) / tokens * 1e3
-        print(f"  {m:>8}  {per_token:>12.3f}  {result['per call'][k]:>22.2f}  {ratio:>8.2f}")
+        calls = result["per call"][int(m[2:]) if m.startswith("k=") else m]
+        print(f"  {m:>11}  {per_token:>12.3f}  {calls:>22.2f}  {ratio:>8.2f}")
     c, v = result.get("draft step / target step"), result.get("verify / target step")
     if c is not None and v is not None:
         print(f"  one draft step costs c = {c:.2f} target steps and one verify call over {result['verify rows']} new "
               f"tokens v = {v:.2f}: a round of k drafts costs about v + k*c target steps and writes the tokens per "
               f"target call above, so the speed-up is at most about their ratio")
+    if "table step / target step" in result:
+        print(f"  table k=K (not a target): a draft of no layers, a bigram table distilled from the target's own "
+              f"greedy texts; its step costs c = {result['table step / target step']:.3f} target steps")
     return print_target_lines("speculative target (a target is judged on a quiet machine)",
                               speculative_targets(result), unmeasured=f"run k={TARGET_K}")
 
@@ -132,7 +204,7 @@ def print_speculative(result: dict, repeats: int) -> list:
 def run_speculative(quick: bool = False, repeats: int | None = None) -> dict:
     """Time, print and return ``{"result": ..., "targets": ...}`` (``quick``: 12 texts, 2 repeats)."""
     repeats = repeats or (2 if quick else 3)
-    result = time_speculative(KS, texts=12 if quick else 40, repeats=repeats)
+    result = time_speculative(KS, texts=12 if quick else 40, repeats=repeats, table_ks=TABLE_KS)
     return {"result": result, "targets": print_speculative(result, repeats)}
 
 
