@@ -11,7 +11,8 @@ of the per-repeat ratios. Every speculative text is checked identical to the pla
 The target: at ``k = 5`` (:data:`TARGET_K`, where tokens per target call stop growing on these texts), speculative
 decoding at least 1.3x faster than plain cached greedy, with identical text.
 
-Beside it, not a target: the same texts with a draft of no layers, :func:`table_draft`, a table of the next token's
+Beside it, not a target: the same texts with a draft of no layers,
+:func:`~attention_lib.training.speculative_decoding.table_draft`, a table of the next token's
 scores after each token (a bigram model) distilled from the target's own greedy texts. Its step is a row lookup,
 ``c`` close to 0, so the run shows how much of the one-block draft's shortfall is the cost of its step ``c``.
 """
@@ -25,11 +26,9 @@ import torch
 
 from ..experiments.speculative_decoding import time_call
 from ..generation import generate
-from ..llama import LlamaOutput
 from ..speculative import speculative_rounds
-from ..training.generation.texts import END, MAX_LEN
 from ..training.shipped import load_shipped
-from ..training.speculative_decoding import make_texts, sentence_length
+from ..training.speculative_decoding import make_texts, sentence_length, table_draft
 from .decoding import run_decoding
 from .serving import run_serving
 from .targets import print_target_lines
@@ -38,59 +37,6 @@ KS = (1, 2, 3, 4, 5, 6, 8)
 TARGET_K = 5
 #: The ``k`` at which the table draft is timed (not a target).
 TABLE_KS = (5, 8)
-
-
-class _Length:
-    """A table draft's cache: it reads one token to score the next, so it keeps only how many it has read."""
-
-    def __init__(self):
-        self.length = 0
-
-    def get_seq_length(self, layer_idx: int = 0) -> int:
-        return self.length
-
-    def crop(self, max_length: int) -> None:
-        self.length = min(self.length, max_length)
-
-
-class TableDraft(torch.nn.Module):
-    """A draft with no layers: row ``a`` of ``embed_tokens`` holds the scores of the token after token ``a``."""
-
-    def __init__(self, scores: torch.Tensor):
-        super().__init__()
-        self.embed_tokens = torch.nn.Embedding.from_pretrained(scores)  # (vocab, vocab)
-
-    def new_cache(self, max_cache_len: int) -> _Length:
-        return _Length()
-
-    def forward(self, input_ids: torch.Tensor, cache: _Length | None = None) -> LlamaOutput:
-        if cache is not None:
-            cache.length += input_ids.shape[1]
-        return LlamaOutput(self.embed_tokens(input_ids), cache, None)  # (N, L, vocab)
-
-
-@torch.no_grad()
-def table_draft(target, texts: int = 100, seed: int = 0) -> TableDraft:
-    """A bigram table distilled from ``target``: after each token, the mean of the target's next-token distributions
-    at that token, over the target's own greedy texts from ``texts`` training prompts (``seed``), each written to its
-    full stop. The mean is what minimises the KL divergence from the target among drafts that see one token.
-
-    Example:
-        >>> table_draft(load_shipped("generation-mha-seed0").model, texts=2).embed_tokens.weight.shape
-        torch.Size([23, 23])
-    """
-    vocab = target.embed_tokens.num_embeddings
-    sums, counts = torch.zeros(vocab, vocab), torch.zeros(vocab)
-    for text in make_texts(texts, seed=seed, split="train"):
-        written = generate(target, text[None, :3], MAX_LEN - 3)[0]
-        ends = (written[3:] == END).nonzero()
-        written = written[:3 + int(ends[0, 0]) + 1] if len(ends) else written  # up to its full stop
-        p = torch.softmax(target(written[None]).logits[0], -1)  # (L, vocab): what the target writes after each token
-        sums.index_add_(0, written, p)
-        counts += torch.bincount(written, minlength=vocab)
-    seen = counts > 0  # a token never written gets the full stop: any choice is verified all the same
-    mean = torch.where(seen[:, None], sums / counts.clamp(min=1)[:, None], torch.eye(vocab)[END])
-    return TableDraft(mean.clamp(min=1e-9).log()).eval()
 
 
 def _texts(n: int):
