@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import torch
 
-from ...generation import generate
+from ...generation import generation_steps
 from ...llama import LlamaOutput
 from ...validation import check_int, check_tensor
 from ..generation.texts import END, MAX_LEN, make_texts
@@ -93,9 +93,10 @@ def table_draft(target, texts: int = 100, seed: int = 0) -> TableDraft:
     vocab = target.embed_tokens.num_embeddings
     sums, counts = torch.zeros(vocab, vocab), torch.zeros(vocab)
     for text in make_texts(texts, seed=seed, split="train"):
-        written = generate(target, text[None, :3], MAX_LEN - 3)[0]
-        ends = (written[3:] == END).nonzero()
-        written = written[:3 + int(ends[0, 0]) + 1] if len(ends) else written  # up to its full stop
+        for step in generation_steps(target, text[None, :3], MAX_LEN - 3):  # lazy: it stops at the full stop
+            if step.new.item() == END:
+                break
+        written = step.tokens[0]  # the prompt and what the target wrote, up to its full stop
         p = torch.softmax(target(written[None]).logits[0], -1)  # (L, vocab): what the target writes after each token
         sums.index_add_(0, written, p)
         counts += torch.bincount(written, minlength=vocab)
