@@ -2,9 +2,8 @@
 target's own greedy texts.
 
 Built in ``notebooks/18_speculative_decoding.ipynb``. With models this small a decoding step costs Python's work per
-layer, so a one-block draft's step costs about half a two-block target's; a table's step is one row lookup. The mean
-of the target's next-token distributions after a token is what minimises the KL divergence from the target among
-drafts that see one token, and the target's own greedy texts are what greedy verification compares with.
+layer, so a one-block draft's step costs about half a two-block target's; a table's step is one row lookup. Its rows
+count what the target itself writes after each token, which is what greedy verification compares with.
 """
 
 from __future__ import annotations
@@ -65,9 +64,13 @@ class TableDraft(torch.nn.Module):
 
 @torch.no_grad()
 def table_draft(target, texts: int = 100, seed: int = 0) -> TableDraft:
-    """A bigram table distilled from ``target``: after each token, the mean of the target's next-token distributions
-    at that token, over the target's own greedy texts from ``texts`` training prompts (``seed``), each written to its
-    full stop. The mean is what minimises the KL divergence from the target among drafts that see one token.
+    """A bigram table distilled from ``target``: after each token, how often the target writes each token next in
+    its own greedy texts from ``texts`` training prompts (``seed``), each written to its full stop.
+
+    Greedy verification keeps a drafted token when it is the target's own choice, so each row's best token is the
+    target's most frequent choice after that token. (For speculative sampling, the mean of the target's next-token
+    distributions would be the table closest to it in KL divergence; its best token need not be the most frequent
+    choice.)
 
     Built in ``notebooks/18_speculative_decoding.ipynb``.
 
@@ -77,8 +80,9 @@ def table_draft(target, texts: int = 100, seed: int = 0) -> TableDraft:
         seed: the seed of those texts.
 
     Returns:
-        A :class:`TableDraft` in eval mode: ``speculative_generate(target, table_draft(target), ...)`` runs as with
-        any draft.
+        A :class:`TableDraft` in eval mode, its scores the logarithms of the shares (a token never followed by a
+        written one proposes the full stop): ``speculative_generate(target, table_draft(target), ...)`` runs as
+        with any draft.
 
     Raises:
         TypeError, ValueError: if ``texts`` is not a positive int or ``seed`` not an int.
@@ -91,15 +95,13 @@ def table_draft(target, texts: int = 100, seed: int = 0) -> TableDraft:
     texts = check_int(texts, "texts", minimum=1, fix="pass how many prompts the target writes from.")
     seed = check_int(seed, "seed", minimum=0)
     vocab = target.embed_tokens.num_embeddings
-    sums, counts = torch.zeros(vocab, vocab), torch.zeros(vocab)
+    counts = torch.zeros(vocab, vocab)  # counts[a, b]: how often the target wrote b right after a
     for text in make_texts(texts, seed=seed, split="train"):
         for step in generation_steps(target, text[None, :3], MAX_LEN - 3):  # lazy: it stops at the full stop
             if step.new.item() == END:
                 break
         written = step.tokens[0]  # the prompt and what the target wrote, up to its full stop
-        p = torch.softmax(target(written[None]).logits[0], -1)  # (L, vocab): what the target writes after each token
-        sums.index_add_(0, written, p)
-        counts += torch.bincount(written, minlength=vocab)
-    seen = counts > 0  # a token never written gets the full stop: any choice is verified all the same
-    mean = torch.where(seen[:, None], sums / counts.clamp(min=1)[:, None], torch.eye(vocab)[END])
-    return TableDraft(mean.clamp(min=1e-9).log()).eval()
+        counts.index_put_((written[2:-1], written[3:]), torch.ones(len(written) - 3), accumulate=True)
+    seen = counts.sum(-1, keepdim=True) > 0
+    shares = torch.where(seen, counts / counts.sum(-1, keepdim=True).clamp(min=1), torch.eye(vocab)[END])
+    return TableDraft(shares.clamp(min=1e-9).log()).eval()
