@@ -78,7 +78,8 @@ class KVCache:
         return sum(t.nelement() * t.element_size() for t in (*self.keys, *self.values) if t is not None)
 
     def crop(self, max_length: int) -> None:
-        """Forget every token after the first ``max_length`` (transformers' ``DynamicCache.crop``); the buffers stay.
+        """Forget every token after the first ``max_length``; the buffers stay (transformers 4's
+        ``DynamicCache.crop(max_length)``; transformers 5's ``DynamicCache.crop(-r)`` removes the last ``r`` instead).
 
         Raises:
             TypeError, ValueError: if ``max_length`` is not a non-negative int.

@@ -76,6 +76,11 @@ def next_token(logits: torch.Tensor, *, temperature: float = 0.0, top_k: int | N
         raise ValueError(f"logits must be (N, vocab), the scores of the last position, but logits.shape="
                          f"{tuple(logits.shape)}; pass {fix}.")
     temperature, top_k = _check_choice(temperature, top_k, generator)
+    return _choose(logits, temperature, top_k, generator)
+
+
+def _choose(logits: torch.Tensor, temperature: float, top_k: int | None, generator) -> torch.Tensor:
+    """:func:`next_token` without its checks: the decoding loop checks its arguments once, not at every step."""
     if temperature == 0.0:
         return logits.argmax(dim=-1, keepdim=True)  # (N, vocab) -> (N, 1)
     scaled = logits / temperature
@@ -130,23 +135,38 @@ def generation_steps(model, prompt: torch.Tensor, max_new_tokens: int, *, use_ca
                         f"but {type(model).__name__} has none; pass use_cache=False.")
     if max_new_tokens == 0:
         return
-    weights = {"need_weights": True} if need_weights else {}
     if use_cache and cache is None:
         cache = model.new_cache(prompt.shape[1] + max_new_tokens)
-    cache = cache if use_cache else None
+    tokens = prompt
+    for new, output in _decode(model, prompt, max_new_tokens, cache=cache if use_cache else None,
+                               use_cache=use_cache, choose=(temperature, top_k, generator), need_weights=need_weights,
+                               prefill=prefill, step=step, full_text=not use_cache):
+        tokens = torch.cat([tokens, new], dim=1)  # (N, P + t + 1)
+        yield Step(tokens, new, output, cache)
+
+
+def _decode(model, prompt, max_new_tokens, *, cache, use_cache=True, choose=(0.0, None, None), need_weights=False,
+            prefill=None, step=None, full_text=False) -> Iterator[tuple[torch.Tensor, object]]:
+    """The loop of :func:`generation_steps` without its checks: ``(new (N, 1), output)`` per step, ``max_new_tokens``
+    of them. Speculative decoding's draft runs it once per round on arguments checked once per text."""
+    if max_new_tokens == 0:
+        return
+    weights = {"need_weights": True} if need_weights else {}
     if prefill is not None:
         output = prefill(prompt, cache)
     else:  # the prefill: the whole prompt once (without a cache: the first of the full reads)
         output = model(prompt, cache, **weights) if use_cache else model(prompt, **weights)
-    tokens = prompt
+    tokens, length = prompt, prompt.shape[1]
     for t in range(max_new_tokens):
-        new = next_token(output.logits[:, -1], temperature=temperature, top_k=top_k, generator=generator)  # (N, 1)
-        tokens = torch.cat([tokens, new], dim=1)  # (N, P + t + 1)
-        yield Step(tokens, new, output, cache)
+        new = _choose(output.logits[:, -1], *choose)  # (N, 1)
+        length += 1
+        if full_text:  # only a loop without a cache reads the whole text again
+            tokens = torch.cat([tokens, new], dim=1)
+        yield new, output
         if t == max_new_tokens - 1:
             break
         if step is not None:
-            output = step(new, cache, tokens.shape[1])
+            output = step(new, cache, length)
         elif use_cache:
             output = model(new, cache, **weights)  # one token in; its keys and values join the cache
         else:

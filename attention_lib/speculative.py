@@ -12,9 +12,9 @@ and both caches are cropped back to the kept text (Leviathan, Kalman & Matias, 2
   :func:`residual_distribution` ``max(0, p - q)`` renormalised; the text is then distributed exactly as the
   target's own draws (:func:`output_distribution` sums the paths).
 
-:func:`speculative_rounds` is the loop, one round at a time (the draft's proposals are written by
-:func:`~attention_lib.generation.generation_steps`, the course's one decoding loop); :func:`speculative_generate`
-runs it to the end.
+:func:`speculative_rounds` is the loop, one round at a time (the draft's proposals are written by the loop of
+:func:`~attention_lib.generation.generation_steps`, the course's one decoding loop, its arguments checked once per
+text rather than once per round); :func:`speculative_generate` runs it to the end.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from typing import NamedTuple
 
 import torch
 
-from .generation import _check_choice, generation_steps
+from .generation import _check_choice, _decode
 from .validation import check_int, check_tensor, check_token_ids
 
 
@@ -111,8 +111,10 @@ def accept_greedy(target_logits: torch.Tensor, drafted: torch.Tensor) -> tuple[i
         (1, tensor([0]))
     """
     best = target_logits.argmax(-1)  # (k + 1,)
-    agree = (best[:-1] == drafted).int()  # (k,)
-    accepted = int(agree.cumprod(0).sum())  # the length of the agreeing prefix
+    wanted, proposed = best.tolist(), drafted.tolist()  # one read each, then plain Python
+    accepted = 0
+    while accepted < len(proposed) and proposed[accepted] == wanted[accepted]:  # the length of the agreeing prefix
+        accepted += 1
     return accepted, best[accepted:accepted + 1]
 
 
@@ -167,12 +169,12 @@ def speculative_rounds(target, draft, prompt: torch.Tensor, max_new_tokens: int,
                        temperature: float = 0.0, generator: torch.Generator | None = None) -> Iterator[Round]:
     """Speculative decoding one round at a time: draft ``k`` tokens, verify them in one target call, keep, roll back.
 
-    Each round: the draft writes ``k`` tokens with :func:`~attention_lib.generation.generation_steps` over its own
-    cache; the target reads every token it has not yet read (the last kept one and the ``k`` drafts) in one call,
-    the chunk mask aligned bottom-right as in a chunked prefill; :func:`accept_greedy` (``temperature=0``) or
-    :func:`accept_sampled` keeps ``a`` drafts and adds one token; both caches are cropped to the kept text. The
-    first round's target call is also the prompt's prefill. A round near the end drafts fewer tokens, so that the
-    text stops at exactly ``max_new_tokens``.
+    Each round: the draft writes ``k`` tokens with the loop of :func:`~attention_lib.generation.generation_steps`
+    over its own cache; the target reads every token it has not yet read (the last kept one and the ``k`` drafts)
+    in one call, the chunk mask aligned bottom-right as in a chunked prefill; :func:`accept_greedy`
+    (``temperature=0``) or :func:`accept_sampled` keeps ``a`` drafts and adds one token; both caches are cropped to
+    the kept text. The first round's target call is also the prompt's prefill. A round near the end drafts fewer
+    tokens, so that the text stops at exactly ``max_new_tokens``.
 
     Args:
         target, draft, prompt, max_new_tokens, num_draft_tokens, temperature, generator: as for
@@ -192,19 +194,20 @@ def speculative_rounds(target, draft, prompt: torch.Tensor, max_new_tokens: int,
     tokens = prompt
     while tokens.shape[1] < size:
         n, drafts = tokens.shape[1], min(k, size - tokens.shape[1] - 1)  # the last round may draft fewer
-        steps = list(generation_steps(draft, tokens[:, draft_cache.get_seq_length():], drafts, cache=draft_cache,
-                                      temperature=temperature, generator=generator))
-        drafted = torch.cat([s.new for s in steps], dim=1) if steps else tokens[:, :0]  # (1, drafts)
-        unread = torch.cat([tokens[:, target_cache.get_seq_length():], drafted], dim=1)
+        # checked once above, so each round runs the decoding loop itself (generation_steps without its checks)
+        steps = list(_decode(draft, tokens[:, draft_cache.get_seq_length():], drafts, cache=draft_cache,
+                             choose=(temperature, None, generator)))  # [(new (1, 1), output)] * drafts
+        unread = torch.cat([tokens[:, target_cache.get_seq_length():], *(new for new, _ in steps)], dim=1)
         logits = target(unread, target_cache).logits[0, -(drafts + 1):]  # (drafts + 1, vocab)
+        drafted = unread[0, unread.shape[1] - drafts:]  # (drafts,)
         if temperature == 0.0:
-            accepted, last = accept_greedy(logits, drafted[0])
+            accepted, last = accept_greedy(logits, drafted)
         else:
-            q = torch.stack([torch.softmax(s.output.logits[0, -1].double() / temperature, -1) for s in steps]) \
+            q = torch.stack([torch.softmax(out.logits[0, -1].double() / temperature, -1) for _, out in steps]) \
                 if steps else logits.new_zeros(0, logits.shape[-1], dtype=torch.float64)
             p = torch.softmax(logits.double() / temperature, -1)
-            accepted, last = accept_sampled(p, q, drafted[0], generator)
-        new = torch.cat([drafted[:, :accepted], last[None]], dim=1)  # (1, a + 1)
+            accepted, last = accept_sampled(p, q, drafted, generator)
+        new = torch.cat([drafted[:accepted], last])[None]  # (1, a + 1)
         tokens = torch.cat([tokens, new], dim=1)
         target_cache.crop(n + accepted)  # the rejected drafts leave; the new last token is read next round
         draft_cache.crop(min(n + accepted, draft_cache.get_seq_length()))

@@ -77,6 +77,30 @@ def test_a_random_draft_is_rejected_and_still_gives_the_targets_text(hf_pair):
     assert torch.equal(rounds[-1].tokens, generate(target, prompt, 20))
 
 
+def test_each_round_calls_the_draft_once_per_drafted_token_and_the_target_once(hf_pair):
+    _, _, target, draft = hf_pair
+    calls = {"target": 0, "draft": 0}
+
+    def counted(model, name):
+        class Counted(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.inner, self.embed_tokens = model, model.embed_tokens
+
+            def new_cache(self, size):
+                return model.new_cache(size)
+
+            def forward(self, *args, **kwargs):
+                calls[name] += 1
+                return model(*args, **kwargs)
+        return Counted()
+
+    rounds = list(speculative_rounds(counted(target, "target"), counted(draft, "draft"), prompts(1)[0], 11,
+                                     num_draft_tokens=4))
+    assert rounds[-1].drafted == 0  # the last round drafts nothing: the target writes the last token alone
+    assert calls == {"target": len(rounds), "draft": sum(r.drafted for r in rounds)}
+
+
 def _filled(model, tokens):
     cache = model.new_cache(64)
     model(tokens, cache)
