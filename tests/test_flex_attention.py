@@ -63,14 +63,14 @@ def course_masks(L: int, S: int):
                torch.ones(full, dtype=torch.bool) if tensor is None else tensor.expand(full))
 
 
-@pytest.mark.parametrize("L, S", SHAPES)
+@pytest.mark.parametrize(("L", "S"), SHAPES)
 def test_every_course_mask_is_its_rule(L, S):
     for name, rule, tensor in course_masks(L, S):
         assert torch.equal(rule_tensor(rule, 1, 1, L, S), tensor), name
         assert torch.equal(dense_mask(rule, 1, 1, L, S), tensor), name
 
 
-@pytest.mark.parametrize("L, S", SHAPES)
+@pytest.mark.parametrize(("L", "S"), SHAPES)
 def test_padding_is_its_rule_in_every_sentence(L, S):
     lengths = [S, S // 2, 0]
     expected = padding_mask(lengths, S).unsqueeze(1).expand(3, 2, L, S)  # (N, 1, S) -> (N, H, L, S)
@@ -143,14 +143,15 @@ def test_score_mods_add_what_they_say():
     q, k, v = qkv(1, 4, 5, 5, 8, torch.float64)
     _, plain = flex_reference(q, k, v)
     _, alibi = flex_reference(q, k, v, score_mod=alibi_mod(4))
-    _, b, h, q_idx, kv_idx = (None, *index_grid(1, 4, 5, 5))
+    _, h, q_idx, kv_idx = index_grid(1, 4, 5, 5)
     bias = alibi_slopes(4).double()[h] * (kv_idx - q_idx)  # (1, 4, 5, 5)
     scores = q @ k.mT / 8**0.5
     torch.testing.assert_close(alibi, torch.softmax(scores + bias, dim=-1))
     torch.testing.assert_close(plain, torch.softmax(scores, dim=-1))
     assert torch.allclose(alibi_slopes(8), 2.0 ** -torch.arange(1.0, 9.0))  # 1/2 ... 1/256, as in the paper
     capped = soft_cap_mod(2.0)(torch.tensor([-100.0, 0.0, 100.0]), 0, 0, 0, 0)
-    assert capped.abs().max() <= 2.0 and capped[1] == 0
+    assert capped.abs().max() <= 2.0
+    assert capped[1] == 0
 
 
 BLOCKS = {
@@ -186,7 +187,8 @@ def test_find_compiler_says_why_not(monkeypatch):
 
     monkeypatch.setattr(config.cpp, "cxx", (None, "/no/such/compiler-g++"))
     reason = find_compiler()
-    assert reason is not None and reason.startswith("no working C++ compiler")
+    assert reason is not None
+    assert reason.startswith("no working C++ compiler")
 
 
 @pytest.mark.slow
@@ -201,6 +203,14 @@ def test_the_reference_is_compiled_flex_attention(dtype):
     tolerance = {"atol": 2e-6, "rtol": 1e-5} if dtype == torch.float32 else {"atol": 1e-12, "rtol": 1e-10}
     torch.testing.assert_close(compiled(q, k, v, score_mod=soft_cap_mod(2.0), block_mask=block_mask), ours,
                                **tolerance)
+    with pytest.raises(NotImplementedError, match="does not support backward on CPU"):  # compiled or not
+        compiled(q.clone().requires_grad_(), k, v, block_mask=block_mask)
+
+
+def test_flex_attention_has_no_backward_on_the_cpu():
+    q, k, v = qkv(1, 1, 4, 4, 8, torch.float32)
+    with pytest.raises(NotImplementedError, match="does not support backward on CPU"):
+        eager_flex(q.requires_grad_(), k, v).sum().backward()
 
 
 ERRORS = [
@@ -239,7 +249,29 @@ ERRORS = [
 ]
 
 
-@pytest.mark.parametrize("error, match, call", ERRORS, ids=[m for _, m, _ in ERRORS])
+@pytest.mark.parametrize(("error", "match", "call"), ERRORS, ids=[m for _, m, _ in ERRORS])
 def test_every_error_says_what_to_do(error, match, call):
     with pytest.raises(error, match=match):
         call()
+
+
+def test_the_benchmark_part_says_why_it_times_nothing_without_a_compiler(monkeypatch, capsys):
+    from attention_lib.bench import flex_attention as part
+    from attention_lib.bench.run import main
+
+    monkeypatch.setattr(part, "find_compiler", lambda: "no C++ compiler found ('g++' is not on the PATH)")
+    result = main(["--part", "flex", "--quick", "--device", "cpu"])
+    assert result["flex"] == {"skipped": "no C++ compiler found ('g++' is not on the PATH)"}
+    assert "skipped: no C++ compiler found" in capsys.readouterr().out
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(find_compiler() is not None, reason=f"flex_attention is not compiled here: {find_compiler()}")
+def test_the_benchmark_part_times_both_rules(capsys):
+    from attention_lib.bench.flex_attention import print_flex, time_flex
+
+    result = time_flex(sizes=(256,), head_dim=16, repeats=1)
+    assert [(row["rule"], row["n"]) for row in result["rows"]] == [("causal", 256), ("window 128", 256)]
+    assert all(row["flex ms"] > 0 and row["sdpa ms"] > 0 for row in result["rows"])
+    print_flex(result, 16, 1)
+    assert "flex/SDPA" in capsys.readouterr().out

@@ -18,7 +18,7 @@ from __future__ import annotations
 import torch
 
 from ..masks import ALIGNMENTS
-from ..validation import check_int, check_is_tensor
+from ..validation import check_int, check_is_tensor, is_int
 
 #: The signature of a mask rule: ``(b, h, q_idx, kv_idx) -> bool tensor``.
 MASK_MOD_ARGS = ("b", "h", "q_idx", "kv_idx")
@@ -212,7 +212,7 @@ def prefix_lm_mod(prefix_length):
                 [1, 1, 0],
                 [1, 1, 1]], dtype=torch.int32)
     """
-    if isinstance(prefix_length, int) and not isinstance(prefix_length, bool):
+    if is_int(prefix_length):
         prefix = check_int(prefix_length, "prefix_length", minimum=0, fix="pass how many tokens the prefix holds.")
 
         def prefix_lm(b, h, q_idx, kv_idx):
@@ -235,7 +235,7 @@ def _shift(L, S) -> int:
 def _integers(values, name: str, said: str) -> torch.Tensor:
     """``values`` as a 1-D integer tensor with no negative entry, or a clear error."""
     if isinstance(values, list | tuple):
-        if not all(isinstance(x, int) and not isinstance(x, bool) for x in values):
+        if not all(is_int(x) for x in values):
             raise TypeError(f"{name} must be a list of ints ({said}), but got {values!r}.")
         values = torch.tensor(values, dtype=torch.long)
     check_is_tensor(values, name)

@@ -14,8 +14,8 @@ from .alt import alt_text, set_alt
 from .basic import plot_bars, plot_heatmap, plot_heatmaps, plot_lines
 from .blend import plot_mix
 from .diagrams import plot_heads_diagram, plot_matmul_diagram, plot_softmax_diagram
-from .flex_attention import plot_block_tiles
 from .display import install_display_hook
+from .flex_attention import plot_block_tiles
 from .generation import plot_decoding_times, plot_new_token_attention
 from .induction_heads import plot_head_maps, plot_phase_change
 from .learning_to_attend.attraction import plot_attraction

@@ -67,6 +67,6 @@ def plot_block_tiles(tiles: torch.Tensor, block_size: int, *, L: int, S: int | N
     ax.set_title(f"{title}\n{counts[2]} of {total} tiles skipped ({100 * counts[2] / total:.1f} %)".lstrip("\n"),
                  fontsize=10)
     set_alt(ax, f"A grid of {rows} x {columns} tiles of scores, {L:,} queries down and {S:,} keys across in blocks "
-                f"of {block_size}: {counts[0]} tiles are full (computed without a mask), {counts[1]} partial "
-                f"(computed, then masked), {counts[2]} skipped (every score blocked, never computed).")
+                f"of {block_size}: {counts[0]} full (computed without a mask), {counts[1]} partial (computed, then "
+                f"masked), {counts[2]} skipped (every score blocked, never computed).")
     return finish(fig)
