@@ -75,7 +75,8 @@ def tiles_of_block_mask(block_mask, b: int = 0, h: int = 0) -> torch.Tensor:
 
     Example:
         >>> from torch.nn.attention.flex_attention import create_block_mask
-        >>> causal = create_block_mask(lambda b, h, q_idx, kv_idx: q_idx >= kv_idx, 1, 1, 4, 4, BLOCK_SIZE=2)
+        >>> rule = lambda b, h, q_idx, kv_idx: q_idx >= kv_idx
+        >>> causal = create_block_mask(rule, 1, 1, 4, 4, device="cpu", BLOCK_SIZE=2)
         >>> tiles_of_block_mask(causal)
         tensor([[1, 2],
                 [0, 1]])
@@ -116,13 +117,17 @@ def find_compiler() -> str | None:
     compiler = os.environ.get("CXX") or "g++"
     try:
         from torch._inductor.cpp_builder import get_cpp_compiler
-
-        compiler = get_cpp_compiler()
-    except ImportError:  # another torch release: fall back to looking the program up
-        if shutil.which(compiler) is None:
-            return f"no C++ compiler found ({compiler!r} is not on the PATH)"
+    except ImportError:  # another torch release: look the program up instead
+        get_cpp_compiler = None
+    try:
+        if get_cpp_compiler is not None:
+            compiler = get_cpp_compiler()
+    except TypeError:  # its signature changed in another release: look the program up instead
+        get_cpp_compiler = None
     except Exception as error:  # noqa: BLE001 - torch raises its own InvalidCxxCompiler here
         return f"no working C++ compiler found ({str(error).strip().splitlines()[0][:160]})"
+    if get_cpp_compiler is None and shutil.which(compiler) is None:
+        return f"no C++ compiler found ({compiler!r} is not on the PATH)"
     include = sysconfig.get_paths().get("include") or ""
     if not os.path.exists(os.path.join(include, "Python.h")):
         return f"no Python headers found (Python.h is not in {include!r}; install python3-dev or similar)"
