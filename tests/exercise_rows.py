@@ -1348,6 +1348,11 @@ def _flex_attention_rows() -> list[Exercise]:
 
         return mask_mod
 
+    notebook_ids = torch.tensor([0, 0, 0, 1, 1, 2, 2, 2])  # the lesson's own packing, not the checker's
+
+    def notebooks_ids(d, w):
+        return lambda b, h, q, kv: (notebook_ids[q] == notebook_ids[kv]) & (q >= kv) & (q - kv < w)
+
     def with_if(d, w):
         def mask_mod(b, h, q_idx, kv_idx):
             if q_idx >= kv_idx:
@@ -1366,11 +1371,15 @@ def _flex_attention_rows() -> list[Exercise]:
                (rule(lambda d, w, q, kv: same(d, q, kv) & ((q - kv).abs() < w)), "your window reaches both ways"),
                (rule(lambda d, w, q, kv: same(d, q, kv) & (q >= kv)), "with no window"),
                (rule(lambda d, w, q, kv: ~(same(d, q, kv) & (q >= kv) & (q - kv < w))), "True and False are swapped"),
+               (rule(lambda d, w, q, kv: same(d, q, kv) & (q - kv > 0) & (q - kv <= w)), "counts the query itself"),
+               (rule(lambda d, w, q, kv: (same(d, q, kv) & (q >= kv) & (q - kv < w)).int()), "not .int() or .float()"),
+               (rule(lambda d, w, q, kv: same(d, q, kv) & (q >= kv) & (q - kv < min(w, 4))),
+                "inputs of shape (16,), 6"),  # a window capped at the small windows' size
                (lambda d, w: torch.ones(len(d), len(d), dtype=torch.bool), "return the mask_mod itself")],
         mistakes=lesson20.MISTAKES,
-        crashes=[(with_if, "never with if")],
+        crashes=[(with_if, "never with if"), (notebooks_ids, "index the `document_id` your function is given")],
         stubs=(stub, lambda *args: None, stub_inside),
-        passed_says="four packings of documents")]
+        passed_says="five packings of documents")]
 
 
 ROWS += _flex_attention_rows()

@@ -293,3 +293,24 @@ def test_the_lesson_runs_to_its_end_without_a_compiler():
     done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *NBVAL_ARGS,
                            "notebooks/20_flex_attention.ipynb"], cwd=root, env=env, capture_output=True, text=True)
     assert done.returncode == 0, done.stdout[-3000:]
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(find_compiler() is not None, reason=f"flex_attention is not compiled here: {find_compiler()}")
+def test_a_new_number_in_a_rule_compiles_again_and_a_new_tensor_does_not():
+    """What lesson 20 says of the recompile limit: a Python number a rule closes over is guarded, a tensor is not."""
+    from torch._dynamo.utils import counters
+
+    compiled = torch.compile(flex_attention)
+    q, k, v = qkv(1, 1, 256, 256, 16, torch.float32)
+
+    def graphs_after(rule) -> int:
+        before = counters["stats"]["unique_graphs"]
+        compiled(q, k, v, block_mask=create_block_mask(rule, None, None, 256, 256, device="cpu"))
+        return counters["stats"]["unique_graphs"] - before
+
+    assert graphs_after(document_mod(torch.arange(256) // 100)) == 1  # a new rule: compiled
+    assert graphs_after(document_mod(torch.arange(256) // 30)) == 0  # the same rule, another tensor: reused
+    assert graphs_after(sliding_window_mod(128)) == 1
+    assert graphs_after(sliding_window_mod(64)) == 1  # the same code, another number: compiled again
+    assert graphs_after(sliding_window_mod(32)) == 0  # ... once: from then on the number is a variable

@@ -4,7 +4,7 @@ The learner writes ``document_window(document_id, window)``, which returns a mas
 bool``: ``True`` where key ``kv_idx`` is in the same document as query ``q_idx``, not after it, and fewer than
 ``window`` positions back. The lesson writes the documents and the window apart, never together. The checker turns
 the learner's rule into its tensor with PyTorch's own ``create_mask`` (as FlexAttention does: ``torch.vmap`` over
-every position), on four packings of documents and windows, and names the usual slips: a window one key off, ``q_idx``
+every position), on five packings of documents and windows, and names the usual slips: a window one key off, ``q_idx``
 and ``kv_idx`` swapped, documents that leak across their boundary.
 """
 
@@ -19,8 +19,9 @@ from ..flex.reference import dense_mask
 from ._again import Awkward
 from ._checker import CheckResult, check_function
 
-#: ``(document lengths, window)`` per trial: documents longer and shorter than the window, a window of one key.
-_PACKINGS = (((5, 3, 4), 3), ((2, 6), 2), ((4, 4, 1, 3), 4), ((3, 3), 1))
+#: ``(document lengths, window)`` per trial: documents longer and shorter than the window, a window of one key, and
+#: a wide window inside long documents.
+_PACKINGS = (((5, 3, 4), 3), ((2, 6), 2), ((4, 4, 1, 3), 4), ((3, 3), 1), ((9, 7), 6))
 
 
 def _inputs(trial: int) -> tuple[torch.Tensor, int]:
@@ -87,6 +88,9 @@ SWAPPED = ("q_idx and kv_idx are swapped: your rule lets each query see the keys
 LEAKS = ("documents leak across their boundary: near the start of a document, your window reaches back into the "
          "previous one. Add the document rule: document_id[q_idx] == document_id[kv_idx], combined with & (or "
          "and_masks).")
+WITHOUT_ITSELF = ("the window counts the query itself (as in lesson 08): a window of `window` keys is the query's own "
+                  "key and the window - 1 keys before it, 0 <= q_idx - kv_idx < window. Yours leaves out the query's "
+                  "own key and reaches one key further back.")
 NOT_CAUSAL = ("your window reaches both ways: each query also sees the keys after it in its document. Keep the keys "
               "at or before the query, kv_idx <= q_idx, as well as fewer than `window` back.")
 NO_WINDOW = ("that is causal attention inside each document, with no window: a query sees its whole document so "
@@ -97,6 +101,7 @@ FLIPPED = ("True and False are swapped: a mask_mod returns True where the query 
 MISTAKES = [
     (_wrong(lambda d, w, q, kv: _same(d, q, kv) & (_back(q, kv) >= 0) & (_back(q, kv) <= w)), WINDOW_WIDE),
     (_wrong(lambda d, w, q, kv: _same(d, q, kv) & (_back(q, kv) >= 0) & (_back(q, kv) < w - 1)), WINDOW_NARROW),
+    (_wrong(lambda d, w, q, kv: _same(d, q, kv) & (_back(q, kv) > 0) & (_back(q, kv) <= w)), WITHOUT_ITSELF),
     (_wrong(lambda d, w, q, kv: _same(d, q, kv) & (_back(kv, q) >= 0) & (_back(kv, q) < w)), SWAPPED),
     (_wrong(lambda d, w, q, kv: (_back(q, kv) >= 0) & (_back(q, kv) < w)), LEAKS),
     (_wrong(lambda d, w, q, kv: _same(d, q, kv) & (_back(q, kv).abs() < w)), NOT_CAUSAL),
@@ -107,6 +112,10 @@ MISTAKES = [
 PYTHON_BOOL = ("your rule asked a tensor for one True or False (Python's `if`, `and`, `or`, `not`, or bool(...)). A "
                "mask_mod gets its positions as tensors and must answer with tensor operations: combine conditions "
                "with & and |, negate with ~, choose with torch.where, never with if.")
+NOT_BOOL = ("a mask_mod returns a bool tensor (comparisons combined with &, | and ~), not .int() or .float(): "
+            "create_block_mask refuses anything else (\"mask.dtype must be torch.bool\").")
+OUTSIDE_INDEX = ("index the `document_id` your function is given, not a tensor from the notebook: the checker passes "
+                 "packings of its own, of other lengths.")
 NOT_A_RULE = ("return the mask_mod itself, the inner function (`return mask_mod`), not its result and not a tensor: "
               "FlexAttention calls it with the positions.")
 
@@ -116,8 +125,9 @@ def check_document_window(fn: Callable[[torch.Tensor, int], Callable]) -> CheckR
 
     Built step by step in ``notebooks/20_flex_attention.ipynb``. The rule it returns must give ``True`` (**may
     attend**) where ``document_id[q_idx] == document_id[kv_idx]`` and ``0 <= q_idx - kv_idx < window``. It is made
-    into its mask with ``create_mask``, as FlexAttention would, on four packings (documents longer and shorter than
-    the window, a window of one key), then twice more on new packings.
+    into its mask with ``create_mask``, as FlexAttention would, on five packings (documents longer and shorter than
+    the window, a window of one key, a window of six), then twice more on new packings; it must return a bool
+    tensor, as ``create_block_mask`` requires.
 
     Args:
         fn: ``(document_id (S,) integer tensor, window int) -> mask_mod (b, h, q_idx, kv_idx) -> bool``.
@@ -125,7 +135,8 @@ def check_document_window(fn: Callable[[torch.Tensor, int], Callable]) -> CheckR
     Returns:
         A :class:`~attention_lib.exercises.CheckResult` with a hint for typical mistakes (a window one key off,
         ``q_idx`` and ``kv_idx`` swapped, documents that leak across their boundary, a window that reaches both
-        ways, no window, ``True`` and ``False`` swapped, a result that is not a function).
+        ways or leaves out the query itself, no window, ``True`` and ``False`` swapped, a result that is not a
+        function or not bool, a ``document_id`` from outside the function).
 
     Example:
         >>> def answer(document_id, window):
@@ -156,6 +167,10 @@ def check_document_window(fn: Callable[[torch.Tensor, int], Callable]) -> CheckR
                 first = said.strip().splitlines()[0][:200]
                 return CheckResult("error", f"💥 {name}: your rule raised RuntimeError.\nHint: {PYTHON_BOOL}\n"
                                             f"PyTorch said: {first}")
+        except IndexError as error:  # a document_id of the notebook's own, shorter than the checker's packing
+            first = str(error).strip().splitlines()[0][:200]
+            return CheckResult("error", f"💥 {name}: your rule raised IndexError.\nHint: {OUTSIDE_INDEX}\n"
+                                        f"PyTorch said: {first}")
         except Exception:  # noqa: BLE001 - any other crash is explained by check_function, with its line
             pass
 
@@ -165,9 +180,13 @@ def check_document_window(fn: Callable[[torch.Tensor, int], Callable]) -> CheckR
             return None
         return _tensor(made, document_id.numel())
 
-    return check_function(as_mask, _reference, _inputs, name=name, mistakes=MISTAKES, trials=len(_PACKINGS),
-                          shape_hint="the mask is (S, S): one row per query, one column per key.",
-                          inputs_said="four packings of documents (longer and shorter than the window, a window of "
-                                      "one key)",
-                          awkward=[Awkward("documents of one token each, (document_id, window) = (0, 1, 2, 3, 4), "
-                                           "3", (torch.arange(5), 3), LEAKS)])
+    result = check_function(as_mask, _reference, _inputs, name=name, mistakes=MISTAKES, trials=len(_PACKINGS),
+                            shape_hint="the mask is (S, S): one row per query, one column per key.",
+                            inputs_said="five packings of documents (longer and shorter than the window, a window of "
+                                        "one key, a window of six)",
+                            awkward=[Awkward("documents of one token each, (document_id, window) = (0, 1, 2, 3, 4), "
+                                             "3", (torch.arange(5), 3), LEAKS)])
+    if result.passed and as_mask(*_inputs(0)).dtype != torch.bool:
+        return CheckResult("failed", f"❌ {name}: the pattern is right, but your rule returns "
+                                     f"{as_mask(*_inputs(0)).dtype}. Hint: {NOT_BOOL}")
+    return result

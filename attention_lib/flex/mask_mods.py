@@ -193,7 +193,8 @@ def prefix_lm_mod(prefix_length):
     """Prefix-LM as a rule: every query sees the whole prefix (the prompt, read both ways) and is causal after it.
 
     Built step by step in ``notebooks/20_flex_attention.ipynb``. ``True`` = **may attend**: ``kv_idx <= q_idx`` or
-    ``kv_idx < prefix_length`` (the causal rule ``or`` the prefix), as in T5's and PaLI's prefix language models.
+    ``kv_idx < prefix_length`` (the causal rule ``or`` the prefix): the prefix language model compared in the T5 paper
+    (Raffel et al., 2020), and how PaliGemma reads its image and prompt.
 
     Args:
         prefix_length: the length of the prefix, a non-negative int, or one per sentence as a list or an

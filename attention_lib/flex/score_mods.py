@@ -61,8 +61,9 @@ def soft_cap_mod(cap: float):
     """Soft-capping as a score_mod: ``cap * tanh(score / cap)`` keeps every score inside ``(-cap, cap)``.
 
     Built step by step in ``notebooks/20_flex_attention.ipynb``. Small scores pass almost unchanged, large ones
-    are squashed smoothly towards ``±cap``, so no single key can take all the weight through one huge score
-    (Gemma 2 caps its attention scores at 50: Gemma Team, 2024).
+    are squashed smoothly towards ``±cap``: no score grows past the cap, so two keys' weights differ by at most a
+    factor ``exp(2 * cap)`` (Gemma 2 caps its attention scores at 50, Gemma Team, 2024, which keeps them from running
+    away; only a small cap leaves the other keys a visible share).
 
     Args:
         cap: the bound, a positive number.
