@@ -12,6 +12,18 @@ from .attention_only import AttentionOnlyTransformer
 from .cache import ConcatCache, KVCache, SlidingWindowCache
 from .device import get_device
 from .encoder import TinyTransformer
+from .flex import (
+    alibi_mod,
+    causal_lower_right_mod,
+    causal_mod,
+    decoding_mod,
+    document_mod,
+    flex_reference,
+    padding_mod,
+    prefix_lm_mod,
+    sliding_window_mod,
+    soft_cap_mod,
+)
 from .generation import generate, next_token
 from .grouped_query import GroupedQueryAttention, group_heads, ungroup_heads
 from .interventions import edit_head, force_onto, remove_keys, zero_rows
@@ -43,11 +55,17 @@ __all__ = [
     "TinyLatentLM",
     "TinyLlama",
     "TinyTransformer",
+    "alibi_mod",
     "blend",
     "calculate_attention",
+    "causal_lower_right_mod",
     "causal_mask",
     "causal_mask_lower_right",
+    "causal_mod",
+    "decoding_mod",
+    "document_mod",
     "edit_head",
+    "flex_reference",
     "force_onto",
     "from_hf_deepseek",
     "from_hf_llama",
@@ -62,12 +80,16 @@ __all__ = [
     "next_token",
     "online_softmax_update",
     "padding_mask",
+    "padding_mod",
     "paged_attention",
     "percentages",
+    "prefix_lm_mod",
     "remove_keys",
     "scaler",
     "sinusoidal_encoding",
     "sliding_window_mask",
+    "sliding_window_mod",
+    "soft_cap_mod",
     "speculative_generate",
     "split_heads",
     "triton_attention",

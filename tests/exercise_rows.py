@@ -1320,3 +1320,66 @@ def _speculative_decoding_rows() -> list[Exercise]:
 
 
 ROWS += _speculative_decoding_rows()
+
+
+# -- 20: document_window(document_id, window) -> mask_mod ----------------------------------------------------------
+def _flex_attention_rows() -> list[Exercise]:
+    from torch.nn.attention.flex_attention import and_masks
+
+    from attention_lib.exercises import flex_attention as lesson20
+    from attention_lib.flex import causal_mod, document_mod, sliding_window_mod
+
+    def rule(keep):
+        """A learner's answer from ``keep(document_id, window, q_idx, kv_idx)``."""
+        return lambda d, w: (lambda b, h, q_idx, kv_idx: keep(d, w, q_idx, kv_idx))
+
+    def same(d, q, kv):
+        return d[q] == d[kv]
+
+    right = rule(lambda d, w, q, kv: same(d, q, kv) & (q - kv >= 0) & (q - kv < w))
+    with_where = rule(lambda d, w, q, kv: torch.where(same(d, q, kv), (kv <= q) & (kv > q - w), False))
+
+    def composed(d, w):
+        return and_masks(causal_mod, document_mod(d), sliding_window_mod(w))
+
+    def stub_inside(d, w):
+        def mask_mod(b, h, q_idx, kv_idx):
+            raise NotImplementedError
+
+        return mask_mod
+
+    notebook_ids = torch.tensor([0, 0, 0, 1, 1, 2, 2, 2])  # the lesson's own packing, not the checker's
+
+    def notebooks_ids(d, w):
+        return lambda b, h, q, kv: (notebook_ids[q] == notebook_ids[kv]) & (q >= kv) & (q - kv < w)
+
+    def with_if(d, w):
+        def mask_mod(b, h, q_idx, kv_idx):
+            if q_idx >= kv_idx:
+                return same(d, q_idx, kv_idx)
+            return False
+
+        return mask_mod
+
+    return [Exercise(
+        lesson20.check_document_window, correct=[right, with_where, composed],
+        wrong=[(rule(lambda d, w, q, kv: same(d, q, kv) & (q >= kv) & (q - kv <= w)), "one key too many"),
+               (rule(lambda d, w, q, kv: same(d, q, kv) & (q >= kv) & (q - kv < w - 1)), "one key too few"),
+               (rule(lambda d, w, q, kv: same(d, kv, q) & (kv >= q) & (kv - q < w)), "q_idx and kv_idx are swapped"),
+               (rule(lambda d, w, q, kv: (q >= kv) & (q - kv < w)), "documents leak across their boundary"),
+               (rule(lambda d, w, q, kv: (d[kv] <= d[q]) & (q >= kv) & (q - kv < w)), "documents leak"),
+               (rule(lambda d, w, q, kv: same(d, q, kv) & ((q - kv).abs() < w)), "your window reaches both ways"),
+               (rule(lambda d, w, q, kv: same(d, q, kv) & (q >= kv)), "with no window"),
+               (rule(lambda d, w, q, kv: ~(same(d, q, kv) & (q >= kv) & (q - kv < w))), "True and False are swapped"),
+               (rule(lambda d, w, q, kv: same(d, q, kv) & (q - kv > 0) & (q - kv <= w)), "counts the query itself"),
+               (rule(lambda d, w, q, kv: (same(d, q, kv) & (q >= kv) & (q - kv < w)).int()), "not .int() or .float()"),
+               (rule(lambda d, w, q, kv: same(d, q, kv) & (q >= kv) & (q - kv < min(w, 4))),
+                "inputs of shape (16,), 6"),  # a window capped at the small windows' size
+               (lambda d, w: torch.ones(len(d), len(d), dtype=torch.bool), "return the mask_mod itself")],
+        mistakes=lesson20.MISTAKES,
+        crashes=[(with_if, "never with if"), (notebooks_ids, "index the `document_id` your function is given")],
+        stubs=(stub, lambda *args: None, stub_inside),
+        passed_says="five packings of documents")]
+
+
+ROWS += _flex_attention_rows()

@@ -232,6 +232,8 @@ HELPERS = {
                                ["Heatmap", "Line plot"]),
     "plot_causal_tiles": (lambda **k: plotting.plot_causal_tiles(8, 4, **k),
                           ["A grid of 2 x 2 tiles", "the 1 above it are skipped", "3 of 4 tiles are computed"]),
+    "plot_block_tiles": (lambda **k: plotting.plot_block_tiles(torch.tensor([[1, 2], [0, 1]]), 4, L=8, **k),
+                         ["A grid of 2 x 2 tiles", "1 full (computed without a mask)", "1 skipped"]),
     "plot_online_softmax_steps": (lambda **k: plotting.plot_online_softmax_steps(
         online_softmax_steps(torch.arange(4.0), torch.eye(4), 2), **k), ["panels"]),
     "plot_online_softmax_block": (lambda **k: plotting.plot_online_softmax_block(

@@ -139,10 +139,11 @@ def _parse(argv) -> argparse.Namespace:
     p.add_argument("--threads", type=int, help="torch.set_num_threads(THREADS) first (default: torch's choice)")
     p.add_argument("--decoding", action="store_true", help="only the decoding, serving and speculative parts (same "
                    "as --part decoding)")
-    p.add_argument("--part", choices=["all", "time", "decoding", "serving", "speculative"], default="all",
+    p.add_argument("--part", choices=["all", "time", "decoding", "serving", "speculative", "flex"], default="all",
                    help="time: the timing tables and their targets only (no memory tables, no decoding); decoding: "
                         "decoding, serving and speculative decoding; serving: MLA and paged only; "
-                        "speculative: lesson 18's draft against plain greedy only")
+                        "speculative: lesson 18's draft against plain greedy only; flex: lesson 20's compiled "
+                        "FlexAttention against SDPA with the dense mask only (it compiles: needs a C++ compiler)")
     p.add_argument("--json", metavar="PATH", help="also write the machine, every ratio and every target to PATH")
     args = p.parse_args(argv)
     args.part = "decoding" if args.decoding else args.part
@@ -214,6 +215,10 @@ def main(argv: list[str] | None = None) -> dict:
     methods = {**METHODS, **extra}
     machine = describe_machine()
     print("== environment", *machine_lines(machine, device, dtype), sep="\n  ")
+    if args.part == "flex":
+        from .flex_attention import run_flex
+
+        return written(args.json, machine, {"flex": run_flex(args.quick, d)})
     if args.part in ("decoding", "serving", "speculative"):
         part = {"decoding": run_decoding_parts, "serving": lambda quick: {"serving": run_serving(quick)},
                 "speculative": lambda quick: {"speculative": run_speculative(quick)}}[args.part]

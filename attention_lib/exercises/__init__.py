@@ -9,6 +9,7 @@ from ._crashes import explain_crash
 from .blend import check_calculate_attention
 from .cocktail_party import check_tune_in
 from .detective_team import check_merge_heads, check_split_heads
+from .flex_attention import check_document_window
 from .generation import check_bug_predictions, check_decoding_step
 from .induction_heads import check_induction_score, check_previous_token_score, check_where_induction_looks
 from .learning_to_attend import check_reversal_target, check_where_it_looks
@@ -33,6 +34,7 @@ __all__ = [
     "check_calculate_attention",
     "check_cross_attention",
     "check_decoding_step",
+    "check_document_window",
     "check_function",
     "check_induction_score",
     "check_log_softmax",

@@ -15,6 +15,7 @@ from .basic import plot_bars, plot_heatmap, plot_heatmaps, plot_lines
 from .blend import plot_mix
 from .diagrams import plot_heads_diagram, plot_matmul_diagram, plot_softmax_diagram
 from .display import install_display_hook
+from .flex_attention import plot_block_tiles
 from .generation import plot_decoding_times, plot_new_token_attention
 from .induction_heads import plot_head_maps, plot_phase_change
 from .learning_to_attend.attraction import plot_attraction
@@ -47,6 +48,7 @@ __all__ = [
     "plot_attraction",
     "plot_bars",
     "plot_block_diagram",
+    "plot_block_tiles",
     "plot_causal_tiles",
     "plot_decoding_times",
     "plot_head_maps",
