@@ -1,0 +1,82 @@
+"""The words of a failed check: the inputs it failed on, which item of a tuple is off and how, a dtype that
+differs, and a clue from what the learner's run left behind (an operation whose slip is present, an input written
+into, how the numbers differ).
+
+Example:
+    >>> shapes_said((torch.ones(2, 3), 4))
+    'the inputs of shape (2, 3), 4'
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+
+import torch
+
+from ._compare import difference
+from ._running import Run
+from ._trials import CHANGED_INPUT
+from ._where import how_it_differs
+
+#: A clue that looks for its slip: ``(the inputs, the run) -> hint``, or ``None`` when the slip is not present (a
+#: ``clamp`` that changed no score).
+Clue = Callable[[tuple, Run], str | None]
+
+
+def shapes_said(args: tuple) -> str:
+    """The inputs in a few words: tensors by their shapes, the rest as they are."""
+    return "the inputs " + ", ".join(f"of shape {tuple(a.shape)}" if isinstance(a, torch.Tensor) else repr(a)
+                                     for a in args)
+
+
+def dtype_differs(got, expected) -> str | None:
+    """How the dtype of a right answer differs from the reference's (float64 in, float64 out), or ``None``."""
+    for g, e in zip(_tensor_items(got), _tensor_items(expected), strict=False):
+        if e.is_floating_point() and g.is_floating_point() and g.dtype != e.dtype:
+            return (f"for {str(e.dtype).removeprefix('torch.')} inputs your result is "
+                    f"{str(g.dtype).removeprefix('torch.')}. Hint: keep the inputs' dtype: make new tensors with "
+                    f"dtype=x.dtype (or torch.zeros_like(x)), and leave out .float() and dtype=torch.float32.")
+    return None
+
+
+def _tensor_items(x) -> list[torch.Tensor]:
+    items = [x] if isinstance(x, torch.Tensor) else list(x) if isinstance(x, tuple | list) else []
+    return [t if isinstance(t, torch.Tensor) else torch.empty(0, dtype=torch.bool) for t in items]
+
+
+def which_item(got, expected, atol: float, rtol: float) -> str:
+    """For a tuple of tensors: which item is off, its shape or its values."""
+    count = len(expected)
+    if not isinstance(got, tuple | list) or len(got) != count:
+        found = f"a {type(got).__name__}" + (f" of {len(got)}" if isinstance(got, tuple | list) else "")
+        return f"expected {count} results, a tuple of tensors, but got {found}."
+    for i, (g, e) in enumerate(zip(got, expected, strict=True)):
+        if isinstance(e, torch.Tensor) and not isinstance(g, torch.Tensor):
+            return f"result {i + 1} of {count} should be a tensor, but it is a {type(g).__name__}."
+        if _shape(e) is not None and _shape(g) != _shape(e):
+            return f"result {i + 1} of {count} should have shape {_shape(e)}, but it has shape {_shape(g)}."
+    for i, (g, e) in enumerate(zip(got, expected, strict=True)):
+        differs = difference(g, e, atol, rtol)
+        if differs is not None:
+            how = how_it_differs(g, e)
+            return (f"the shapes are right, but result {i + 1} of {count} differs from the reference: {differs}."
+                    + (f" Hint: {how[0].upper()}{how[1:]}" if how else ""))
+    return "the values differ from the reference."
+
+
+def clue(got, expected, args: tuple, run: Run, clues: Mapping[str, str | Clue] | None, params: list[str]) -> str:
+    """A hint for a wrong answer that matches no listed mistake, from what the run left behind: a clue whose
+    operation the run called (a :data:`Clue` only when it says its slip is present), else how the numbers differ."""
+    for op, hint in (clues or {}).items():
+        said = hint(args, run) if callable(hint) else hint
+        if op in run.ops and said:
+            return f" Hint: {said}"
+    if run.changed and run.in_place:  # the answer wrote into an input and then read it again
+        ops = ", ".join(dict.fromkeys(run.in_place))
+        return " Hint: " + CHANGED_INPUT.format(name=params[run.changed[0]], ops=ops)
+    said = how_it_differs(got, expected)
+    return f" Hint: {said}" if said else ""
+
+
+def _shape(x):
+    return tuple(x.shape) if isinstance(x, torch.Tensor) else None
