@@ -6,6 +6,7 @@ library shortcuts (``torch.masked``), and hints that say where and how the numbe
 
 from __future__ import annotations
 
+import functools
 import math
 
 import pytest
@@ -16,9 +17,11 @@ from attention_lib.exercises import (
     check_calculate_attention,
     check_cross_attention,
     check_decoding_step,
+    check_induction_score,
     check_log_softmax,
     check_masked_softmax,
     check_matchmaker,
+    check_previous_token_score,
     check_scaled_scores,
     check_scores_shape,
     check_sinusoidal_encoding,
@@ -31,6 +34,8 @@ from attention_lib.exercises import (
 )
 from attention_lib.exercises._again import Awkward, awkward_views, fresh_values, later_slip
 from attention_lib.exercises._where import how_it_differs
+from attention_lib.exercises.latent_and_paged.absorbed import check_absorbed_scores
+from attention_lib.exercises.speculative_decoding import check_residual
 
 sm = torch.softmax
 
@@ -208,6 +213,60 @@ def cosine_clamped(q, k, temperature=0.1):
     return e / e.sum(-1, keepdim=True)
 
 
+def masked_softmax_filled(s, m):  # -1e9 in place of -inf: right while every allowed score is above it
+    return sm(s * m + -1e9 * ~m, -1).masked_fill(~m.any(-1, keepdim=True), 0.0)
+
+
+def attention_sequence_first_root_in_float32(q, k, v):
+    qb, kb, vb = (t.transpose(0, 1) for t in (q, k, v))
+    w = sm(qb @ kb.transpose(-2, -1) / torch.tensor(q.size(-1)).sqrt(), -1)  # a float32 root, whatever the inputs
+    return (w @ vb).transpose(0, 1), w
+
+
+def decoding_step_by_identity():
+    """Remembers each result by the tensors' ids: right on fresh tensors, wrong on the same ones refilled."""
+    seen = {}
+
+    def by_id(cache_k, cache_v, q, k, v):
+        key = tuple(map(id, (cache_k, cache_v, q, k, v)))
+        if key not in seen:
+            seen[key] = decoding_step(cache_k, cache_v, q, k, v)
+        return seen[key]
+    return by_id
+
+
+def decoding_step_in_float32(cache_k, cache_v, q, k, v):
+    return tuple(t.float() for t in decoding_step(cache_k, cache_v, q, k, v))
+
+
+def window_mask_cached():
+    return functools.lru_cache(maxsize=None)(window_mask)  # one tensor per (L, S, window), handed out again
+
+
+def residual(p, q):
+    shortfall = (p - q).clamp(min=0)
+    return shortfall / shortfall.sum(-1, keepdim=True)
+
+
+def previous_token(w):
+    return w.diagonal(offset=-1, dim1=-2, dim2=-1).mean(dim=(0, -1))
+
+
+def induction(w, k):
+    return w.diagonal(offset=-(k - 1), dim1=-2, dim2=-1)[..., 1:k + 1].mean(dim=(0, -1))
+
+
+def absorbed(q_nope, q_rope, latent, k_rope, w_uk, nope_scale=None, rope_scale=None):
+    right = 1 / math.sqrt(q_nope.shape[-1] + q_rope.shape[-1])
+    return ((q_nope @ w_uk) @ latent.transpose(-2, -1) * (nope_scale or right)
+            + q_rope @ k_rope.transpose(-2, -1) * (rope_scale or right))
+
+
+def absorbed_each_part_its_own_scale(q_nope, q_rope, latent, k_rope, w_uk):
+    return absorbed(q_nope, q_rope, latent, k_rope, w_uk, 1 / math.sqrt(q_nope.shape[-1]),
+                    1 / math.sqrt(q_rope.shape[-1]))
+
+
 #: (checker, right answer, wrong answer, what the wrong answer's message says)
 ROWS = [
     (check_tune_in, tune_in, remembered(tune_in), "the second call (the first input's shape, new values)"),
@@ -251,6 +310,22 @@ ROWS = [
      "a table for a fixed maximum length"),
     (check_cross_attention, cross_attention, cross_attention_changing_lengths, "changed its input `lengths` in place"),
     (check_decoding_step, decoding_step, generation._reference, "the checker's own reference"),
+    (check_masked_softmax, masked_softmax, masked_softmax_filled, "allowed scores far below zero (around -1e10"),
+    (check_masked_softmax, masked_softmax, masked_softmax_filled, "a finite fill (-1e9"),
+    (check_calculate_attention, attention_sequence_first, attention_sequence_first_root_in_float32,
+     "torch.tensor(d_k).sqrt() is float32"),
+    (check_decoding_step, decoding_step, decoding_step_by_identity(), "on the same tensors refilled with new numbers"),
+    (check_decoding_step, decoding_step, decoding_step_by_identity(), "it remembers by the tensors themselves"),
+    (check_decoding_step, decoding_step, decoding_step_in_float32, "for float64 inputs your function returned float32"),
+    (check_window_mask, window_mask, window_mask_cached(), "your function hands out one tensor it keeps"),
+    (check_previous_token_score, previous_token,
+     lambda w: w.diagonal(offset=-2, dim1=-2, dim2=-1).mean(dim=(0, -1)), "queries 2 to 4 put on key i - 2"),
+    (check_induction_score, induction, lambda w, k: w.diagonal(offset=-(k - 1), dim1=-2, dim2=-1)[..., 2:k + 2].mean(
+        dim=(0, -1)), "queries 4 to 6 put on key i - 2"),
+    (check_absorbed_scores, absorbed, absorbed_each_part_its_own_scale,
+     "times 1 / sqrt(Dn) = 1 / sqrt(12), plus the rotary part (q_rope against k_rope) times 1 / sqrt(Dr)"),
+    (check_residual, residual, lambda p, q: (p - q).clamp(min=0) / (p - q).clamp(min=0).sum(0),
+     "the division used each column's sum"),
 ]
 
 
@@ -301,3 +376,11 @@ def test_how_it_differs_names_the_pattern(got, said):
     expected = torch.tensor([[1.0, 2.0], [3.0, 4.0]])
     assert said in how_it_differs(got, expected)
     assert how_it_differs(expected, expected) is None
+
+
+def test_a_nan_without_any_exp_is_not_blamed_on_exp():
+    expected, got = torch.tensor([[0.5, 0.5]]), torch.tensor([[0.5, float("nan")]])
+    assert "look for exp of a large number" in how_it_differs(got, expected, {"exp", "div"})
+    said = how_it_differs(got, expected, {"div", "sum"})
+    assert "exp" not in said
+    assert "0 / 0" in said

@@ -621,8 +621,10 @@ def empty_rows_zeroed_in_place(s, m):
 MASKED_SOFTMAX = Exercise(
     check_masked_softmax,
     correct=[lambda s, m: masked(s, m).nan_to_num(0.0), lambda s, m: zero_empty_rows(masked(s, m), m),
-             lambda s, m: masked(s, m, fill=-1e9) * m.any(dim=-1, keepdim=True)],
+             lambda s, m: masked(s, m, fill=torch.finfo(s.dtype).min) * m.any(dim=-1, keepdim=True)],
     wrong=[
+        (lambda s, m: masked(s, m, fill=-1e9) * m.any(dim=-1, keepdim=True), "a finite fill (-1e9"),
+        (lambda s, m: zero_empty_rows(sm(s - 1e9 * ~m, dim=-1), m), "around -1e10"),
         (lambda s, m: sm(s.masked_fill(m, INF), dim=-1), "you blocked the allowed keys"),
         (lambda s, m: sm(s.masked_fill(m, INF), dim=-1).nan_to_num(0.0), "you blocked the allowed keys"),
         (lambda s, m: zero_empty_rows(sm(s.masked_fill(m, INF), dim=-1), m), "you blocked the allowed keys"),

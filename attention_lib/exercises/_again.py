@@ -58,6 +58,8 @@ class Awkward:
     hint: str = ""
     nonfinite: bool = False  # give ``hint`` only when the answer has NaN or inf where the reference has a number,
     # or called exp itself
+    present: Callable[[object, object, tuple], bool] | None = None  # give ``hint`` only when ``present(result,
+    # expected, inputs)`` says its slip is there
 
 
 #: The name of a trial whose scores overflow ``exp`` in float32 unless each row's max is subtracted first.
@@ -190,9 +192,11 @@ def later_slip(learner_fn: Callable, reference_fn: Callable, trials: Sequence[Aw
                 hint = MEMORISED if difference(run.result, earlier[0][1], atol, rtol) is None else None
             elif hint is None and trial.nonfinite:
                 hint = trial.hint if _nonfinite_where_finite(run.result, expected) or "exp" in run.ops else None
+            elif hint is None and trial.present is not None:
+                hint = trial.hint if _says(trial.present, run.result, expected, trial.inputs) else None
             elif hint is None:
                 hint = trial.hint or None
-            hint = hint or _how(run.result, expected, how_it_differs, difference) or (
+            hint = hint or _how(run.result, expected, how_it_differs, difference, run.ops) or (
                 "print your result and the reference's for these inputs, and compare them row by row.")
             return "failed", f"❌ {name}: right on the fixed inputs, but not {where}: {differs}. Hint: {hint}"
         if run.changed and keep_inputs:
@@ -233,6 +237,14 @@ def _is(wrong: Callable, got, args: tuple, earlier: Sequence[tuple], atol, rtol,
         return False
 
 
+def _says(present: Callable, got, expected, inputs: tuple) -> bool:
+    """``present(got, expected, inputs)``, ``False`` when it cannot tell (a result of another shape or type)."""
+    try:
+        return bool(present(got, expected, inputs))
+    except Exception:  # noqa: BLE001 - a result the test cannot read has no slip it can name
+        return False
+
+
 def _nonfinite_where_finite(got, expected) -> bool:
     """Does ``got`` hold NaN or inf where ``expected`` holds a number (in any of its tensors)?"""
     pairs = zip(_flat(got), _flat(expected), strict=False)
@@ -244,12 +256,12 @@ def _is_tensor(x) -> bool:
     return bool(_flat(x))
 
 
-def _how(got, expected, how_it_differs, difference) -> str | None:
+def _how(got, expected, how_it_differs, difference, ops=None) -> str | None:
     """How ``got`` differs from ``expected``: for a tuple, which result first, and how."""
     if isinstance(expected, tuple | list) and isinstance(got, tuple | list) and len(got) == len(expected):
         for i, (g, e) in enumerate(zip(got, expected, strict=True)):
             if difference(g, e) is not None:
-                said = how_it_differs(g, e)
+                said = how_it_differs(g, e, ops)
                 return f"result {i + 1} of {len(expected)} differs" + (f": {said}" if said else ".")
         return None
-    return how_it_differs(got, expected)
+    return how_it_differs(got, expected, ops)

@@ -26,6 +26,7 @@ from ._allowed import Allowed
 from ._compare import _agrees_everywhere, _holds_tensors, difference
 from ._crashes import explain_crash
 from ._hints import HINTS
+from ._kept import kept_slip
 from ._messages import clue, dtype_differs, shapes_said, which_item
 from ._running import checkers_own, run_learner
 from ._trials import CHANGED_INPUT, backward_slip, float64_slip
@@ -120,7 +121,8 @@ def check_function(learner_fn: Callable, reference_fn: Callable, make_inputs: Ca
             a window of 1, ...), run once the fixed inputs are right.
         again: also call the answer on the first input's shape with new values (twice, the second time after every
             other trial), on a non-contiguous and a broadcast view of the last input, then compare every result
-            again (see :mod:`~attention_lib.exercises._again`); ``False`` for answers that take no tensors.
+            again (see :mod:`~attention_lib.exercises._again`); ``False`` for answers that take no tensors. Last,
+            every checker looks for a result kept from one call for the next (:mod:`~attention_lib.exercises._kept`).
 
     Returns:
         A :class:`CheckResult`.
@@ -192,7 +194,7 @@ def check_function(learner_fn: Callable, reference_fn: Callable, make_inputs: Ca
             return CheckResult("failed", f"❌ {name}: for the inputs {', '.join(map(repr, args))}, your function "
                                f"returned {got!r}, which is not the answer ({differs}).")
         if not isinstance(expected, torch.Tensor):  # a tuple of tensors: say which one is off, and how
-            return CheckResult("failed", f"❌ {name}: {which_item(got, expected, atol, rtol)}")
+            return CheckResult("failed", f"❌ {name}: {which_item(got, expected, atol, rtol, run.ops)}")
         return CheckResult("failed", f"❌ {name}: the shape is right but the values differ from the "
                            f"reference for {shapes_said(args)}: {differs}."
                            + clue(got, expected, args, run, clues, _params(learner_fn, len(args))))
@@ -231,6 +233,9 @@ def check_function(learner_fn: Callable, reference_fn: Callable, make_inputs: Ca
     verdict = run_later(later[1:] if again else later, keep_inputs)
     if verdict is not None:
         return CheckResult(*verdict)
+    kept = kept_slip(learner_fn, reference_fn, make_inputs, allowed, atol, rtol)
+    if kept is not None:
+        return CheckResult("failed", f"❌ {name}: right numbers, but {kept}")
     return CheckResult("passed", f"✅ {name}: correct on {inputs_said or f'{trials} fixed test inputs'}"
                        f"{also_checked(float64, backward)}. Well done!")
 

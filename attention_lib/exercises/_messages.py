@@ -44,7 +44,7 @@ def _tensor_items(x) -> list[torch.Tensor]:
     return [t if isinstance(t, torch.Tensor) else torch.empty(0, dtype=torch.bool) for t in items]
 
 
-def which_item(got, expected, atol: float, rtol: float) -> str:
+def which_item(got, expected, atol: float, rtol: float, ops: set[str] | None = None) -> str:
     """For a tuple of tensors: which item is off, its shape or its values."""
     count = len(expected)
     if not isinstance(got, tuple | list) or len(got) != count:
@@ -58,7 +58,7 @@ def which_item(got, expected, atol: float, rtol: float) -> str:
     for i, (g, e) in enumerate(zip(got, expected, strict=True)):
         differs = difference(g, e, atol, rtol)
         if differs is not None:
-            how = how_it_differs(g, e)
+            how = how_it_differs(g, e, ops)
             return (f"the shapes are right, but result {i + 1} of {count} differs from the reference: {differs}."
                     + (f" Hint: {how[0].upper()}{how[1:]}" if how else ""))
     return "the values differ from the reference."
@@ -74,7 +74,7 @@ def clue(got, expected, args: tuple, run: Run, clues: Mapping[str, str | Clue] |
     if run.changed and run.in_place:  # the answer wrote into an input and then read it again
         ops = ", ".join(dict.fromkeys(run.in_place))
         return " Hint: " + CHANGED_INPUT.format(name=params[run.changed[0]], ops=ops)
-    said = how_it_differs(got, expected)
+    said = how_it_differs(got, expected, run.ops)
     return f" Hint: {said}" if said else ""
 
 

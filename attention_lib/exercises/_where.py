@@ -29,9 +29,14 @@ def _number(x: float) -> str:
     return f"{x:.4g}"
 
 
-def how_it_differs(got, expected) -> str | None:
+#: Operations whose overflow makes inf (then NaN): without one of them, a NaN comes from 0 / 0 or inf - inf.
+_OVERFLOWING = {"exp", "exp2", "expm1", "softmax", "log_softmax", "logsumexp", "pow", "cosh", "sinh", "sigmoid"}
+
+
+def how_it_differs(got, expected, ops: set[str] | None = None) -> str | None:
     """A hint on how the tensor ``got`` differs from ``expected`` (same shape), or ``None`` when it is not a float
-    tensor of the same shape."""
+    tensor of the same shape. ``ops``, the operations the learner's run called when known, keeps a NaN's hint to
+    the causes that can make it (no exp of a large number in a function that calls no exp)."""
     if not (isinstance(got, torch.Tensor) and isinstance(expected, torch.Tensor)) or got.shape != expected.shape:
         return None
     if got.numel() == 0:
@@ -52,6 +57,10 @@ def how_it_differs(got, expected) -> str | None:
     bad = ~got.isfinite() & expected.isfinite()
     if bool(bad.any()):
         at = _index(int(bad.flatten().nonzero()[0]), got.shape)
+        if ops is not None and not ops & _OVERFLOWING:
+            return (f"your result is {_number(float(got[at]))} at index {at} where the reference's is "
+                    f"{_number(float(expected[at]))}: look for 0 / 0 (a sum that is 0 where you divide by it: is it "
+                    f"taken over the right dimension?), x / 0, or -inf - (-inf).")
         return (f"your result is {_number(float(got[at]))} at index {at} where the reference's is "
                 f"{_number(float(expected[at]))}: look for exp of a large number (subtract each row's max first), "
                 f"0 / 0, or -inf - (-inf).")

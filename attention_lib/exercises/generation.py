@@ -174,7 +174,7 @@ def check_decoding_step(fn: Callable) -> CheckResult:
                            f"output and the cache with its key and value appended; but got {found}.")
     result = check_function(fn, _reference, _step_inputs, name=name, mistakes=MISTAKES, atol=1e-5, rtol=1e-4,
                             awkward=[loud(_step_inputs(1), 40.0, 2, hint=HINTS["naive_exp"])],
-                            explain=_explain_step, allowed=ALLOWED)
+                            explain=_explain_step, allowed=ALLOWED, float64=True)
     if result.status == "passed":  # right numbers: the caller's cache and the new token must come back unchanged
         changed = _changed_input(fn)
         if changed is not None:

@@ -78,6 +78,8 @@ PREVIOUS_MISTAKES = [
      "between 0 and 1."),
     (lambda w: w[:, :, 1:, 0].mean(dim=(0, -1)), "that is the weight on the first position, not on the previous one."),
     (lambda w: w.diagonal(offset=1, dim1=-2, dim2=-1).mean(dim=(0, -1)), ABOVE_THE_DIAGONAL),
+    (lambda w: w.diagonal(offset=-1, dim1=-2, dim2=-1).amax(dim=(0, -1)), "that is the largest weight on the "
+     "previous token, one query's; the score is the mean weight over every query that has one (and every sequence)."),
     (lambda w: (w.argmax(-1) == torch.arange(w.shape[-1]) - 1)[..., 1:].float().mean(dim=(0, -1)),
      "that is how often the previous position is a query's strongest key; the score is the mean weight the "
      "queries put on it."),
@@ -93,6 +95,12 @@ INDUCTION_MISTAKES = [
     (lambda w, k: w.diagonal(offset=-(k - 1), dim1=-2, dim2=-1)[..., :k].mean(dim=(0, -1)), "the queries of the "
      "copy start at position k: the stripe i - k + 1 starts at row k - 1, so skip its first entry."),
     (lambda w, k: w.diagonal(offset=-1, dim1=-2, dim2=-1).mean(dim=(0, -1)), "that is the previous-token score."),
+    (lambda w, k: w.diagonal(offset=-(k - 1), dim1=-2, dim2=-1)[..., 1:k + 1].amax(dim=(0, -1)), "that is the "
+     "largest weight on the stripe, one query's; the score is the mean weight of the k queries of the copy (over "
+     "every sequence)."),
+    (lambda w, k: w.diagonal(offset=-(k - 1), dim1=-2, dim2=-1)[..., 1:k + 1].sum(dim=(0, -1)) / k, "you divided "
+     "the sum by k alone, but it runs over every sequence too: take the mean over both, .mean(dim=(0, -1)) (the "
+     "sum divided by N * k)."),
     (lambda w, k: w.diagonal(offset=-(k - 1), dim1=-2, dim2=-1)[..., 1:k].mean(dim=(0, -1)), "the score counts all k "
      "queries of the copy, k to 2k - 1: the last one too, although the token after it is random."),
     (lambda w, k: w.diagonal(offset=-(k - 1), dim1=-2, dim2=-1)[..., 1:].mean(dim=(0, -1)), "you went to the end of "
@@ -102,6 +110,38 @@ INDUCTION_MISTAKES = [
      "you took k as half the sequence, L // 2, but the sequences are longer than the two copies (tokens follow the "
      "copy): use the k the function is given, the length of the repeated block."),
 ]
+
+
+def _stripe(got, weights: torch.Tensor) -> tuple[int, int, int, str] | None:
+    """``(offset, first query, last query, "mean" or "sum")`` when ``got`` is every sequence's mean (or sum) weight of
+    those queries ``i`` on key ``i + offset``, head by head; else ``None``. Offsets nearest the diagonal first."""
+    if not isinstance(got, torch.Tensor) or got.shape != weights.shape[1:2] or not got.is_floating_point():
+        return None
+    L, got = weights.shape[-1], got.detach().to(weights.dtype)
+    for offset in sorted(range(1 - L, L), key=lambda d: (abs(d), d > 0)):
+        stripe = weights.diagonal(offset=offset, dim1=-2, dim2=-1)  # (N, H, L - |offset|): query j - min(offset, 0)
+        n = stripe.shape[-1]
+        for length in range(n, 0, -1):
+            for start in range(n - length + 1):
+                part = stripe[..., start:start + length]
+                for how, value in (("mean", part.mean(dim=(0, -1))), ("sum", part.sum(dim=(0, -1)))):
+                    if torch.allclose(got, value, atol=1e-5, rtol=1e-4):
+                        first = start - min(offset, 0)
+                        return offset, first, first + length - 1, how
+    return None
+
+
+def _stripe_said(got, weights: torch.Tensor, right: str) -> str | None:
+    """A hint naming the stripe of ``weights`` whose mean (or sum) ``got`` is, beside the ``right`` one."""
+    found = _stripe(got, weights)
+    if found is None:
+        return None
+    offset, first, last, how = found
+    key = "i" if offset == 0 else f"i {'+' if offset > 0 else '-'} {abs(offset)}"
+    where = " (the future, which the causal mask hides: every weight there is 0)" if offset > 0 else ""
+    said = (f"your score is the {how} of the weights queries {first} to {last} put on key {key}{where}, over every "
+            f"sequence; the score is the mean of the weights {right}.")
+    return f"not quite (on maps of {weights.shape[-1]} positions). Hint: {said[0].upper()}{said[1:]}"
 
 
 def _with_inputs(result: CheckResult, inputs: str) -> CheckResult:
@@ -135,6 +175,9 @@ def check_previous_token_score(fn: Callable[[torch.Tensor], torch.Tensor]) -> Ch
         return CheckResult("failed", f"❌ {name}: not quite. Hint: {hint}")
     result = check_function(fn, previous_token_score, _weights, name=name, mistakes=PREVIOUS_MISTAKES,
                             allowed=ALLOWED, clues={"argmax": ARGMAX_HINT}, keep_inputs=True,
+                            explain=lambda got, expected, args: _stripe_said(
+                                got, args[0], f"queries 1 to {args[0].shape[-1] - 1} (every query with a previous "
+                                              f"token) put on key i - 1"),
                             shape_hint="one score per head: average over the sequences (dim 0) and the queries.")
     if ABOVE_THE_DIAGONAL in result.message and _dims_swapped(first):
         return CheckResult("failed", result.message.replace(ABOVE_THE_DIAGONAL, SWAPPED_DIMS))
@@ -156,9 +199,14 @@ def check_induction_score(fn: Callable[[torch.Tensor, int], torch.Tensor]) -> Ch
         >>> check_induction_score(induction_score).status
         'failed'
     """
+    def explain(got, expected, args):
+        weights, k = args
+        return _stripe_said(got, weights, f"the queries of the copy, {k} to {2 * k - 1} (k to 2k - 1, k = {k}), put "
+                                          f"on key i - {k - 1} (i - k + 1: the token after the earlier copy)")
+
     return _with_inputs(check_function(fn, induction_score, _weights_and_k, name="the induction score",
                                        mistakes=INDUCTION_MISTAKES, allowed=ALLOWED, clues={"argmax": ARGMAX_HINT},
-                                       keep_inputs=True,
+                                       keep_inputs=True, explain=explain,
                                        shape_hint="one score per head: average over the sequences and the k "
                                        "queries of the copy."), INDUCTION_INPUTS)
 

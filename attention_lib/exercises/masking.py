@@ -229,6 +229,18 @@ RENORMALISED = ("mask before the softmax. A softmax over every key, then the blo
                 "blocked scores with float('-inf') first: scores.masked_fill(~mask, float('-inf')).")
 
 
+#: The hint for a blocked key filled with a finite number (``-1e9``) that allowed scores can fall below.
+FINITE_FILL = ("your weights put something on blocked keys: a finite fill (-1e9, -1e4, or scores - 1e9 * ~mask) "
+               "blocks a key only while every allowed score stays well above it, and here the allowed scores are "
+               "around -1e10 (the blocked ones far above them). Fill the blocked scores with float('-inf'): "
+               "scores.masked_fill(~mask, float('-inf')), and give a row with no key at all zeros.")
+
+
+def _on_blocked_keys(got, expected, inputs) -> bool:
+    """Do the weights ``got`` put anything on a key the mask blocks?"""
+    return bool(((got.nan_to_num(1.0) != 0) & ~inputs[1]).any())
+
+
 def check_masked_softmax(fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]) -> CheckResult:
     """Check a learner's ``masked_softmax(scores, mask)``: block with ``-inf`` where ``mask`` is False, then softmax.
 
@@ -257,11 +269,14 @@ def check_masked_softmax(fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor
     name = "masked softmax"
     scores, mask = _scores_and_mask(1)
     underflow = torch.where(mask, scores, scores + 150.0)  # every blocked key far above the allowed ones
+    below = torch.where(mask, scores - 1e10, scores + 1e10)  # every allowed score below -1e9, the blocked far above
     result = check_function(fn, _reference, _scores_and_mask, name=name, mistakes=MASKED_SOFTMAX_MISTAKES,
                             allowed=ALLOWED, float64=True, backward=True, keep_inputs=True,
                             awkward=[Awkward("rows whose allowed weights underflow (their blocked keys score 150 "
                                              "higher)", (underflow, mask), RENORMALISED),
-                                     loud((scores, mask), 60.0, 0, hint=HINTS["naive_exp"])],
+                                     loud((scores, mask), 60.0, 0, hint=HINTS["naive_exp"]),
+                                     Awkward("allowed scores far below zero (around -1e10; the blocked ones around "
+                                             "+1e10)", (below, mask), FINITE_FILL, present=_on_blocked_keys)],
                             shape_hint="the weights have the scores' shape (N, L, S): mask the scores, do not "
                                        "index them.")
     if not result.passed:

@@ -56,6 +56,9 @@ MISTAKES: list[tuple[Callable, str]] = [
     (lambda p, q: (p - q).clamp(min=0) / (p - q).clamp(min=0).sum(),
      "the division used the sum of the whole tensor: each row is one position's distribution, so divide by its "
      "own sum, .sum(dim=-1, keepdim=True)."),
+    (lambda p, q: (p - q).clamp(min=0) / (p - q).clamp(min=0).sum(0, keepdim=True),
+     "the division used each column's sum (.sum(0), or dim=-2): one token's shortfall over every row. Each row is "
+     "one position's distribution, so divide by its own sum, over the vocabulary: .sum(dim=-1, keepdim=True)."),
 ]
 
 

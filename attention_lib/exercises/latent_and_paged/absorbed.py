@@ -92,11 +92,42 @@ def _explain(got, expected, args) -> str:
         return (f"on {_shapes(trial)}, your function returned the scores of an earlier input of the same shapes: "
                 f"compute them from the arguments of each call, not from a result kept from before.")
     where = first_difference(got, expected, ("n", "h", "l", "s"), 1e-5, 1e-4)
+    said = _parts_said(got, args)
+    if said is not None:
+        return f"not quite (on {_shapes(trial)}). Hint: {said}."
     ratio = (got / expected).flatten()
     if torch.allclose(ratio, ratio[0].expand_as(ratio), rtol=1e-3):
         return (f"every score is {ratio[0].item():.3f} times the right one on {_shapes(trial)}: check the scale, "
                 f"{_RIGHT_SCALE}.")
     return f"the shape is right but the values differ on {_shapes(trial)}, {where}."
+
+
+def _parts_said(got: torch.Tensor, args: tuple) -> str | None:
+    """When ``got`` is ``a`` times the folded part plus ``b`` times the rotary part, which scale each part got
+    (named when it is a size's root: 1 / sqrt(Dn), 1 / sqrt(r), ...), else ``None``."""
+    q_nope, q_rope, latent, k_rope, w_uk = (a.detach().double() for a in args)
+    parts = torch.stack([((q_nope @ w_uk) @ latent.transpose(-2, -1)).flatten(),
+                         (q_rope @ k_rope.transpose(-2, -1)).flatten()], dim=1)
+    mine = got.detach().double().flatten()
+    if not bool(mine.isfinite().all()):
+        return None
+    a, b = torch.linalg.lstsq(parts, mine[:, None]).solution.flatten().tolist()
+    if not torch.allclose(parts @ torch.tensor([a, b], dtype=torch.float64), mine, atol=1e-4, rtol=1e-3):
+        return None
+    r, Dn, Dr = w_uk.shape[-1], q_nope.shape[-1], q_rope.shape[-1]
+    named = {1.0: "1 (no scale)", 0.0: "0 (left out)",
+             1 / (Dn + Dr): f"1 / (Dn + Dr) = 1 / {Dn + Dr}, without the root",
+             math.sqrt(Dn + Dr): "sqrt(Dn + Dr), multiplied rather than divided"}
+    for words, size in (("Dn + Dr", Dn + Dr), ("Dn", Dn), ("Dr", Dr), ("r", r), ("r + Dr", r + Dr)):
+        named.setdefault(1 / math.sqrt(size), f"1 / sqrt({words}) = 1 / sqrt({size})")
+
+    def said(x: float) -> str:
+        return next((words for value, words in named.items() if abs(x - value) <= 1e-3 * max(abs(value), 1e-3)),
+                    f"{x:.4g}")
+    return (f"your scores are the folded part (q_nope @ w_uk against the latents) times {said(a)}, plus the rotary "
+            f"part (q_rope against k_rope) times {said(b)}. Both parts take the one scale of the expanded form, "
+            f"1 / sqrt(Dn + Dr) = 1 / sqrt({Dn + Dr}): the absorbed score is the expanded score, computed in another "
+            f"order")
 
 
 def _rebuilt_keys(fn: Callable, args: tuple) -> bool:
