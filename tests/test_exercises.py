@@ -1274,7 +1274,7 @@ FRESH_WRONG = [
     (al_exercises.check_previous_token_score, lambda w: w.diagonal(offset=-1, dim1=2, dim2=3).mean(dim=(0, 1)),
      "one score per head: average over the sequences"),
     (al_exercises.check_induction_score, lambda w, k: w.diagonal(offset=-(k + 1), dim1=-2, dim2=-1)[..., :k].mean(
-        dim=(0, -1)), "the values differ"),
+        dim=(0, -1)), "queries 4 to 6 put on key i - 4"),
     (al_exercises.check_scores_shape, lambda q, k: (q[0], q[-2], k[-2]), "3 sizes, but the scores have as many"),
 ]
 

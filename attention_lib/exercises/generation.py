@@ -146,7 +146,8 @@ def check_decoding_step(fn: Callable) -> CheckResult:
     and ``cache_v (N, H, S, Dv)``; the new token brings ``q``, ``k`` ``(N, H, 1, D)`` and ``v (N, H, 1, Dv)``.
     ``fn`` must return ``(output (N, H, 1, Dv), keys (N, H, S + 1, D), values (N, H, S + 1, Dv))``: the new token's
     attention over every key so far, its own included, and the cache with the new key and value appended. Three
-    fixed inputs are tried, of 4, 6 and 1 cached tokens, with ``Dv != D``.
+    fixed inputs are tried, of 4, 6 and 1 cached tokens, with ``Dv != D``, the first again in float64; then loud
+    scores, views, and the same tensors refilled with new numbers (a result remembered by the tensors' ids fails).
 
     Example:
         >>> def step(cache_k, cache_v, q, k, v):
