@@ -276,3 +276,8 @@ def one_hop_short(query, key, value, positions, rank, is_causal, pass_on):
         if hop < world - 1:
             k, v = pass_on(k, v)
     return state[2] / state[1]
+
+
+def state_in_float32(query, key, value, positions, rank, is_causal, pass_on):
+    """Right to float32's precision: the running state made in float32 whatever the inputs' dtype."""
+    return ring(query.float(), key.float(), value.float(), positions, rank, is_causal, pass_on).to(query.dtype)

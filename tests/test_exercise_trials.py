@@ -21,6 +21,7 @@ from attention_lib.exercises import (
     check_log_softmax,
     check_masked_softmax,
     check_matchmaker,
+    check_online_softmax_update,
     check_previous_token_score,
     check_scaled_scores,
     check_scores_shape,
@@ -35,6 +36,7 @@ from attention_lib.exercises import (
 from attention_lib.exercises._again import Awkward, awkward_views, fresh_values, later_slip
 from attention_lib.exercises._where import how_it_differs
 from attention_lib.exercises.latent_and_paged.absorbed import check_absorbed_scores
+from attention_lib.exercises.ring_attention.zigzag import check_zigzag_positions
 from attention_lib.exercises.speculative_decoding import check_residual
 
 sm = torch.softmax
@@ -267,6 +269,59 @@ def absorbed_each_part_its_own_scale(q_nope, q_rope, latent, k_rope, w_uk):
                     1 / math.sqrt(q_rope.shape[-1]))
 
 
+def online_update(running_max, running_sum, running_output, scores, value):
+    new_max = torch.maximum(running_max, scores.amax(-1, keepdim=True))
+    safe = torch.where(new_max.isinf(), 0.0, new_max)
+    correction, p = (running_max - safe).exp(), (scores - safe).exp()
+    return new_max, running_sum * correction + p.sum(-1, keepdim=True), running_output * correction + p @ value
+
+
+def online_update_wrong_for_one_query(running_max, running_sum, running_output, scores, value):
+    new_max, new_sum, blend = online_update(running_max, running_sum, running_output, scores, value)
+    return new_max, new_sum, blend + (scores.shape[-2] == 1)  # a slip on the decoding case alone
+
+
+def encoding_narrow(length, dim):
+    table = sinusoidal_encoding(length, dim)
+    return table * (torch.arange(dim) < 16)  # nothing past 16 features
+
+
+def window_mask_by_sizes():
+    seen = {}
+    return lambda L, S, window: seen.setdefault((L, S), window_mask(L, S, window))  # the window left out of the key
+
+
+def zigzag(n, world, rank):
+    chunks = torch.arange(n).chunk(2 * world)
+    return torch.cat([chunks[rank], chunks[2 * world - 1 - rank]])
+
+
+def zigzag_by_sizes():
+    seen = {}
+    return lambda n, world, rank: seen.setdefault((n, world), zigzag(n, world, rank))  # the rank left out of the key
+
+
+def zigzag_for_four_ranks(n, world, rank):
+    chunks = torch.arange(n).chunk(2 * world)
+    return torch.cat([chunks[rank], chunks[min(7 - rank, 2 * world - 1)]])  # 7 - r: written for 4 ranks
+
+
+def decoding_step_scaling_q_in_place(cache_k, cache_v, q, k, v):
+    q.mul_(2.0)  # the caller's new token, written into
+    return decoding_step(cache_k, cache_v, q / 2.0, k, v)
+
+
+def decoding_step_with_the_decoding_mask(cache_k, cache_v, q, k, v):
+    keys, values = torch.cat([cache_k, k], dim=-2), torch.cat([cache_v, v], dim=-2)
+    mask = al.causal_mask_lower_right(q.shape[-2], keys.shape[-2])
+    return al.calculate_attention(q, keys, values, attn_mask=mask)[0], keys, values
+
+
+def absorbed_through_the_matchmaker(q_nope, q_rope, latent, k_rope, w_uk):
+    both = al.matchmaker(torch.cat([q_nope @ w_uk, q_rope], -1), torch.cat([latent, k_rope], -1))
+    return both / math.sqrt(q_nope.shape[-1] + q_rope.shape[-1])
+
+
 #: (checker, right answer, wrong answer, what the wrong answer's message says)
 ROWS = [
     (check_tune_in, tune_in, remembered(tune_in), "the second call (the first input's shape, new values)"),
@@ -324,6 +379,24 @@ ROWS = [
         dim=(0, -1)), "queries 4 to 6 put on key i - 2"),
     (check_absorbed_scores, absorbed, absorbed_each_part_its_own_scale,
      "times 1 / sqrt(Dn) = 1 / sqrt(12), plus the rotary part (q_rope against k_rope) times 1 / sqrt(Dr)"),
+    (check_online_softmax_update, online_update, online_update_wrong_for_one_query,
+     "one query per row block (L = 1, as in decoding)"),
+    (check_sinusoidal_encoding, sinusoidal_encoding, encoding_narrow, "a wide table"),
+    (check_window_mask, window_mask, window_mask_by_sizes(), "remembers an answer by part of its arguments"),
+    (check_zigzag_positions, zigzag, zigzag_by_sizes(), "your function returned its result for the fixed input"),
+    (check_zigzag_positions, zigzag, zigzag_for_four_ranks, "right for every ring of 2 and 4 ranks and wrong for 3"),
+    (check_decoding_step, decoding_step, decoding_step_scaling_q_in_place, "the caller's new token is no longer"),
+    (check_decoding_step, decoding_step_with_the_decoding_mask, generation._only_new, "attended to itself alone"),
+    (check_absorbed_scores, absorbed_through_the_matchmaker, lambda q_nope, q_rope, latent, k_rope, w_uk: absorbed(
+        q_nope, q_rope, latent, k_rope, w_uk[:1].expand_as(w_uk)), "only head 0 is right"),
+    (check_absorbed_scores, absorbed, lambda q_nope, q_rope, latent, k_rope, w_uk: absorbed(
+        q_nope, q_rope, latent[:1], k_rope[:1], w_uk), "only the first sequence is right"),
+    (check_residual, residual, lambda p, q: (p - q).abs() / (p - q).abs().sum(-1, keepdim=True), "|p - q|"),
+    (check_residual, residual, lambda p, q: residual(p, q) * (1 + 1e-5), "computes something slightly different"),
+    (check_previous_token_score, previous_token, lambda w: w.diagonal(offset=-1, dim1=-2, dim2=-1)[0].mean(-1),
+     "in the first sequence alone"),
+    (check_window_mask, window_mask, lambda L, S, w: window_mask(L, S, w + 1) & ~window_mask(L, S, 1),
+     "the query's own key is missing"),
     (check_residual, residual, lambda p, q: (p - q).clamp(min=0) / (p - q).clamp(min=0).sum(0),
      "the division used each column's sum"),
 ]
@@ -384,3 +457,15 @@ def test_a_nan_without_any_exp_is_not_blamed_on_exp():
     said = how_it_differs(got, expected, {"div", "sum"})
     assert "exp" not in said
     assert "0 / 0" in said
+
+
+def test_a_result_just_outside_the_tolerance_is_said_to_be_close():
+    expected = torch.tensor([[1.0, 2.0], [3.0, 4.0]])
+    assert "close to the reference's but not within its tolerance" in how_it_differs(expected + 1e-6, expected)
+
+
+def test_a_weight_predicted_as_a_percentage_is_told_so():
+    from attention_lib.exercises import check_prediction
+
+    assert "25 reads as a percentage" in check_prediction(25, 0.25, question="a weight", why="1 / 4.").message
+    assert "percentage" not in check_prediction(0.2, 0.25, question="a weight", why="1 / 4.").message

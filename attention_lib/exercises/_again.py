@@ -30,6 +30,10 @@ BROADCAST = "a broadcast view (every batch entry the same, one copy in memory: s
 ALIASED = ("your result for {trial} changed after your function ran on other inputs ({differs} now): it returns a "
            "view into memory it reuses (a global buffer, a cache, a default argument). Return a new tensor each "
            "call.")
+#: The hint for a result that is exactly the one an earlier call, on other inputs, returned.
+KEPT_EARLIER = ("your function returned exactly its result for {label}, whose inputs differ: it remembers an answer by "
+                "part of its arguments (a dict or a cache keyed on some of them, such as (L, S) without the window, or "
+                "on the shapes alone). Compute every call from all of its arguments.")
 #: The hint for an answer that writes into its inputs.
 WRITES = ("The caller's tensors are not yours to change: make each step a new tensor, s = s - ..., instead of -=, "
           "/=, x[...] = ... or a method ending in _ (such as .div_() or .t_()).")
@@ -190,6 +194,9 @@ def later_slip(learner_fn: Callable, reference_fn: Callable, trials: Sequence[Aw
                                                            _finite_parts_agree, difference)), None)
             if hint is None and trial.hint == MEMORISED:
                 hint = MEMORISED if difference(run.result, earlier[0][1], atol, rtol) is None else None
+            elif hint is None and (same := next((label for label, _, got in results if _flat(got) and difference(
+                    run.result, got, atol, rtol) is None), None)) is not None:
+                hint = KEPT_EARLIER.format(label=same)
             elif hint is None and trial.nonfinite:
                 hint = trial.hint if _nonfinite_where_finite(run.result, expected) or "exp" in run.ops else None
             elif hint is None and trial.present is not None:
@@ -213,14 +220,20 @@ def later_slip(learner_fn: Callable, reference_fn: Callable, trials: Sequence[Aw
 
 def remembered(got, args: tuple, earlier: Sequence[tuple], atol: float, rtol: float) -> str | None:
     """:data:`MEMORISED` as a message's hint when ``got``, wrong for ``args``, is the result an earlier fixed trial
-    of the same shapes returned (``earlier``: ``(inputs, result)``), else ``None``. Inputs without tensors (a
-    pair of shapes) have no shape to remember by: ``None``."""
+    of the same shapes returned (``earlier``: ``(inputs, result)``), else ``None``. For inputs without tensors (sizes),
+    any earlier result returned again for other sizes."""
     from ._compare import difference
 
     def shapes(inputs):
         return [tuple(t.shape) for t in _flat(inputs)]
 
-    same = next((i for i, (inputs, result) in enumerate(earlier) if _flat(args) and shapes(inputs) == shapes(args)
+    if not _flat(args):  # sizes, not tensors: an earlier call's result for other sizes, returned again
+        same = next((i for i, (inputs, result) in enumerate(earlier) if _flat(result) and _flat(got)
+                     and difference(got, result, atol, rtol) is None), None)
+        return None if same is None else (
+            f"for the fixed input {len(earlier) + 1} ({_said(args)}) your function returned its result for the fixed "
+            f"input {same + 1} ({_said(earlier[same][0])}). Hint: It" + KEPT_EARLIER.split(": it", 1)[1])
+    same = next((i for i, (inputs, result) in enumerate(earlier) if shapes(inputs) == shapes(args)
                  and difference(got, result, atol, rtol) is None), None)
     return None if same is None else (f"for the fixed input {len(earlier) + 1} your function returned its result for "
                                       f"the fixed input {same + 1}, which has the same shapes and other numbers. "

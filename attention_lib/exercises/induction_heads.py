@@ -29,8 +29,9 @@ def _weights(seed: int) -> tuple[torch.Tensor]:
 
 
 #: What the checkers' fixed inputs are, for their messages.
-PREVIOUS_INPUTS = "three fixed causal maps of 5, 6 and 7 positions, with 1 to 3 heads"
-INDUCTION_INPUTS = "three fixed causal maps, k = 3, 4 and 5 in sequences of 8, 11 and 14 positions"
+PREVIOUS_INPUTS = "three fixed causal maps of 5, 6 and 7 positions, with 1 to 3 heads, the first again in float64"
+INDUCTION_INPUTS = ("three fixed causal maps, k = 3, 4 and 5 in sequences of 8, 11 and 14 positions, the first again "
+                    "in float64")
 #: Tensor operations (torch.diagonal, indexing, mean, ...); the package's own scores are the answer itself.
 ALLOWED = Allowed(PLAIN | PRODUCTS, said="tensor operations (torch.diagonal, indexing, mean, ...)",
                   library_hint="write it with tensor operations (torch.diagonal, indexing, mean); your function called "
@@ -78,6 +79,9 @@ PREVIOUS_MISTAKES = [
      "between 0 and 1."),
     (lambda w: w[:, :, 1:, 0].mean(dim=(0, -1)), "that is the weight on the first position, not on the previous one."),
     (lambda w: w.diagonal(offset=1, dim1=-2, dim2=-1).mean(dim=(0, -1)), ABOVE_THE_DIAGONAL),
+    (lambda w: w.tril(-1).sum(dim=-1)[..., 1:].mean(dim=(0, -1)), "that is every weight below the diagonal, on all "
+     "the earlier keys; the previous-token score takes only key i - 1, the stripe just below it: "
+     "diagonal(offset=-1, dim1=-2, dim2=-1)."),
     (lambda w: w.diagonal(offset=-1, dim1=-2, dim2=-1).amax(dim=(0, -1)), "that is the largest weight on the "
      "previous token, one query's; the score is the mean weight over every query that has one (and every sequence)."),
     (lambda w: (w.argmax(-1) == torch.arange(w.shape[-1]) - 1)[..., 1:].float().mean(dim=(0, -1)),
@@ -113,8 +117,9 @@ INDUCTION_MISTAKES = [
 
 
 def _stripe(got, weights: torch.Tensor) -> tuple[int, int, int, str] | None:
-    """``(offset, first query, last query, "mean" or "sum")`` when ``got`` is every sequence's mean (or sum) weight of
-    those queries ``i`` on key ``i + offset``, head by head; else ``None``. Offsets nearest the diagonal first."""
+    """``(offset, first query, last query, how)`` when ``got`` is the mean (or the sum, the largest, the first
+    sequence's mean) of the weights those queries ``i`` put on key ``i + offset``, head by head; else ``None``.
+    Offsets nearest the diagonal first."""
     if not isinstance(got, torch.Tensor) or got.shape != weights.shape[1:2] or not got.is_floating_point():
         return None
     L, got = weights.shape[-1], got.detach().to(weights.dtype)
@@ -124,7 +129,9 @@ def _stripe(got, weights: torch.Tensor) -> tuple[int, int, int, str] | None:
         for length in range(n, 0, -1):
             for start in range(n - length + 1):
                 part = stripe[..., start:start + length]
-                for how, value in (("mean", part.mean(dim=(0, -1))), ("sum", part.sum(dim=(0, -1)))):
+                for how, value in (("mean", part.mean(dim=(0, -1))), ("sum", part.sum(dim=(0, -1))),
+                                   ("largest", part.amax(dim=-1).mean(dim=0)), ("largest", part.amax(dim=(0, -1))),
+                                   ("first sequence's mean", part[0].mean(dim=-1))):
                     if torch.allclose(got, value, atol=1e-5, rtol=1e-4):
                         first = start - min(offset, 0)
                         return offset, first, first + length - 1, how
@@ -139,8 +146,10 @@ def _stripe_said(got, weights: torch.Tensor, right: str) -> str | None:
     offset, first, last, how = found
     key = "i" if offset == 0 else f"i {'+' if offset > 0 else '-'} {abs(offset)}"
     where = " (the future, which the causal mask hides: every weight there is 0)" if offset > 0 else ""
-    said = (f"your score is the {how} of the weights queries {first} to {last} put on key {key}{where}, over every "
-            f"sequence; the score is the mean of the weights {right}.")
+    over = {"largest": " (the largest of them, not their mean)", "first sequence's mean": " in the first sequence "
+            "alone"}.get(how, ", over every sequence")
+    said = (f"your score is the {how.split()[-1]} of the weights queries {first} to {last} put on key {key}{where}"
+            f"{over}; the score is the mean of the weights {right}, over every sequence.")
     return f"not quite (on maps of {weights.shape[-1]} positions). Hint: {said[0].upper()}{said[1:]}"
 
 
@@ -174,7 +183,7 @@ def check_previous_token_score(fn: Callable[[torch.Tensor], torch.Tensor]) -> Ch
         hint = EMPTY_DIAGONAL_HINT.format(inputs=PREVIOUS_INPUTS)
         return CheckResult("failed", f"❌ {name}: not quite. Hint: {hint}")
     result = check_function(fn, previous_token_score, _weights, name=name, mistakes=PREVIOUS_MISTAKES,
-                            allowed=ALLOWED, clues={"argmax": ARGMAX_HINT}, keep_inputs=True,
+                            allowed=ALLOWED, clues={"argmax": ARGMAX_HINT}, keep_inputs=True, float64=True,
                             explain=lambda got, expected, args: _stripe_said(
                                 got, args[0], f"queries 1 to {args[0].shape[-1] - 1} (every query with a previous "
                                               f"token) put on key i - 1"),
@@ -206,7 +215,7 @@ def check_induction_score(fn: Callable[[torch.Tensor, int], torch.Tensor]) -> Ch
 
     return _with_inputs(check_function(fn, induction_score, _weights_and_k, name="the induction score",
                                        mistakes=INDUCTION_MISTAKES, allowed=ALLOWED, clues={"argmax": ARGMAX_HINT},
-                                       keep_inputs=True, explain=explain,
+                                       keep_inputs=True, explain=explain, float64=True,
                                        shape_hint="one score per head: average over the sequences and the k "
                                        "queries of the copy."), INDUCTION_INPUTS)
 

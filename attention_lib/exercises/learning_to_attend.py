@@ -74,6 +74,16 @@ def check_reversal_target(fn: Callable[[torch.Tensor], torch.Tensor]) -> CheckRe
                                   "digits inside each one: flip the last dimension, .flip(-1)."),
             (lambda d: d.sort(dim=-1, descending=True).values, "that sorts the digits; reversing keeps them as "
                                                                "they are, read from the end."),
+            (lambda d: d.flip(0, 1), "that reverses the examples too (dimension 0, the batch): flip only the last "
+                                     "dimension, the digits inside each example, .flip(-1)."),
+            (lambda d: d.roll(1, -1), "that rolls the digits by one place (the last comes first, the others move "
+                                      "right): reversing reads the row from its end, position i takes digit "
+                                      "L - 1 - i: .flip(-1)."),
+            (lambda d: d[:, (d.shape[1] - torch.arange(d.shape[1])) % d.shape[1]],
+             "position i took the digit L - i (digit 0 stays first, the others reversed): one off. Position i takes "
+             "digit L - 1 - i: .flip(-1)."),
+            (lambda d: d.T.flip(-1), "that transposes the batch (examples become positions): keep the shape (N, L) "
+                                     "and flip only the last dimension, .flip(-1)."),
         ],
         shape_hint="keep the shape (N, L): one reversed row per example.", allowed=ALLOWED,
     )

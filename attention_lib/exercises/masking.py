@@ -68,6 +68,9 @@ WINDOW_MISTAKES = [
      "one key too few: a window of `window` keys is the query's own key and the window - 1 keys before it, "
      "i - window < j <= i (for window = 1, the query's own key alone)."),
     (lambda L, S, w: _band(L, S, 1 - w, -1), HINTS["mask_no_diagonal"]),
+    (lambda L, S, w: _band(L, S, -w, -1),
+     "the query's own key is missing (j < i), and the window reaches one key further back (j >= i - window): a window "
+     "of `window` keys is the query's own key and the window - 1 keys before it, i - window < j <= i."),
     (lambda L, S, w: _band(L, S, 0, w - 1),
      "that window looks ahead: it lets query i see keys i .. i + window - 1, the future. The window runs "
      "backwards from the query: i - window < j <= i (the lower side of the diagonal, as for the causal mask)."),

@@ -56,6 +56,15 @@ MISTAKES: list[tuple[Callable, str]] = [
     (lambda p, q: (p - q).clamp(min=0) / (p - q).clamp(min=0).sum(),
      "the division used the sum of the whole tensor: each row is one position's distribution, so divide by its "
      "own sum, .sum(dim=-1, keepdim=True)."),
+    (lambda p, q: (p - q).abs() / (p - q).abs().sum(-1, keepdim=True),
+     "|p - q| also counts the tokens the draft over-proposed (q above p): after a rejection the target needs only "
+     "those the draft under-proposed, max(0, p - q), divided by its sum."),
+    (lambda p, q: p.clone(),
+     "that is p itself: a rejected token was drawn from q, and p alone would count the tokens q already covered "
+     "twice. Draw from what q missed, max(0, p - q), divided by its sum: accepted and corrected draws then give p."),
+    (lambda p, q: (p / q).clamp(max=1) / (p / q).clamp(max=1).sum(-1, keepdim=True),
+     "min(1, p / q) is the chance to accept a drafted token, not the distribution to draw from after a rejection: "
+     "that is max(0, p - q), divided by its sum."),
     (lambda p, q: (p - q).clamp(min=0) / (p - q).clamp(min=0).sum(0, keepdim=True),
      "the division used each column's sum (.sum(0), or dim=-2): one token's shortfall over every row. Each row is "
      "one position's distribution, so divide by its own sum, over the vocabulary: .sum(dim=-1, keepdim=True)."),

@@ -37,9 +37,10 @@ SLIPS = {
                             "that arrive), so the loop runs P times and passes P - 1 times.",
     "the own chunk skipped": "your loop never folds the rank's own chunk: at hop 0 a rank holds its own keys and "
                              "values; fold them before the first pass_on.",
-    "local positions": "the causal mask must compare global positions, positions[rank] for the queries and "
-                       "positions[source] for the chunk held; yours compares 0 .. C-1 inside each chunk (the lower "
-                       "triangle on every hop), right only on the rank's own chunk.",
+    "local positions": "the causal mask must compare the queries' global positions, positions[rank], with those of the "
+                       "chunk held, positions[source]; yours compares every chunk as if it were the rank's own (0 .. "
+                       "C-1 on both sides, or positions[rank] for the keys too): the lower triangle on every hop, "
+                       "right only on the rank's own chunk.",
     "no mask": "with is_causal=True a query at global position i may attend to positions 0 .. i only: mask each "
                "block from the global positions, and skip a chunk whose every key is in the future.",
     "no scale": "the scores are scaled by 1 / sqrt(E), E = query.shape[-1], as SDPA does.",
@@ -57,6 +58,9 @@ NO_SKIP = ("right numbers, but with is_causal=True rank {rank} folded {folds} ch
            "queries may see (the trial '{trial}'): a chunk whose every key is in the future adds nothing but its "
            "cost, and the exercise asks to skip its fold (if not allowed.any(): fold nothing; pass it on all the "
            "same).")
+IN_FLOAT32 = ("right to float32's precision, not to float64's: the trials run in float64, so the running state must "
+              "too. Start it in the inputs' dtype (query.new_full(...), query.new_zeros(...)), and leave out .float() "
+              "and dtype=torch.float32.")
 GATHERED = ("right numbers, but not a ring: at its peak rank {rank} held {held:.1f} KiB during your function, where "
             "the package's ring holds {ring:.1f} KiB, {extra:.1f} more key/value chunks (one is {chunk:.1f} KiB). "
             "That is what collecting every chunk before computing does (an all-gather): no correctness check can "
@@ -86,7 +90,8 @@ def _alone(fn) -> CheckResult | None:
         if differs is not None:
             slip = next((s for s in SLIPS if difference(simulate(q, k, v, args[3], 0, trial.is_causal, s),
                                                         run.result, 1e-9, 1e-7) is None), None)
-            hint = SLIPS[slip] if slip else "a ring of one folds its own chunk once: that is attention as in SDPA."
+            hint = SLIPS[slip] if slip else IN_FLOAT32 if difference(run.result, expected, 1e-5, 1e-4) is None else (
+                "a ring of one folds its own chunk once: that is attention as in SDPA.")
             if slip in ("the last hop skipped", "the own chunk skipped"):
                 hint = ("alone, a rank holds one chunk, its own, and must fold it once: your loop folded none (0 / 0 "
                         "is nan). The loop runs world times: fold the chunk held, then pass it on (world - 1 passes).")
@@ -228,6 +233,9 @@ def _wrong_ranks(trial, reports: list[dict], world: int) -> str | None:
         if all(difference(simulate(q, k, v, positions, r, trial.is_causal, slip), results[r], atol, rtol) is None
                for r in range(world)):
             return f"{where} Hint: {hint}"
+    if trial.dtype == torch.float64 and all(
+            difference(results[r], expected[..., positions[r], :], 1e-5, 1e-4) is None for r in range(world)):
+        return f"{where} Hint: {IN_FLOAT32}"
     return f"{where} Hint: {_trial_hint(trial)}"
 
 

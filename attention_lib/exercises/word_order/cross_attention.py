@@ -71,7 +71,17 @@ def _pad(lengths, S, extra=0):
     return (torch.arange(S)[None, :] < lengths[:, None] + extra)[:, None, :]  # (N, 1, S)
 
 
+def _padding_zeroed(question, sentences, lengths):
+    """The padding vectors set to zero instead of masked: they score 0, and still get weight e^0."""
+    kept = sentences * padding_mask(lengths, sentences.shape[-2]).transpose(-2, -1)  # (N, S, 1): 1 for a word
+    return calculate_attention(question, kept, kept)
+
+
 CROSS_MISTAKES = [
+    (_padding_zeroed, "the padding vectors were set to zero, not masked: a zero key still scores 0 against every "
+                      "question word and gets a weight e^0 in the softmax (and a sentence of length 0 gets a uniform "
+                      "average of zeros). Leave the sentences as they are and block the padding with attn_mask="
+                      "al.padding_mask(lengths, S), True = may attend."),
     (lambda q, s, n: calculate_attention(q, s, s),
      "the sentences' padding got weight: hide the keys past each sentence's length with a padding mask (N, 1, S), "
      "True = may attend (lesson 08): al.padding_mask(lengths, S), or positions[None, :] < lengths[:, None] with a "
