@@ -1038,13 +1038,14 @@ def _remove_attractors_rows() -> list[Exercise]:
                         (on_key_0, "you put all the removed weight on key 0")],
                  crashes=[(lambda w, v, a: w @ a, "")],
                  mistakes=removal_mistakes(remove_keys),
-                 passed_says="correct on 3 fixed test inputs, and you predicted 0.95"),
+                 passed_says="correct on 3 fixed test inputs (the first again in float64), and you predicted 0.95"),
         Exercise(prediction_checked, correct=[0.99, 1.0, torch.tensor(0.9)],
                  wrong=[(99, "a share, not a percentage"), ("most", "a share between 0 and 1")],
                  stubs=(..., None), not_attempted="predict first"),
         # A right function with an honest wrong prediction: the function passes, the prediction is said to be off.
         Exercise(prediction_checked, correct=[0.36, 0.5], wrong=[], stubs=(),
-                 passed_says="your function is correct on 3 fixed test inputs. 🔮 Your prediction was off"),
+                 passed_says="your function is correct on 3 fixed test inputs (the first again in float64). 🔮 Your "
+                             "prediction was off"),
     ]
 
 

@@ -84,7 +84,8 @@ def check_function(learner_fn: Callable, reference_fn: Callable, make_inputs: Ca
                    allowed: Allowed | None = None, no_loops: bool = False, loop_hint: str | None = None,
                    clues: Mapping[str, str] | None = None, explain: Explain | None = None,
                    inputs_said: str | None = None, float64: bool = False, backward: bool = False,
-                   keep_inputs: bool = False, awkward: Sequence[Awkward] = (), again: bool = True) -> CheckResult:
+                   keep_inputs: bool = False, awkward: Sequence[Awkward] = (), again: bool = True,
+                   fresh_result: bool = False) -> CheckResult:
     """Check ``learner_fn`` against ``reference_fn`` on the inputs ``make_inputs(0)`` .. ``make_inputs(trials - 1)``.
 
     Args:
@@ -122,7 +123,9 @@ def check_function(learner_fn: Callable, reference_fn: Callable, make_inputs: Ca
         again: also call the answer on the first input's shape with new values (twice, the second time after every
             other trial), on a non-contiguous and a broadcast view of the last input, then compare every result
             again (see :mod:`~attention_lib.exercises._again`); ``False`` for answers that take no tensors. Last,
-            every checker looks for a result kept from one call for the next (:mod:`~attention_lib.exercises._kept`).
+            every checker looks for a result remembered by the tensors' ids (:mod:`~attention_lib.exercises._kept`).
+        fresh_result: a right answer must also return a new tensor each call, not one it keeps and hands out again
+            (``functools.lru_cache``): a caller may change the result in place (a mask).
 
     Returns:
         A :class:`CheckResult`.
@@ -233,7 +236,7 @@ def check_function(learner_fn: Callable, reference_fn: Callable, make_inputs: Ca
     verdict = run_later(later[1:] if again else later, keep_inputs)
     if verdict is not None:
         return CheckResult(*verdict)
-    kept = kept_slip(learner_fn, reference_fn, make_inputs, allowed, atol, rtol)
+    kept = kept_slip(learner_fn, reference_fn, make_inputs, allowed, atol, rtol, fresh_result)
     if kept is not None:
         return CheckResult("failed", f"❌ {name}: right numbers, but {kept}")
     return CheckResult("passed", f"✅ {name}: correct on {inputs_said or f'{trials} fixed test inputs'}"

@@ -224,7 +224,7 @@ def check_remove_attractors(fn: Callable, prediction) -> CheckResult:
     result = check_function(fn, reference, inputs, name=name,
                             mistakes=removal_mistakes(remove_keys), allowed=REMOVAL_ALLOWED,
                             shape_hint="return one head's weights, the shape you were given: (N, L, S).",
-                            keep_inputs=True)
+                            keep_inputs=True, float64=True)
     if "changed its input `weights`" in result.message or "wrote into a tensor" in result.message:
         return CheckResult("failed", f"❌ {name}: right numbers, but your function changed the weights it was "
                            f"given (in place). Hint: inside a model they are the head's own weights; work on a copy "
@@ -245,8 +245,8 @@ def check_remove_attractors(fn: Callable, prediction) -> CheckResult:
            f"the attractors, in {after:.0%}. A removal also hands that weight to the other keys, the subject among "
            f"them: section 8 reads it beside a placebo and a matched removal before calling the weight a cause.")
     if abs(float(prediction) - after) <= 0.1:
-        return CheckResult("passed", f"✅ {name}: correct on 3 fixed test inputs, and you predicted {prediction:.2f}: "
-                           f"{why} Well reasoned!")
+        return CheckResult("passed", f"✅ {name}: correct on 3 fixed test inputs (the first again in float64), and "
+                           f"you predicted {prediction:.2f}: {why} Well reasoned!")
     # The function is the exercise; the prediction was made honestly, before looking: it is graded on its own.
-    return CheckResult("passed", f"✅ {name}: your function is correct on 3 fixed test inputs. 🔮 Your prediction was "
-                       f"off: you predicted {prediction:.2f}, and {why}")
+    return CheckResult("passed", f"✅ {name}: your function is correct on 3 fixed test inputs (the first again in "
+                       f"float64). 🔮 Your prediction was off: you predicted {prediction:.2f}, and {why}")

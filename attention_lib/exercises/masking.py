@@ -138,6 +138,7 @@ def check_window_mask(fn: Callable[[int, int, int], torch.Tensor]) -> CheckResul
     name = "window mask"
     result = check_function(fn, window_mask, _window_sizes, name=name, mistakes=WINDOW_MISTAKES,
                             trials=len(_WINDOW_SIZES), shape_hint=_window_shape_hint, allowed=WINDOW_ALLOWED,
+                            fresh_result=True,
                             awkward=[Awkward("a window as long as the sentence, (L, S, window) = (5, 5, 5)",
                                              (5, 5, 5), WINDOW_AT_LEAST_L),
                                      Awkward("a window longer than the keys, (L, S, window) = (4, 6, 9)", (4, 6, 9),
