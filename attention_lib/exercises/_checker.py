@@ -27,7 +27,7 @@ from ._compare import _agrees_everywhere, _holds_tensors, difference
 from ._crashes import explain_crash
 from ._hints import HINTS
 from ._kept import kept_slip
-from ._messages import clue, dtype_differs, shapes_said, which_item
+from ._messages import clue, dtype_differs, roles_said, shapes_said, which_item
 from ._running import checkers_own, run_learner
 from ._trials import CHANGED_INPUT, backward_slip, float64_slip
 
@@ -190,7 +190,8 @@ def check_function(learner_fn: Callable, reference_fn: Callable, make_inputs: Ca
         if run.batched_T:
             return CheckResult("failed", f"❌ {name}: not quite. Hint: {HINTS['dot_T']}")
         said = (explain(got, expected, args) if explain is not None else None) or remembered(
-            got, args, [(make_inputs(t), answers[t].result) for t in range(trial)], atol, rtol)
+            got, args, [(make_inputs(t), answers[t].result) for t in range(trial)], atol, rtol) or roles_said(
+            got, reference_fn, args, _params(reference_fn, len(args)), atol, rtol)
         if said:
             return CheckResult("failed", f"❌ {name}: {said}")
         if not _holds_tensors(expected):

@@ -23,6 +23,29 @@ from ._where import how_it_differs
 Clue = Callable[[tuple, Run], str | None]
 
 
+def roles_said(got, reference: Callable, args: tuple, params: list[str], atol: float, rtol: float) -> str | None:
+    """A hint when ``got`` is the reference's result with one input in another's place (``key`` where ``value``
+    belongs) or two inputs swapped: tried for every pair of tensors of one shape, else ``None``."""
+    tensors = [i for i, a in enumerate(args) if isinstance(a, torch.Tensor) and a.is_floating_point()]
+    pairs = [(i, j) for i in tensors for j in tensors if i != j and args[i].shape == args[j].shape]
+    for i, j in pairs:
+        for swapped in (False, True):
+            changed = list(args)
+            changed[i] = args[j]
+            if swapped:
+                changed[j] = args[i]
+            try:
+                differs = difference(got, reference(*changed), atol, rtol)
+            except Exception:  # noqa: BLE001 - a reference that cannot run on these roles rules them out
+                continue
+            if differs is None:
+                how = (f"`{params[i]}` and `{params[j]}` swapped" if swapped else
+                       f"`{params[j]}` in the place of `{params[i]}` (and `{params[j]}` in its own)")
+                return (f"not quite for {shapes_said(args)}. Hint: your result is the reference's with {how}: look at "
+                        f"where your function uses `{params[j]}`, and which input each step should take.")
+    return None
+
+
 def shapes_said(args: tuple) -> str:
     """The inputs in a few words: tensors by their shapes, the rest as they are."""
     return "the inputs " + ", ".join(f"of shape {tuple(a.shape)}" if isinstance(a, torch.Tensor) else repr(a)
