@@ -393,6 +393,8 @@ ROWS = [
         q_nope, q_rope, latent[:1], k_rope[:1], w_uk), "only the first sequence is right"),
     (check_soft_lookup, soft_lookup, lambda q, k, v: soft_lookup(q, k, k if k.shape == v.shape else v),
      "your result is the reference's with `key` in the place of `value`"),
+    (check_log_softmax, log_softmax, lambda s: log_softmax(s / s.shape[-1] ** 0.5),
+     "with `scores` multiplied by 1 / sqrt(4)"),
     (check_residual, residual, lambda p, q: (p - q).abs() / (p - q).abs().sum(-1, keepdim=True), "|p - q|"),
     (check_residual, residual, lambda p, q: residual(p, q) * (1 + 1e-5), "computes something slightly different"),
     (check_previous_token_score, previous_token, lambda w: w.diagonal(offset=-1, dim1=-2, dim2=-1)[0].mean(-1),

@@ -1237,7 +1237,8 @@ def fresh_cross_with_multihead_attention(q, s, n):
 
 FRESH_WRONG = [
     (check_tune_in, fresh_tune_in_after, "multiply the scores by `focus` before the softmax"),
-    (check_tune_in, lambda x, f: sm(f[:, None] * (x @ T(x)) / x.size(-1), -1) @ x, "the values differ"),
+    (check_tune_in, lambda x, f: sm(f[:, None] * (x @ T(x)) / x.size(-1), -1) @ x,
+     "with `focus` multiplied by 1 / 3 (3 is the size of `x`'s dimension -1)"),
     (check_tune_in, lambda x, f: sm(f[:, None] * (x @ T(x)), -1, dtype=torch.float32) @ x.float(),
      "for float64 inputs your function returned float32"),
     (check_tune_in, lambda x, f: sm(f[:, None] * (x @ T(x)), -1, dtype=torch.float32) @ x,

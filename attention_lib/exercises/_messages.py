@@ -25,7 +25,15 @@ Clue = Callable[[tuple, Run], str | None]
 
 def roles_said(got, reference: Callable, args: tuple, params: list[str], atol: float, rtol: float) -> str | None:
     """A hint when ``got`` is the reference's result with one input in another's place (``key`` where ``value``
-    belongs) or two inputs swapped: tried for every pair of tensors of one shape, else ``None``."""
+    belongs), two inputs swapped, or one input scaled by a size (see :func:`_scaled_said`), else ``None`` (also when
+    the search itself fails: a checker never raises)."""
+    try:
+        return _roles_said(got, reference, args, params, atol, rtol)
+    except Exception:  # noqa: BLE001 - no hint rather than a crash of the checker
+        return None
+
+
+def _roles_said(got, reference: Callable, args: tuple, params: list[str], atol: float, rtol: float) -> str | None:
     tensors = [i for i, a in enumerate(args) if isinstance(a, torch.Tensor) and a.is_floating_point()]
     pairs = [(i, j) for i in tensors for j in tensors if i != j and args[i].shape == args[j].shape]
     for i, j in pairs:
@@ -43,6 +51,35 @@ def roles_said(got, reference: Callable, args: tuple, params: list[str], atol: f
                        f"`{params[j]}` in the place of `{params[i]}` (and `{params[j]}` in its own)")
                 return (f"not quite for {shapes_said(args)}. Hint: your result is the reference's with {how}: look at "
                         f"where your function uses `{params[j]}`, and which input each step should take.")
+    return _scaled_said(got, reference, args, params, tensors, atol, rtol)
+
+
+def _scaled_said(got, reference: Callable, args: tuple, params: list[str], tensors: list[int], atol: float,
+                 rtol: float) -> str | None:
+    """A hint when ``got`` is the reference's result on one input scaled by a size's root (or the size, or their
+    inverses): a scale the exercise does not ask for, or the wrong one."""
+    expected = reference(*args)
+    if isinstance(got, torch.Tensor) and isinstance(expected, torch.Tensor) and got.shape == expected.shape:
+        scale = (got * expected).sum() / (expected * expected).sum().clamp_min(1e-30)
+        if difference(got, scale * expected, atol, rtol) is None:  # a factor on the result: the pattern says it
+            return None
+    sizes = sorted({n for i in tensors for n in args[i].shape if n > 1})
+    for i in tensors:
+        for n in sizes:
+            for factor, said in ((n ** -0.5, f"1 / sqrt({n})"), (n ** 0.5, f"sqrt({n})"), (1 / n, f"1 / {n}"),
+                                 (float(n), f"{n}")):
+                changed = list(args)
+                changed[i] = args[i] * factor
+                try:
+                    differs = difference(got, reference(*changed), atol, rtol)
+                except Exception:  # noqa: BLE001 - a reference that cannot run on it rules the scale out
+                    continue
+                if differs is None:
+                    where = next(f"`{params[t]}`'s dimension {d - args[t].dim()}" for t in tensors
+                                 for d, m in enumerate(args[t].shape) if m == n)
+                    return (f"not quite for {shapes_said(args)}. Hint: your result is the reference's with "
+                            f"`{params[i]}` multiplied by {said} ({n} is the size of {where}): a scale the exercise "
+                            f"does not ask for, or the wrong size's.")
     return None
 
 
