@@ -281,3 +281,17 @@ def one_hop_short(query, key, value, positions, rank, is_causal, pass_on):
 def state_in_float32(query, key, value, positions, rank, is_causal, pass_on):
     """Right to float32's precision: the running state made in float32 whatever the inputs' dtype."""
     return ring(query.float(), key.float(), value.float(), positions, rank, is_causal, pass_on).to(query.dtype)
+
+
+def strict_mask(query, key, value, positions, rank, is_causal, pass_on):
+    """A query may not see its own position (j < i): the first position sees nothing at all."""
+    world, scale = len(positions), 1 / math.sqrt(query.shape[-1])
+    state, k, v = _start(query, value), key, value
+    for hop in range(world):
+        allowed = positions[(rank - hop) % world][None, :] < positions[rank][:, None]
+        if not is_causal or allowed.any():
+            scores = query @ k.transpose(-2, -1) * scale
+            state = online_softmax_update(*state, scores.masked_fill(~allowed, -math.inf) if is_causal else scores, v)
+        if hop < world - 1:
+            k, v = pass_on(k, v)
+    return state[2] / state[1]

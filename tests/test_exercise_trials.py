@@ -23,6 +23,7 @@ from attention_lib.exercises import (
     check_matchmaker,
     check_online_softmax_update,
     check_previous_token_score,
+    check_reversal_target,
     check_scaled_scores,
     check_scores_shape,
     check_sinusoidal_encoding,
@@ -30,6 +31,7 @@ from attention_lib.exercises import (
     check_split_heads,
     check_tune_in,
     check_weights_no_loops,
+    check_where_it_looks,
     check_window_mask,
     generation,
 )
@@ -269,6 +271,11 @@ def absorbed_each_part_its_own_scale(q_nope, q_rope, latent, k_rope, w_uk):
                     1 / math.sqrt(q_rope.shape[-1]))
 
 
+def reversal_by_id():
+    seen = {}
+    return lambda d: seen.setdefault(id(d), d.flip(-1))  # Python gives a freed tensor's id to the next one
+
+
 def online_update(running_max, running_sum, running_output, scores, value):
     new_max = torch.maximum(running_max, scores.amax(-1, keepdim=True))
     safe = torch.where(new_max.isinf(), 0.0, new_max)
@@ -395,6 +402,11 @@ ROWS = [
      "your result is the reference's with `key` in the place of `value`"),
     (check_log_softmax, log_softmax, lambda s: log_softmax(s / s.shape[-1] ** 0.5),
      "with `scores` multiplied by 1 / sqrt(4)"),
+    (check_residual, residual, lambda p, q: residual(p, q) if p.shape[0] != p.shape[1] else (p - q).clamp(min=0) / (
+        p - q).clamp(min=0).sum(-1), "as many rows as tokens"),
+    (check_soft_lookup, soft_lookup, lambda q, k, v: soft_lookup(q, k, v) if k.shape[0] != k.shape[1] else soft_lookup(
+        q, k.transpose(0, 1), v), "as many readers as keys"),
+    (check_reversal_target, lambda d: d.flip(-1), reversal_by_id(), "for 5 digits your function returned its result"),
     (check_residual, residual, lambda p, q: (p - q).abs() / (p - q).abs().sum(-1, keepdim=True), "|p - q|"),
     (check_residual, residual, lambda p, q: residual(p, q) * (1 + 1e-5), "computes something slightly different"),
     (check_previous_token_score, previous_token, lambda w: w.diagonal(offset=-1, dim1=-2, dim2=-1)[0].mean(-1),
@@ -473,3 +485,8 @@ def test_a_weight_predicted_as_a_percentage_is_told_so():
 
     assert "25 reads as a percentage" in check_prediction(25, 0.25, question="a weight", why="1 / 4.").message
     assert "percentage" not in check_prediction(0.2, 0.25, question="a weight", why="1 / 4.").message
+
+
+def test_a_prediction_with_a_blank_or_in_a_dict_is_told_what_to_give():
+    assert "positions are whole numbers, but got None" in check_where_it_looks([7, 6, 5, None, 3, 2, 1, 0]).message
+    assert "as a list" in check_where_it_looks({i: 7 - i for i in range(8)}).message

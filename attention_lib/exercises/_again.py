@@ -32,8 +32,13 @@ ALIASED = ("your result for {trial} changed after your function ran on other inp
            "call.")
 #: The hint for a result that is exactly the one an earlier call, on other inputs, returned.
 KEPT_EARLIER = ("your function returned exactly its result for {label}, whose inputs differ: it remembers an answer by "
-                "part of its arguments (a dict or a cache keyed on some of them, such as (L, S) without the window, or "
-                "on the shapes alone). Compute every call from all of its arguments.")
+                "part of its arguments (a dict or a cache keyed on some of them, such as (L, S) without the window, on "
+                "the shapes alone, or on the tensors' ids, which Python reuses). Compute every call from all of its "
+                "arguments.")
+#: The hint for another call's result handed back whatever the inputs (a cache keyed on ids, a global).
+KEPT_ANY = ("your function keeps a result between calls and hands it back for other inputs (a dict or a cache keyed on "
+            "the tensors' ids, which Python gives to new tensors once the old ones are freed, or a global): compute "
+            "every call from its own arguments.")
 #: The hint for an answer that writes into its inputs.
 WRITES = ("The caller's tensors are not yours to change: make each step a new tensor, s = s - ..., instead of -=, "
           "/=, x[...] = ... or a method ending in _ (such as .div_() or .t_()).")

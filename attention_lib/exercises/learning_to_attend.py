@@ -8,6 +8,7 @@ from collections.abc import Callable
 
 import torch
 
+from ._again import KEPT_ANY
 from ._allowed import CREATION, ELEMENTWISE, LAYOUT, METADATA, REDUCTIONS, Allowed
 from ._checker import CheckResult, check_function
 from ._compare import whole_number
@@ -62,6 +63,10 @@ def check_reversal_target(fn: Callable[[torch.Tensor], torch.Tensor]) -> CheckRe
         return CheckResult("error", f"{head}\nHint: {NEGATIVE_STEP_HINT}\n{rest.split(chr(10), 1)[-1]}")
     if run.error is None and isinstance(run.result, torch.Tensor) and torch.equal(run.result, eight.flip(-1)):
         shorter = run_learner(fn, (five,))
+        if isinstance(shorter.result, torch.Tensor) and shorter.result.shape == run.result.shape and torch.equal(
+                shorter.result, run.result):
+            return CheckResult("failed", f"❌ {name}: for 5 digits your function returned its result for 8 digits. "
+                               f"Hint: {KEPT_ANY[0].upper()}{KEPT_ANY[1:]}")
         if shorter.error is not None or not (isinstance(shorter.result, torch.Tensor)
                                              and torch.equal(shorter.result, five.flip(-1))):
             return CheckResult("failed", f"❌ {name}: not quite. Hint: {FIXED_LENGTH_HINT.format(L='L = 5')}")
@@ -141,12 +146,16 @@ def check_where_it_looks(prediction, trained=None) -> CheckResult:
     name = "where it looks"
     if prediction is None or prediction is Ellipsis:
         return CheckResult("not attempted", f"📝 {name}: not attempted yet. Replace `...` with 8 positions.")
+    if isinstance(prediction, dict | str):
+        return CheckResult("failed", f"❌ {name}: give 8 whole numbers in order, one position per query, as a list "
+                           f"(position 0's first), not a {type(prediction).__name__}.")
     try:
         items = list(prediction.tolist() if isinstance(prediction, torch.Tensor) else prediction)
     except TypeError:
         return CheckResult("failed", f"❌ {name}: give 8 whole numbers, one position per query, e.g. a list.")
-    odd = next((p for p in items if whole_number(p) is None), None)
+    odd = next((i for i, p in enumerate(items) if whole_number(p) is None), None)
     if odd is not None:
+        odd = items[odd]
         return CheckResult("failed", f"❌ {name}: positions are whole numbers, but got {odd!r}. Hint: each query "
                            f"looks hardest at one key, and keys sit at positions 0, 1, ..., 7: there is no position "
                            f"{odd!r}. Give one whole position per query.")

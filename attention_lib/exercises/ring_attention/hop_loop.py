@@ -41,6 +41,9 @@ SLIPS = {
                        "chunk held, positions[source]; yours compares every chunk as if it were the rank's own (0 .. "
                        "C-1 on both sides, or positions[rank] for the keys too): the lower triangle on every hop, "
                        "right only on the rank's own chunk.",
+    "strict mask": "a query sees its own position too: the mask allows key position j for query position i when "
+                   "j <= i (positions[source][None, :] <= positions[rank][:, None]); yours uses j < i, so every query "
+                   "loses its own key (and the first position sees nothing at all).",
     "no mask": "with is_causal=True a query at global position i may attend to positions 0 .. i only: mask each "
                "block from the global positions, and skip a chunk whose every key is in the future.",
     "no scale": "the scores are scaled by 1 / sqrt(E), E = query.shape[-1], as SDPA does.",

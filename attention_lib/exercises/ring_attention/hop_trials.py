@@ -97,7 +97,8 @@ def simulate(q, k, v, positions, rank, is_causal, slip=None) -> torch.Tensor:
             local = slip == "local positions"
             here, there = (torch.arange(len(p)) for p in (positions[rank], positions[said])) if local else (
                 positions[rank], positions[said])
-            allowed = there[None, :] <= here[:, None]  # (C, C): who may attend to whom
+            allowed = (there[None, :] < here[:, None]) if slip == "strict mask" else (
+                there[None, :] <= here[:, None])  # (C, C): who may attend to whom
             if not allowed.any():
                 continue
             scores = scores.masked_fill(~allowed, -math.inf)
