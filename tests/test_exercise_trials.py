@@ -271,6 +271,24 @@ def absorbed_each_part_its_own_scale(q_nope, q_rope, latent, k_rope, w_uk):
                     1 / math.sqrt(q_rope.shape[-1]))
 
 
+def removal_predicted(fn):
+    from attention_lib.exercises.learning_to_attend import check_remove_attractors
+
+    return check_remove_attractors(fn, 0.5)
+
+
+def removal_every_row_renormalised(weights, verb, attractors):
+    """Right: the verb row stripped of the attractors, then every row divided by its sum (a no-op elsewhere)."""
+    is_verb = torch.nn.functional.one_hot(verb, weights.shape[1]).bool()[:, :, None]
+    kept = weights.masked_fill(is_verb & attractors[:, None, :], 0.0)
+    return kept / kept.sum(-1, keepdim=True)
+
+
+def removal_by_shape():
+    seen = {}
+    return lambda w, v, a: seen.setdefault(tuple(w.shape), removal_every_row_renormalised(w, v, a))
+
+
 def reversal_by_id():
     seen = {}
     return lambda d: seen.setdefault(id(d), d.flip(-1))  # Python gives a freed tensor's id to the next one
@@ -402,6 +420,7 @@ ROWS = [
      "your result is the reference's with `key` in the place of `value`"),
     (check_log_softmax, log_softmax, lambda s: log_softmax(s / s.shape[-1] ** 0.5),
      "with `scores` multiplied by 1 / sqrt(4)"),
+    (removal_predicted, removal_every_row_renormalised, removal_by_shape(), "the second call (the first input's shape"),
     (check_residual, residual, lambda p, q: residual(p, q) if p.shape[0] != p.shape[1] else (p - q).clamp(min=0) / (
         p - q).clamp(min=0).sum(-1), "as many rows as tokens"),
     (check_soft_lookup, soft_lookup, lambda q, k, v: soft_lookup(q, k, v) if k.shape[0] != k.shape[1] else soft_lookup(

@@ -222,7 +222,7 @@ def check_function(learner_fn: Callable, reference_fn: Callable, make_inputs: Ca
                           mistakes=mistakes, params=_params(reference_fn, len(make_inputs(0))),
                           keep_inputs=keep) if part else None
 
-    verdict = run_later(later[:1] if again else [], False)  # the second call first: a memorised answer is named
+    verdict = run_later(later[:1], False)  # the second call first (or the exercise's first): a memorised answer
     if verdict is not None:
         return CheckResult(*verdict)
     slip = float64_slip(learner_fn, reference_fn, make_inputs(0), allowed) if float64 else None
@@ -239,7 +239,7 @@ def check_function(learner_fn: Callable, reference_fn: Callable, make_inputs: Ca
         ops = ", ".join(dict.fromkeys(run.in_place)) or "an in-place operation"
         said = CHANGED_INPUT.format(name=_params(reference_fn, len(make_inputs(trial)))[run.changed[0]], ops=ops)
         return CheckResult("failed", f"❌ {name}: right numbers, but {said}")
-    verdict = run_later(later[1:] if again else later, keep_inputs)
+    verdict = run_later(later[1:], keep_inputs)
     if verdict is not None:
         return CheckResult(*verdict)
     kept = kept_slip(learner_fn, reference_fn, make_inputs, allowed, atol, rtol, fresh_result)

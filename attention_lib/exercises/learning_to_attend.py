@@ -8,7 +8,7 @@ from collections.abc import Callable
 
 import torch
 
-from ._again import KEPT_ANY
+from ._again import KEPT_ANY, LAST_CALL, MEMORISED, SECOND_CALL, TRANSPOSED, VIEW_SLIP, Awkward
 from ._allowed import CREATION, ELEMENTWISE, LAYOUT, METADATA, REDUCTIONS, Allowed
 from ._checker import CheckResult, check_function
 from ._compare import whole_number
@@ -220,8 +220,12 @@ def check_remove_attractors(fn: Callable, prediction) -> CheckResult:
 
     def inputs(trial: int):
         g = torch.Generator().manual_seed(1230 + trial)
-        n, length = ((2, 5), (3, 7), (4, 6))[trial]  # sentences, words
-        weights = torch.randn(n, length, length, generator=g).softmax(-1)
+        n, length = ((2, 5), (3, 7), (4, 6), (2, 5), (4, 6), (2, 5))[trial]  # sentences, words
+        # Multiples of 1/1024, each at least 1/1024, every row summing to exactly 1 in float32 and float64 alike
+        # (an answer may renormalise every row, a no-op on weights): the float64 trial converts these.
+        counts = 1 + (torch.randn(n, length, length, generator=g).softmax(-1) * 900).floor()
+        counts[..., 0] += 1024 - counts.sum(-1)
+        weights = counts / 1024
         verb = torch.randint(1, length, (n,), generator=g)
         attractors = torch.rand(n, length, generator=g) < 0.4
         attractors[:, 0] = False  # every row keeps a key to share its weight out to
@@ -230,10 +234,17 @@ def check_remove_attractors(fn: Callable, prediction) -> CheckResult:
     def reference(weights, verb, attractors):
         return remove_keys(weights, rows=verb, keys=attractors)
 
+    # The later calls are the exercise's own: the course's automatic ones scale their inputs, and the weights must
+    # stay weights (each row summing to 1), which an answer may rely on.
+
     result = check_function(fn, reference, inputs, name=name,
                             mistakes=removal_mistakes(remove_keys), allowed=REMOVAL_ALLOWED,
                             shape_hint="return one head's weights, the shape you were given: (N, L, S).",
-                            keep_inputs=True, float64=True)
+                            keep_inputs=True, float64=True, again=False, awkward=[
+                                Awkward(SECOND_CALL.replace("new values", "new weights"), inputs(3), MEMORISED),
+                                Awkward(TRANSPOSED, tuple(t.mT.contiguous().mT if t.dim() > 1 else t
+                                                          for t in inputs(4)), VIEW_SLIP),
+                                Awkward(LAST_CALL.replace("new values", "new weights"), inputs(5), MEMORISED)])
     if "changed its input `weights`" in result.message or "wrote into a tensor" in result.message:
         return CheckResult("failed", f"❌ {name}: right numbers, but your function changed the weights it was "
                            f"given (in place). Hint: inside a model they are the head's own weights; work on a copy "
