@@ -378,6 +378,8 @@ ROWS = [
      lambda q, k, v: (attention_sequence_first(q, k, v)[0] * 0.9, attention_sequence_first(q, k, v)[1]),
      "the reference's times 0.9"),
     (check_log_softmax, log_softmax, log_softmax_clamped, "clamping the scores changes them"),
+    (check_log_softmax, log_softmax, lambda s: (lambda e: (e / e.sum(-1, keepdim=True)).clamp(min=1e-30).log())(
+        (s - s.amax(-1, keepdim=True)).exp()), "clamping the weights changes them"),
     (check_scores_shape, scores_shape, scores_shape_by_rank(), "another pair with 0 batch dimensions"),
     (check_scores_shape, scores_shape, lambda q, k: {2: (4, 5)}.get(len(q)) or scores_shape(q, k),
      "remember, or write in, an answer per number of dimensions"),
