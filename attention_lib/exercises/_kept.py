@@ -40,6 +40,11 @@ SHARED = ("after a caller changed the result of a call in place (as masks and bu
           "out.add_(...)), your next call on the same arguments returned the changed tensor ({differs}): your "
           "function hands out one tensor it keeps (functools.lru_cache, a dict, a global). Return a new tensor each "
           "call (or a .clone() of what you keep).")
+#: The hint for a right answer that is wrong when called again on the same numbers.
+AGAIN_WRONG = ("called again on the first input (the same numbers, in new tensors), your function returned another "
+               "result ({differs}): it keeps results between calls and hands one back for other inputs (a dict or a "
+               "cache keyed on the tensors' ids, which Python gives to new tensors once the old ones are freed, or a "
+               "global). Compute every call from its own arguments.")
 #: The hint for a result remembered by the tensors themselves.
 BY_IDENTITY = ("on the same tensors refilled with new numbers, your function returned its result for their old "
                "numbers ({differs}): it remembers by the tensors themselves (id(), .data_ptr(), a dict or lru_cache "
@@ -90,8 +95,11 @@ def _by_identity(learner_fn, reference_fn, make_inputs, allowed, expected, atol,
     if not floats or any(0 in t.stride() for t in floats):  # nothing to refill, or a broadcast view
         return None
     run = run_learner(learner_fn, held, allowed, copy=False)
-    if run.error is not None or difference(run.result, expected, atol, rtol) is not None:
+    if run.error is not None:
         return None
+    differs = difference(run.result, expected, atol, rtol)
+    if differs is not None:  # right on these numbers before: this call got another call's result
+        return AGAIN_WRONG.format(differs=differs)
     before = map_tensors(run.result, lambda t: t.detach().clone())
     new = fresh_values(make_inputs(0), 0.5)
     with torch.no_grad():
