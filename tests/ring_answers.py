@@ -36,13 +36,61 @@ def ring_passing_first(query, key, value, positions, rank, is_causal, pass_on):
     state, k, v = _start(query, value), key, value
     for hop in range(world):
         incoming = pass_on(k, v) if hop < world - 1 else None
-        scores = (query * scale) @ k.mT
-        if is_causal:
-            scores = scores.masked_fill(positions[(rank - hop) % world] > positions[rank][:, None], -math.inf)
-        state = online_softmax_update(*state, scores, v)  # a row of -inf on its own chunk never happens
+        future = positions[(rank - hop) % world][None, :] > positions[rank][:, None]
+        if not (is_causal and bool(future.all())):  # a chunk wholly in the future is not folded
+            scores = (query * scale) @ k.mT
+            state = online_softmax_update(*state, scores.masked_fill(future, -math.inf) if is_causal else scores, v)
         if incoming is not None:
             k, v = incoming
     return state[2] / state[1]
+
+
+def folds_the_future(query, key, value, positions, rank, is_causal, pass_on):
+    """Right numbers, but a chunk whose every key is in the future is folded too (a row of -inf changes nothing)."""
+    world, scale = len(positions), 1 / math.sqrt(query.shape[-1])
+    state, k, v = _start(query, value), key, value
+    for hop in range(world):
+        incoming = pass_on(k, v) if hop < world - 1 else None
+        scores = (query * scale) @ k.mT
+        if is_causal:
+            scores = scores.masked_fill(positions[(rank - hop) % world] > positions[rank][:, None], -math.inf)
+        state = online_softmax_update(*state, scores, v)
+        if incoming is not None:
+            k, v = incoming
+    return state[2] / state[1]
+
+
+def one_pass_too_many(query, key, value, positions, rank, is_causal, pass_on):
+    """Right numbers, but a pass after the last fold: world passes, the last chunk sent for nothing."""
+    world, scale = len(positions), 1 / math.sqrt(query.shape[-1])
+    state, k, v = _start(query, value), key, value
+    for hop in range(world):
+        scores = query @ k.transpose(-2, -1) * scale
+        allowed = positions[(rank - hop) % world][None, :] <= positions[rank][:, None]
+        if not is_causal or allowed.any():
+            state = online_softmax_update(*state, scores.masked_fill(~allowed, -math.inf) if is_causal else scores, v)
+        k, v = pass_on(k, v)
+    return state[2] / state[1]
+
+
+def scaled_by_value_size(query, key, value, positions, rank, is_causal, pass_on):
+    world, scale = len(positions), 1 / math.sqrt(value.shape[-1])
+    state, k, v = _start(query, value), key, value
+    for hop in range(world):
+        scores = query @ k.transpose(-2, -1) * scale
+        allowed = positions[(rank - hop) % world][None, :] <= positions[rank][:, None]
+        if not is_causal or allowed.any():
+            state = online_softmax_update(*state, scores.masked_fill(~allowed, -math.inf) if is_causal else scores, v)
+        if hop < world - 1:
+            k, v = pass_on(k, v)
+    return state[2] / state[1]
+
+
+def views_batch_and_heads(query, key, value, positions, rank, is_causal, pass_on):
+    """Merges the batch and the heads with .view: fails once they are not laid out one after the other."""
+    N, H, C, E = query.shape
+    flat = query.view(N * H, C, E)
+    return ring(flat.view(N, H, C, E), key, value, positions, rank, is_causal, pass_on)
 
 
 def gather_everything(query, key, value, positions, rank, is_causal, pass_on):
@@ -222,6 +270,25 @@ def one_hop_short(query, key, value, positions, rank, is_causal, pass_on):
     state, k, v = _start(query, value), key, value
     for hop in range(max(1, world - 1)):
         allowed = positions[(rank - hop) % world][None, :] <= positions[rank][:, None]
+        if not is_causal or allowed.any():
+            scores = query @ k.transpose(-2, -1) * scale
+            state = online_softmax_update(*state, scores.masked_fill(~allowed, -math.inf) if is_causal else scores, v)
+        if hop < world - 1:
+            k, v = pass_on(k, v)
+    return state[2] / state[1]
+
+
+def state_in_float32(query, key, value, positions, rank, is_causal, pass_on):
+    """Right to float32's precision: the running state made in float32 whatever the inputs' dtype."""
+    return ring(query.float(), key.float(), value.float(), positions, rank, is_causal, pass_on).to(query.dtype)
+
+
+def strict_mask(query, key, value, positions, rank, is_causal, pass_on):
+    """A query may not see its own position (j < i): the first position sees nothing at all."""
+    world, scale = len(positions), 1 / math.sqrt(query.shape[-1])
+    state, k, v = _start(query, value), key, value
+    for hop in range(world):
+        allowed = positions[(rank - hop) % world][None, :] < positions[rank][:, None]
         if not is_causal or allowed.any():
             scores = query @ k.transpose(-2, -1) * scale
             state = online_softmax_update(*state, scores.masked_fill(~allowed, -math.inf) if is_causal else scores, v)

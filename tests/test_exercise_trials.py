@@ -6,6 +6,7 @@ library shortcuts (``torch.masked``), and hints that say where and how the numbe
 
 from __future__ import annotations
 
+import functools
 import math
 
 import pytest
@@ -16,9 +17,13 @@ from attention_lib.exercises import (
     check_calculate_attention,
     check_cross_attention,
     check_decoding_step,
+    check_induction_score,
     check_log_softmax,
     check_masked_softmax,
     check_matchmaker,
+    check_online_softmax_update,
+    check_previous_token_score,
+    check_reversal_target,
     check_scaled_scores,
     check_scores_shape,
     check_sinusoidal_encoding,
@@ -26,11 +31,15 @@ from attention_lib.exercises import (
     check_split_heads,
     check_tune_in,
     check_weights_no_loops,
+    check_where_it_looks,
     check_window_mask,
     generation,
 )
 from attention_lib.exercises._again import Awkward, awkward_views, fresh_values, later_slip
 from attention_lib.exercises._where import how_it_differs
+from attention_lib.exercises.latent_and_paged.absorbed import check_absorbed_scores
+from attention_lib.exercises.ring_attention.zigzag import check_zigzag_positions
+from attention_lib.exercises.speculative_decoding import check_residual
 
 sm = torch.softmax
 
@@ -208,6 +217,136 @@ def cosine_clamped(q, k, temperature=0.1):
     return e / e.sum(-1, keepdim=True)
 
 
+def masked_softmax_filled(s, m):  # -1e9 in place of -inf: right while every allowed score is above it
+    return sm(s * m + -1e9 * ~m, -1).masked_fill(~m.any(-1, keepdim=True), 0.0)
+
+
+def attention_sequence_first_root_in_float32(q, k, v):
+    qb, kb, vb = (t.transpose(0, 1) for t in (q, k, v))
+    w = sm(qb @ kb.transpose(-2, -1) / torch.tensor(q.size(-1)).sqrt(), -1)  # a float32 root, whatever the inputs
+    return (w @ vb).transpose(0, 1), w
+
+
+def decoding_step_by_identity():
+    """Remembers each result by the tensors' ids: right on fresh tensors, wrong on the same ones refilled."""
+    seen = {}
+
+    def by_id(cache_k, cache_v, q, k, v):
+        key = tuple(map(id, (cache_k, cache_v, q, k, v)))
+        if key not in seen:
+            seen[key] = decoding_step(cache_k, cache_v, q, k, v)
+        return seen[key]
+    return by_id
+
+
+def decoding_step_in_float32(cache_k, cache_v, q, k, v):
+    return tuple(t.float() for t in decoding_step(cache_k, cache_v, q, k, v))
+
+
+def window_mask_cached():
+    return functools.lru_cache(maxsize=None)(window_mask)  # one tensor per (L, S, window), handed out again
+
+
+def residual(p, q):
+    shortfall = (p - q).clamp(min=0)
+    return shortfall / shortfall.sum(-1, keepdim=True)
+
+
+def previous_token(w):
+    return w.diagonal(offset=-1, dim1=-2, dim2=-1).mean(dim=(0, -1))
+
+
+def induction(w, k):
+    return w.diagonal(offset=-(k - 1), dim1=-2, dim2=-1)[..., 1:k + 1].mean(dim=(0, -1))
+
+
+def absorbed(q_nope, q_rope, latent, k_rope, w_uk, nope_scale=None, rope_scale=None):
+    right = 1 / math.sqrt(q_nope.shape[-1] + q_rope.shape[-1])
+    return ((q_nope @ w_uk) @ latent.transpose(-2, -1) * (nope_scale or right)
+            + q_rope @ k_rope.transpose(-2, -1) * (rope_scale or right))
+
+
+def absorbed_each_part_its_own_scale(q_nope, q_rope, latent, k_rope, w_uk):
+    return absorbed(q_nope, q_rope, latent, k_rope, w_uk, 1 / math.sqrt(q_nope.shape[-1]),
+                    1 / math.sqrt(q_rope.shape[-1]))
+
+
+def removal_predicted(fn):
+    from attention_lib.exercises.learning_to_attend import check_remove_attractors
+
+    return check_remove_attractors(fn, 0.5)
+
+
+def removal_every_row_renormalised(weights, verb, attractors):
+    """Right: the verb row stripped of the attractors, then every row divided by its sum (a no-op elsewhere)."""
+    is_verb = torch.nn.functional.one_hot(verb, weights.shape[1]).bool()[:, :, None]
+    kept = weights.masked_fill(is_verb & attractors[:, None, :], 0.0)
+    return kept / kept.sum(-1, keepdim=True)
+
+
+def removal_by_shape():
+    seen = {}
+    return lambda w, v, a: seen.setdefault(tuple(w.shape), removal_every_row_renormalised(w, v, a))
+
+
+def reversal_by_id():
+    seen = {}
+    return lambda d: seen.setdefault(id(d), d.flip(-1))  # Python gives a freed tensor's id to the next one
+
+
+def online_update(running_max, running_sum, running_output, scores, value):
+    new_max = torch.maximum(running_max, scores.amax(-1, keepdim=True))
+    safe = torch.where(new_max.isinf(), 0.0, new_max)
+    correction, p = (running_max - safe).exp(), (scores - safe).exp()
+    return new_max, running_sum * correction + p.sum(-1, keepdim=True), running_output * correction + p @ value
+
+
+def online_update_wrong_for_one_query(running_max, running_sum, running_output, scores, value):
+    new_max, new_sum, blend = online_update(running_max, running_sum, running_output, scores, value)
+    return new_max, new_sum, blend + (scores.shape[-2] == 1)  # a slip on the decoding case alone
+
+
+def encoding_narrow(length, dim):
+    table = sinusoidal_encoding(length, dim)
+    return table * (torch.arange(dim) < 16)  # nothing past 16 features
+
+
+def window_mask_by_sizes():
+    seen = {}
+    return lambda L, S, window: seen.setdefault((L, S), window_mask(L, S, window))  # the window left out of the key
+
+
+def zigzag(n, world, rank):
+    chunks = torch.arange(n).chunk(2 * world)
+    return torch.cat([chunks[rank], chunks[2 * world - 1 - rank]])
+
+
+def zigzag_by_sizes():
+    seen = {}
+    return lambda n, world, rank: seen.setdefault((n, world), zigzag(n, world, rank))  # the rank left out of the key
+
+
+def zigzag_for_four_ranks(n, world, rank):
+    chunks = torch.arange(n).chunk(2 * world)
+    return torch.cat([chunks[rank], chunks[min(7 - rank, 2 * world - 1)]])  # 7 - r: written for 4 ranks
+
+
+def decoding_step_scaling_q_in_place(cache_k, cache_v, q, k, v):
+    q.mul_(2.0)  # the caller's new token, written into
+    return decoding_step(cache_k, cache_v, q / 2.0, k, v)
+
+
+def decoding_step_with_the_decoding_mask(cache_k, cache_v, q, k, v):
+    keys, values = torch.cat([cache_k, k], dim=-2), torch.cat([cache_v, v], dim=-2)
+    mask = al.causal_mask_lower_right(q.shape[-2], keys.shape[-2])
+    return al.calculate_attention(q, keys, values, attn_mask=mask)[0], keys, values
+
+
+def absorbed_through_the_matchmaker(q_nope, q_rope, latent, k_rope, w_uk):
+    both = al.matchmaker(torch.cat([q_nope @ w_uk, q_rope], -1), torch.cat([latent, k_rope], -1))
+    return both / math.sqrt(q_nope.shape[-1] + q_rope.shape[-1])
+
+
 #: (checker, right answer, wrong answer, what the wrong answer's message says)
 ROWS = [
     (check_tune_in, tune_in, remembered(tune_in), "the second call (the first input's shape, new values)"),
@@ -239,6 +378,8 @@ ROWS = [
      lambda q, k, v: (attention_sequence_first(q, k, v)[0] * 0.9, attention_sequence_first(q, k, v)[1]),
      "the reference's times 0.9"),
     (check_log_softmax, log_softmax, log_softmax_clamped, "clamping the scores changes them"),
+    (check_log_softmax, log_softmax, lambda s: (lambda e: (e / e.sum(-1, keepdim=True)).clamp(min=1e-30).log())(
+        (s - s.amax(-1, keepdim=True)).exp()), "clamping the weights changes them"),
     (check_scores_shape, scores_shape, scores_shape_by_rank(), "another pair with 0 batch dimensions"),
     (check_scores_shape, scores_shape, lambda q, k: {2: (4, 5)}.get(len(q)) or scores_shape(q, k),
      "remember, or write in, an answer per number of dimensions"),
@@ -251,6 +392,50 @@ ROWS = [
      "a table for a fixed maximum length"),
     (check_cross_attention, cross_attention, cross_attention_changing_lengths, "changed its input `lengths` in place"),
     (check_decoding_step, decoding_step, generation._reference, "the checker's own reference"),
+    (check_masked_softmax, masked_softmax, masked_softmax_filled, "allowed scores far below zero (around -1e10"),
+    (check_masked_softmax, masked_softmax, masked_softmax_filled, "a finite fill (-1e9"),
+    (check_calculate_attention, attention_sequence_first, attention_sequence_first_root_in_float32,
+     "torch.tensor(d_k).sqrt() is float32"),
+    (check_decoding_step, decoding_step, decoding_step_by_identity(), "on the same tensors refilled with new numbers"),
+    (check_decoding_step, decoding_step, decoding_step_by_identity(), "it remembers by the tensors themselves"),
+    (check_decoding_step, decoding_step, decoding_step_in_float32, "for float64 inputs your function returned float32"),
+    (check_window_mask, window_mask, window_mask_cached(), "your function hands out one tensor it keeps"),
+    (check_previous_token_score, previous_token,
+     lambda w: w.diagonal(offset=-2, dim1=-2, dim2=-1).mean(dim=(0, -1)), "queries 2 to 4 put on key i - 2"),
+    (check_induction_score, induction, lambda w, k: w.diagonal(offset=-(k - 1), dim1=-2, dim2=-1)[..., 2:k + 2].mean(
+        dim=(0, -1)), "queries 4 to 6 put on key i - 2"),
+    (check_absorbed_scores, absorbed, absorbed_each_part_its_own_scale,
+     "times 1 / sqrt(Dn) = 1 / sqrt(12), plus the rotary part (q_rope against k_rope) times 1 / sqrt(Dr)"),
+    (check_online_softmax_update, online_update, online_update_wrong_for_one_query,
+     "one query per row block (L = 1, as in decoding)"),
+    (check_sinusoidal_encoding, sinusoidal_encoding, encoding_narrow, "a wide table"),
+    (check_window_mask, window_mask, window_mask_by_sizes(), "remembers an answer by part of its arguments"),
+    (check_zigzag_positions, zigzag, zigzag_by_sizes(), "your function returned its result for the fixed input"),
+    (check_zigzag_positions, zigzag, zigzag_for_four_ranks, "right for every ring of 2 and 4 ranks and wrong for 3"),
+    (check_decoding_step, decoding_step, decoding_step_scaling_q_in_place, "the caller's new token is no longer"),
+    (check_decoding_step, decoding_step_with_the_decoding_mask, generation._only_new, "attended to itself alone"),
+    (check_absorbed_scores, absorbed_through_the_matchmaker, lambda q_nope, q_rope, latent, k_rope, w_uk: absorbed(
+        q_nope, q_rope, latent, k_rope, w_uk[:1].expand_as(w_uk)), "only head 0 is right"),
+    (check_absorbed_scores, absorbed, lambda q_nope, q_rope, latent, k_rope, w_uk: absorbed(
+        q_nope, q_rope, latent[:1], k_rope[:1], w_uk), "only the first sequence is right"),
+    (check_soft_lookup, soft_lookup, lambda q, k, v: soft_lookup(q, k, k if k.shape == v.shape else v),
+     "your result is the reference's with `key` in the place of `value`"),
+    (check_log_softmax, log_softmax, lambda s: log_softmax(s / s.shape[-1] ** 0.5),
+     "with `scores` multiplied by 1 / sqrt(4)"),
+    (removal_predicted, removal_every_row_renormalised, removal_by_shape(), "the second call (the first input's shape"),
+    (check_residual, residual, lambda p, q: residual(p, q) if p.shape[0] != p.shape[1] else (p - q).clamp(min=0) / (
+        p - q).clamp(min=0).sum(-1), "as many rows as tokens"),
+    (check_soft_lookup, soft_lookup, lambda q, k, v: soft_lookup(q, k, v) if k.shape[0] != k.shape[1] else soft_lookup(
+        q, k.transpose(0, 1), v), "as many readers as keys"),
+    (check_reversal_target, lambda d: d.flip(-1), reversal_by_id(), "for 5 digits your function returned its result"),
+    (check_residual, residual, lambda p, q: (p - q).abs() / (p - q).abs().sum(-1, keepdim=True), "|p - q|"),
+    (check_residual, residual, lambda p, q: residual(p, q) * (1 + 1e-5), "computes something slightly different"),
+    (check_previous_token_score, previous_token, lambda w: w.diagonal(offset=-1, dim1=-2, dim2=-1)[0].mean(-1),
+     "in the first sequence alone"),
+    (check_window_mask, window_mask, lambda L, S, w: window_mask(L, S, w + 1) & ~window_mask(L, S, 1),
+     "the query's own key is missing"),
+    (check_residual, residual, lambda p, q: (p - q).clamp(min=0) / (p - q).clamp(min=0).sum(0),
+     "the division used each column's sum"),
 ]
 
 
@@ -301,3 +486,41 @@ def test_how_it_differs_names_the_pattern(got, said):
     expected = torch.tensor([[1.0, 2.0], [3.0, 4.0]])
     assert said in how_it_differs(got, expected)
     assert how_it_differs(expected, expected) is None
+
+
+def test_a_nan_without_any_exp_is_not_blamed_on_exp():
+    expected, got = torch.tensor([[0.5, 0.5]]), torch.tensor([[0.5, float("nan")]])
+    assert "look for exp of a large number" in how_it_differs(got, expected, {"exp", "div"})
+    said = how_it_differs(got, expected, {"div", "sum"})
+    assert "exp" not in said
+    assert "0 / 0" in said
+
+
+def test_a_result_just_outside_the_tolerance_is_said_to_be_close():
+    expected = torch.tensor([[1.0, 2.0], [3.0, 4.0]])
+    assert "close to the reference's but not within its tolerance" in how_it_differs(expected + 1e-6, expected)
+
+
+def test_a_weight_predicted_as_a_percentage_is_told_so():
+    from attention_lib.exercises import check_prediction
+
+    assert "25 reads as a percentage" in check_prediction(25, 0.25, question="a weight", why="1 / 4.").message
+    assert "percentage" not in check_prediction(0.2, 0.25, question="a weight", why="1 / 4.").message
+
+
+def test_a_prediction_with_a_blank_or_in_a_dict_is_told_what_to_give():
+    assert "positions are whole numbers, but got None" in check_where_it_looks([7, 6, 5, None, 3, 2, 1, 0]).message
+    assert "as a list" in check_where_it_looks({i: 7 - i for i in range(8)}).message
+
+
+def test_an_answer_wrong_when_called_again_on_the_same_numbers_keeps_results():
+    from attention_lib.exercises._kept import kept_slip
+
+    calls = []
+
+    def stale_once(x):  # the first call after the fixed trials gets an old result, as an id() cache may
+        calls.append(x)
+        return 3 * x if len(calls) == 1 else 2 * x
+
+    said = kept_slip(stale_once, lambda x: 2 * x, lambda trial: (torch.arange(3.0),), None, 1e-5, 1e-4)
+    assert said.startswith("called again on the first input (the same numbers, in new tensors)")

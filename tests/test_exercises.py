@@ -95,6 +95,7 @@ TUNE_IN = Exercise(
          "your function called `al.calculate_attention`"),
         (lambda x, f: F.scaled_dot_product_attention(f[:, None] * x, x, x, scale=1.0),
          "write it yourself, with plain PyTorch operations"),
+        (lambda x, f: sm(f[:, None] * (x @ x.T), dim=-1).T @ x, "the weights were transposed before the blend"),
     ],
     crashes=[(lambda x, f: sm(f * x @ x.T, dim=-1) @ x, "`focus` (4,) has one number per row of (4, 3)"),
              (lambda x, f: sm(f * x @ x.T, dim=-1) @ x, "focus[:, None]"),
@@ -538,6 +539,8 @@ WEIGHTS_NO_LOOPS = Exercise(
         (lambda q, k: al.loop_attention(unit(q), unit(k), unit(k), scale=10.0)[1],
          "your function called `al.loop_attention`"),
         (lambda q, k: cosine(q[0], k[0]), "one row per query, one column per key, for every sentence"),
+        (lambda q, k: sm(q @ T(k) / (q.pow(2).sum(-1, keepdim=True) * T(k.pow(2).sum(-1, keepdim=True))) / 0.1, -1),
+         "you divided by the squared lengths"),
     ],
     crashes=[(lambda q, k: torch.mm(q, k.T), "torch.mm and torch.mv take plain matrices"),
              (lambda q, k: sm(q @ T(k) / (q.norm(dim=-1) * k.norm(dim=-1)) / 0.1, dim=-1),
@@ -586,6 +589,7 @@ WINDOW_MASK = Exercise(
         (lambda L, S, w: ones(S, S).tril() & ones(S, S).triu(1 - w), "Did you use S for both sizes?"),
         (lambda L, S, w: (ones(L, S).tril() & ones(L, S).triu(1 - w)).float(), "return a bool tensor"),
         (lambda L, S, w: ones(L, S), "the values differ from the reference"),
+        (lambda L, S, w: band(L, S, -w, -1), "the query's own key is missing (j < i)"),
     ],
     crashes=[(lambda L, S, w: torch.ones(L).tril(), "print the shape of each tensor")],
     mistakes=masking.WINDOW_MISTAKES,
@@ -621,8 +625,10 @@ def empty_rows_zeroed_in_place(s, m):
 MASKED_SOFTMAX = Exercise(
     check_masked_softmax,
     correct=[lambda s, m: masked(s, m).nan_to_num(0.0), lambda s, m: zero_empty_rows(masked(s, m), m),
-             lambda s, m: masked(s, m, fill=-1e9) * m.any(dim=-1, keepdim=True)],
+             lambda s, m: masked(s, m, fill=torch.finfo(s.dtype).min) * m.any(dim=-1, keepdim=True)],
     wrong=[
+        (lambda s, m: masked(s, m, fill=-1e9) * m.any(dim=-1, keepdim=True), "a finite fill (-1e9"),
+        (lambda s, m: zero_empty_rows(sm(s - 1e9 * ~m, dim=-1), m), "around -1e10"),
         (lambda s, m: sm(s.masked_fill(m, INF), dim=-1), "you blocked the allowed keys"),
         (lambda s, m: sm(s.masked_fill(m, INF), dim=-1).nan_to_num(0.0), "you blocked the allowed keys"),
         (lambda s, m: zero_empty_rows(sm(s.masked_fill(m, INF), dim=-1), m), "you blocked the allowed keys"),
@@ -1231,7 +1237,8 @@ def fresh_cross_with_multihead_attention(q, s, n):
 
 FRESH_WRONG = [
     (check_tune_in, fresh_tune_in_after, "multiply the scores by `focus` before the softmax"),
-    (check_tune_in, lambda x, f: sm(f[:, None] * (x @ T(x)) / x.size(-1), -1) @ x, "the values differ"),
+    (check_tune_in, lambda x, f: sm(f[:, None] * (x @ T(x)) / x.size(-1), -1) @ x,
+     "with `focus` multiplied by 1 / 3 (3 is the size of `x`'s dimension -1)"),
     (check_tune_in, lambda x, f: sm(f[:, None] * (x @ T(x)), -1, dtype=torch.float32) @ x.float(),
      "for float64 inputs your function returned float32"),
     (check_tune_in, lambda x, f: sm(f[:, None] * (x @ T(x)), -1, dtype=torch.float32) @ x,
@@ -1268,11 +1275,11 @@ FRESH_WRONG = [
         q, s, s, attn_mask=torch.arange(s.size(-2))[None, :] < n[:, None]),
      "the mask needs a dimension for the queries"),
     (al_exercises.check_cross_attention, fresh_cross_with_multihead_attention, "`nn.MultiheadAttention (its"),
-    (al_exercises.check_reversal_target, lambda d: d.roll(1, -1), "the values differ"),
+    (al_exercises.check_reversal_target, lambda d: d.roll(1, -1), "that rolls the digits by one place"),
     (al_exercises.check_previous_token_score, lambda w: w.diagonal(offset=-1, dim1=2, dim2=3).mean(dim=(0, 1)),
      "one score per head: average over the sequences"),
     (al_exercises.check_induction_score, lambda w, k: w.diagonal(offset=-(k + 1), dim1=-2, dim2=-1)[..., :k].mean(
-        dim=(0, -1)), "the values differ"),
+        dim=(0, -1)), "queries 4 to 6 put on key i - 4"),
     (al_exercises.check_scores_shape, lambda q, k: (q[0], q[-2], k[-2]), "3 sizes, but the scores have as many"),
 ]
 

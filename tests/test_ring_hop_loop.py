@@ -31,8 +31,14 @@ WRONG = [  # (answer, a fragment of its message)
     (answers.scales_query_in_place, "right numbers, but on rank 0 your function changed its input `query`"),
     (answers.calls_the_package, "your function called `ring_forward`, which does it for you"),
     (answers.calls_sdpa, "your function called `F.scaled_dot_product_attention`"),
+    (answers.folds_the_future, "the exercise asks to skip its fold"),
+    (answers.one_pass_too_many, "right numbers, but rank 0 called pass_on 4 times on a ring of 4"),
+    (answers.scaled_by_value_size, SLIPS["scaled by Ev"][:60]),
+    (answers.state_in_float32, "right to float32's precision, not to float64's"),
+    (answers.strict_mask, SLIPS["strict mask"][:60]),
 ]
-CRASHES = [(answers.views_rows, "use .reshape(...)"), (answers.blend_of_e, "values of size 12")]
+CRASHES = [(answers.views_rows, "use .reshape(...)"), (answers.blend_of_e, "values of size 12"),
+           (answers.views_batch_and_heads, "use .reshape(...)")]
 
 
 @pytest.fixture(scope="module")

@@ -30,6 +30,15 @@ BROADCAST = "a broadcast view (every batch entry the same, one copy in memory: s
 ALIASED = ("your result for {trial} changed after your function ran on other inputs ({differs} now): it returns a "
            "view into memory it reuses (a global buffer, a cache, a default argument). Return a new tensor each "
            "call.")
+#: The hint for a result that is exactly the one an earlier call, on other inputs, returned.
+KEPT_EARLIER = ("your function returned exactly its result for {label}, whose inputs differ: it remembers an answer by "
+                "part of its arguments (a dict or a cache keyed on some of them, such as (L, S) without the window, on "
+                "the shapes alone, or on the tensors' ids, which Python reuses). Compute every call from all of its "
+                "arguments.")
+#: The hint for another call's result handed back whatever the inputs (a cache keyed on ids, a global).
+KEPT_ANY = ("your function keeps a result between calls and hands it back for other inputs (a dict or a cache keyed on "
+            "the tensors' ids, which Python gives to new tensors once the old ones are freed, or a global): compute "
+            "every call from its own arguments.")
 #: The hint for an answer that writes into its inputs.
 WRITES = ("The caller's tensors are not yours to change: make each step a new tensor, s = s - ..., instead of -=, "
           "/=, x[...] = ... or a method ending in _ (such as .div_() or .t_()).")
@@ -58,6 +67,8 @@ class Awkward:
     hint: str = ""
     nonfinite: bool = False  # give ``hint`` only when the answer has NaN or inf where the reference has a number,
     # or called exp itself
+    present: Callable[[object, object, tuple], bool] | None = None  # give ``hint`` only when ``present(result,
+    # expected, inputs)`` says its slip is there
 
 
 #: The name of a trial whose scores overflow ``exp`` in float32 unless each row's max is subtracted first.
@@ -188,11 +199,16 @@ def later_slip(learner_fn: Callable, reference_fn: Callable, trials: Sequence[Aw
                                                            _finite_parts_agree, difference)), None)
             if hint is None and trial.hint == MEMORISED:
                 hint = MEMORISED if difference(run.result, earlier[0][1], atol, rtol) is None else None
+            elif hint is None and (same := next((label for label, _, got in results if _flat(got) and difference(
+                    run.result, got, atol, rtol) is None), None)) is not None:
+                hint = KEPT_EARLIER.format(label=same)
             elif hint is None and trial.nonfinite:
                 hint = trial.hint if _nonfinite_where_finite(run.result, expected) or "exp" in run.ops else None
+            elif hint is None and trial.present is not None:
+                hint = trial.hint if _says(trial.present, run.result, expected, trial.inputs) else None
             elif hint is None:
                 hint = trial.hint or None
-            hint = hint or _how(run.result, expected, how_it_differs, difference) or (
+            hint = hint or _how(run.result, expected, how_it_differs, difference, run.ops) or (
                 "print your result and the reference's for these inputs, and compare them row by row.")
             return "failed", f"❌ {name}: right on the fixed inputs, but not {where}: {differs}. Hint: {hint}"
         if run.changed and keep_inputs:
@@ -209,14 +225,20 @@ def later_slip(learner_fn: Callable, reference_fn: Callable, trials: Sequence[Aw
 
 def remembered(got, args: tuple, earlier: Sequence[tuple], atol: float, rtol: float) -> str | None:
     """:data:`MEMORISED` as a message's hint when ``got``, wrong for ``args``, is the result an earlier fixed trial
-    of the same shapes returned (``earlier``: ``(inputs, result)``), else ``None``. Inputs without tensors (a
-    pair of shapes) have no shape to remember by: ``None``."""
+    of the same shapes returned (``earlier``: ``(inputs, result)``), else ``None``. For inputs without tensors (sizes),
+    any earlier result returned again for other sizes."""
     from ._compare import difference
 
     def shapes(inputs):
         return [tuple(t.shape) for t in _flat(inputs)]
 
-    same = next((i for i, (inputs, result) in enumerate(earlier) if _flat(args) and shapes(inputs) == shapes(args)
+    if not _flat(args):  # sizes, not tensors: an earlier call's result for other sizes, returned again
+        same = next((i for i, (inputs, result) in enumerate(earlier) if _flat(result) and _flat(got)
+                     and difference(got, result, atol, rtol) is None), None)
+        return None if same is None else (
+            f"for the fixed input {len(earlier) + 1} ({_said(args)}) your function returned its result for the fixed "
+            f"input {same + 1} ({_said(earlier[same][0])}). Hint: It" + KEPT_EARLIER.split(": it", 1)[1])
+    same = next((i for i, (inputs, result) in enumerate(earlier) if shapes(inputs) == shapes(args)
                  and difference(got, result, atol, rtol) is None), None)
     return None if same is None else (f"for the fixed input {len(earlier) + 1} your function returned its result for "
                                       f"the fixed input {same + 1}, which has the same shapes and other numbers. "
@@ -233,6 +255,14 @@ def _is(wrong: Callable, got, args: tuple, earlier: Sequence[tuple], atol, rtol,
         return False
 
 
+def _says(present: Callable, got, expected, inputs: tuple) -> bool:
+    """``present(got, expected, inputs)``, ``False`` when it cannot tell (a result of another shape or type)."""
+    try:
+        return bool(present(got, expected, inputs))
+    except Exception:  # noqa: BLE001 - a result the test cannot read has no slip it can name
+        return False
+
+
 def _nonfinite_where_finite(got, expected) -> bool:
     """Does ``got`` hold NaN or inf where ``expected`` holds a number (in any of its tensors)?"""
     pairs = zip(_flat(got), _flat(expected), strict=False)
@@ -244,12 +274,12 @@ def _is_tensor(x) -> bool:
     return bool(_flat(x))
 
 
-def _how(got, expected, how_it_differs, difference) -> str | None:
+def _how(got, expected, how_it_differs, difference, ops=None) -> str | None:
     """How ``got`` differs from ``expected``: for a tuple, which result first, and how."""
     if isinstance(expected, tuple | list) and isinstance(got, tuple | list) and len(got) == len(expected):
         for i, (g, e) in enumerate(zip(got, expected, strict=True)):
             if difference(g, e) is not None:
-                said = how_it_differs(g, e)
+                said = how_it_differs(g, e, ops)
                 return f"result {i + 1} of {len(expected)} differs" + (f": {said}" if said else ".")
         return None
-    return how_it_differs(got, expected)
+    return how_it_differs(got, expected, ops)

@@ -7,7 +7,8 @@ The learner's function runs under a watch (:mod:`attention_lib.exercises._runnin
 operations, refuses any call outside what the exercise allows (:mod:`~attention_lib.exercises._allowed`), and
 remembers the operation that raised; every error goes
 through :func:`~attention_lib.exercises._crashes.explain_crash`, the one place that turns an error inside the
-learner's code into a hint. The hint texts live in :mod:`attention_lib.exercises._hints`. Answers are compared
+learner's code into a hint. The hint texts live in :mod:`attention_lib.exercises._hints`, the words of a failure
+(on which input, which item, a clue) in :mod:`attention_lib.exercises._messages`. Answers are compared
 with :func:`torch.testing.assert_close`, whose report (how many numbers differ, the largest difference and
 where) the message passes on in a few words.
 """
@@ -20,14 +21,15 @@ from dataclasses import dataclass
 
 import torch
 
-from ._again import Awkward, later_slip, later_trials, remembered, widest
+from ._again import KEPT_ANY, Awkward, later_slip, later_trials, remembered, widest
 from ._allowed import Allowed
 from ._compare import _agrees_everywhere, _holds_tensors, difference
 from ._crashes import explain_crash
 from ._hints import HINTS
-from ._running import Run, checkers_own, run_learner
+from ._kept import kept_slip
+from ._messages import clue, dtype_differs, roles_said, shapes_said, which_item
+from ._running import checkers_own, run_learner
 from ._trials import CHANGED_INPUT, backward_slip, float64_slip
-from ._where import how_it_differs
 
 #: A typical mistake: a function that computes the wrong answer the way learners often do, and its hint.
 Mistake = tuple[Callable[..., object], str]
@@ -35,9 +37,6 @@ Mistake = tuple[Callable[..., object], str]
 #: A hint for a result of the wrong shape: ``(the inputs, the shape the learner got) -> hint``.
 ShapeHint = Callable[[tuple, tuple | None], str]
 
-#: A clue that looks for its slip: ``(the inputs, the run) -> hint``, or ``None`` when the slip is not present (a
-#: ``clamp`` that changed no score).
-Clue = Callable[[tuple, Run], str | None]
 
 #: Says what is wrong with an answer that matches no listed mistake: ``(answer, expected, inputs) -> text``
 #: (or ``None`` for the general message).
@@ -85,7 +84,8 @@ def check_function(learner_fn: Callable, reference_fn: Callable, make_inputs: Ca
                    allowed: Allowed | None = None, no_loops: bool = False, loop_hint: str | None = None,
                    clues: Mapping[str, str] | None = None, explain: Explain | None = None,
                    inputs_said: str | None = None, float64: bool = False, backward: bool = False,
-                   keep_inputs: bool = False, awkward: Sequence[Awkward] = (), again: bool = True) -> CheckResult:
+                   keep_inputs: bool = False, awkward: Sequence[Awkward] = (), again: bool = True,
+                   fresh_result: bool = False) -> CheckResult:
     """Check ``learner_fn`` against ``reference_fn`` on the inputs ``make_inputs(0)`` .. ``make_inputs(trials - 1)``.
 
     Args:
@@ -122,7 +122,10 @@ def check_function(learner_fn: Callable, reference_fn: Callable, make_inputs: Ca
             a window of 1, ...), run once the fixed inputs are right.
         again: also call the answer on the first input's shape with new values (twice, the second time after every
             other trial), on a non-contiguous and a broadcast view of the last input, then compare every result
-            again (see :mod:`~attention_lib.exercises._again`); ``False`` for answers that take no tensors.
+            again (see :mod:`~attention_lib.exercises._again`); ``False`` for answers that take no tensors. Last,
+            every checker looks for a result remembered by the tensors' ids (:mod:`~attention_lib.exercises._kept`).
+        fresh_result: a right answer must also return a new tensor each call, not one it keeps and hands out again
+            (``functools.lru_cache``): a caller may change the result in place (a mask).
 
     Returns:
         A :class:`CheckResult`.
@@ -161,7 +164,7 @@ def check_function(learner_fn: Callable, reference_fn: Callable, make_inputs: Ca
             return CheckResult("error", explain_crash(name, run.error, args, failed_op=run.failed_op,
                                                       params=_params(reference_fn, len(args))))
         if (got is None or got is Ellipsis) and trial > 0:
-            return CheckResult("failed", f"❌ {name}: your function returned {got!r} for {_inputs_said(args)}, "
+            return CheckResult("failed", f"❌ {name}: your function returned {got!r} for {shapes_said(args)}, "
                                f"though it returned a result for other inputs: a branch (if/elif) or a loop misses "
                                f"this case.")
         if got is None or got is Ellipsis:
@@ -171,11 +174,16 @@ def check_function(learner_fn: Callable, reference_fn: Callable, make_inputs: Ca
         differs = difference(got, expected, atol, rtol)
         if differs is None:  # a dtype other than the input's is said once the numbers are right everywhere
             floats = any(isinstance(a, torch.Tensor) and a.is_floating_point() for a in args)
-            dtype = dtype or (_dtype_differs(got, expected) if floats else None)
+            dtype = dtype or (dtype_differs(got, expected) if floats else None)
             continue
         if isinstance(expected, torch.Tensor) and not isinstance(got, torch.Tensor):
             return CheckResult("failed", f"❌ {name}: expected a torch.Tensor, but got {type(got).__name__}.")
         if _shape(expected) is not None and _shape(got) != _shape(expected):
+            kept = next((t for t in range(trial) if _shape(answers[t].result) == _shape(got)
+                         and difference(got, answers[t].result, 0.0, 0.0) is None), None)
+            if kept is not None:  # another call's result, handed back for these inputs
+                return CheckResult("failed", f"❌ {name}: for {shapes_said(args)} your function returned its result "
+                                   f"for the fixed input {kept + 1}, of other shapes. Hint: {KEPT_ANY}")
             said = HINTS["dot_T"] if run.batched_T else (
                 shape_hint(args, _shape(got)) if callable(shape_hint) else shape_hint)
             hint = f" Hint: {said}" if said else ""
@@ -187,17 +195,18 @@ def check_function(learner_fn: Callable, reference_fn: Callable, make_inputs: Ca
         if run.batched_T:
             return CheckResult("failed", f"❌ {name}: not quite. Hint: {HINTS['dot_T']}")
         said = (explain(got, expected, args) if explain is not None else None) or remembered(
-            got, args, [(make_inputs(t), answers[t].result) for t in range(trial)], atol, rtol)
+            got, args, [(make_inputs(t), answers[t].result) for t in range(trial)], atol, rtol) or roles_said(
+            got, reference_fn, args, _params(reference_fn, len(args)), atol, rtol)
         if said:
             return CheckResult("failed", f"❌ {name}: {said}")
         if not _holds_tensors(expected):
             return CheckResult("failed", f"❌ {name}: for the inputs {', '.join(map(repr, args))}, your function "
                                f"returned {got!r}, which is not the answer ({differs}).")
         if not isinstance(expected, torch.Tensor):  # a tuple of tensors: say which one is off, and how
-            return CheckResult("failed", f"❌ {name}: {_which_item(got, expected, atol, rtol)}")
+            return CheckResult("failed", f"❌ {name}: {which_item(got, expected, atol, rtol, run.ops)}")
         return CheckResult("failed", f"❌ {name}: the shape is right but the values differ from the "
-                           f"reference for {_inputs_said(args)}: {differs}."
-                           + _clue(got, expected, args, run, clues, _params(learner_fn, len(args))))
+                           f"reference for {shapes_said(args)}: {differs}."
+                           + clue(got, expected, args, run, clues, _params(learner_fn, len(args))))
     if dtype is not None:
         return CheckResult("failed", f"❌ {name}: right numbers, but {dtype}")
     if no_loops and len(set(calls)) > 1:
@@ -213,7 +222,7 @@ def check_function(learner_fn: Callable, reference_fn: Callable, make_inputs: Ca
                           mistakes=mistakes, params=_params(reference_fn, len(make_inputs(0))),
                           keep_inputs=keep) if part else None
 
-    verdict = run_later(later[:1] if again else [], False)  # the second call first: a memorised answer is named
+    verdict = run_later(later[:1], False)  # the second call first (or the exercise's first): a memorised answer
     if verdict is not None:
         return CheckResult(*verdict)
     slip = float64_slip(learner_fn, reference_fn, make_inputs(0), allowed) if float64 else None
@@ -230,69 +239,17 @@ def check_function(learner_fn: Callable, reference_fn: Callable, make_inputs: Ca
         ops = ", ".join(dict.fromkeys(run.in_place)) or "an in-place operation"
         said = CHANGED_INPUT.format(name=_params(reference_fn, len(make_inputs(trial)))[run.changed[0]], ops=ops)
         return CheckResult("failed", f"❌ {name}: right numbers, but {said}")
-    verdict = run_later(later[1:] if again else later, keep_inputs)
+    verdict = run_later(later[1:], keep_inputs)
     if verdict is not None:
         return CheckResult(*verdict)
+    kept = kept_slip(learner_fn, reference_fn, make_inputs, allowed, atol, rtol, fresh_result)
+    if kept is not None:
+        return CheckResult("failed", f"❌ {name}: right numbers, but {kept}")
     return CheckResult("passed", f"✅ {name}: correct on {inputs_said or f'{trials} fixed test inputs'}"
                        f"{also_checked(float64, backward)}. Well done!")
-
-
-def _inputs_said(args: tuple) -> str:
-    """The inputs in a few words: tensors by their shapes, the rest as they are."""
-    return "the inputs " + ", ".join(f"of shape {tuple(a.shape)}" if isinstance(a, torch.Tensor) else repr(a)
-                                     for a in args)
 
 
 def also_checked(float64: bool, backward: bool) -> str:
     """What the extra trials checked, for a pass message: ``", the first again in float64, and backward through
     it"``."""
     return (", the first again in float64" if float64 else "") + (", and backward through it" if backward else "")
-
-
-def _dtype_differs(got, expected) -> str | None:
-    """How the dtype of a right answer differs from the reference's (float64 in, float64 out), or ``None``."""
-    for g, e in zip(_tensor_items(got), _tensor_items(expected), strict=False):
-        if e.is_floating_point() and g.is_floating_point() and g.dtype != e.dtype:
-            return (f"for {str(e.dtype).removeprefix('torch.')} inputs your result is "
-                    f"{str(g.dtype).removeprefix('torch.')}. Hint: keep the inputs' dtype: make new tensors with "
-                    f"dtype=x.dtype (or torch.zeros_like(x)), and leave out .float() and dtype=torch.float32.")
-    return None
-
-
-def _tensor_items(x) -> list[torch.Tensor]:
-    items = [x] if isinstance(x, torch.Tensor) else list(x) if isinstance(x, tuple | list) else []
-    return [t if isinstance(t, torch.Tensor) else torch.empty(0, dtype=torch.bool) for t in items]
-
-
-def _which_item(got, expected, atol: float, rtol: float) -> str:
-    """For a tuple of tensors: which item is off, its shape or its values."""
-    count = len(expected)
-    if not isinstance(got, tuple | list) or len(got) != count:
-        found = f"a {type(got).__name__}" + (f" of {len(got)}" if isinstance(got, tuple | list) else "")
-        return f"expected {count} results, a tuple of tensors, but got {found}."
-    for i, (g, e) in enumerate(zip(got, expected, strict=True)):
-        if isinstance(e, torch.Tensor) and not isinstance(g, torch.Tensor):
-            return f"result {i + 1} of {count} should be a tensor, but it is a {type(g).__name__}."
-        if _shape(e) is not None and _shape(g) != _shape(e):
-            return f"result {i + 1} of {count} should have shape {_shape(e)}, but it has shape {_shape(g)}."
-    for i, (g, e) in enumerate(zip(got, expected, strict=True)):
-        differs = difference(g, e, atol, rtol)
-        if differs is not None:
-            how = how_it_differs(g, e)
-            return (f"the shapes are right, but result {i + 1} of {count} differs from the reference: {differs}."
-                    + (f" Hint: {how[0].upper()}{how[1:]}" if how else ""))
-    return "the values differ from the reference."
-
-
-def _clue(got, expected, args: tuple, run: Run, clues: Mapping[str, str | Clue] | None, params: list[str]) -> str:
-    """A hint for a wrong answer that matches no listed mistake, from what the run left behind: a clue whose
-    operation the run called (a :data:`Clue` only when it says its slip is present), else how the numbers differ."""
-    for op, hint in (clues or {}).items():
-        said = hint(args, run) if callable(hint) else hint
-        if op in run.ops and said:
-            return f" Hint: {said}"
-    if run.changed and run.in_place:  # the answer wrote into an input and then read it again
-        ops = ", ".join(dict.fromkeys(run.in_place))
-        return " Hint: " + CHANGED_INPUT.format(name=params[run.changed[0]], ops=ops)
-    said = how_it_differs(got, expected)
-    return f" Hint: {said}" if said else ""

@@ -12,7 +12,7 @@ import torch
 from ._allowed import CREATION, ELEMENTWISE, LAYOUT, METADATA, PRODUCTS, REDUCTIONS, SOFTMAX, Allowed
 
 #: Tensor operations, and none of the package's functions: `remove_keys` is the answer itself.
-REMOVAL_ALLOWED = Allowed(METADATA | LAYOUT | CREATION | ELEMENTWISE | REDUCTIONS | PRODUCTS | SOFTMAX,
+REMOVAL_ALLOWED = Allowed(METADATA | LAYOUT | CREATION | ELEMENTWISE | REDUCTIONS | PRODUCTS | SOFTMAX | {"one_hot"},
                            said="tensor operations (indexing, masked_fill, where, sums)",
                            library_hint="write it yourself: your function called {call}, the package's answer.",
                            own_helpers=False)

@@ -29,9 +29,14 @@ def _number(x: float) -> str:
     return f"{x:.4g}"
 
 
-def how_it_differs(got, expected) -> str | None:
+#: Operations whose overflow makes inf (then NaN): without one of them, a NaN comes from 0 / 0 or inf - inf.
+_OVERFLOWING = {"exp", "exp2", "expm1", "softmax", "log_softmax", "logsumexp", "pow", "cosh", "sinh", "sigmoid"}
+
+
+def how_it_differs(got, expected, ops: set[str] | None = None) -> str | None:
     """A hint on how the tensor ``got`` differs from ``expected`` (same shape), or ``None`` when it is not a float
-    tensor of the same shape."""
+    tensor of the same shape. ``ops``, the operations the learner's run called when known, keeps a NaN's hint to
+    the causes that can make it (no exp of a large number in a function that calls no exp)."""
     if not (isinstance(got, torch.Tensor) and isinstance(expected, torch.Tensor)) or got.shape != expected.shape:
         return None
     if got.numel() == 0:
@@ -45,13 +50,18 @@ def how_it_differs(got, expected) -> str | None:
                 f"{got[at].item()}, the reference's {expected[at].item()}.")
     got, expected = got.detach().double(), expected.detach().double()
     wrong = ~torch.isclose(got, expected, atol=1e-5, rtol=1e-4, equal_nan=True)
-    if not bool(wrong.any()):
-        return None
+    if not bool(wrong.any()):  # within this tolerance, not within the checker's (tighter) one
+        gap = float((got - expected).abs().nan_to_num(0.0).max())
+        return _close_but(gap) if gap > 0 else None
     first = _index(int(wrong.flatten().nonzero()[0]), got.shape)
     mine, right = float(got[first]), float(expected[first])
     bad = ~got.isfinite() & expected.isfinite()
     if bool(bad.any()):
         at = _index(int(bad.flatten().nonzero()[0]), got.shape)
+        if ops is not None and not ops & _OVERFLOWING:
+            return (f"your result is {_number(float(got[at]))} at index {at} where the reference's is "
+                    f"{_number(float(expected[at]))}: look for 0 / 0 (a sum that is 0 where you divide by it: is it "
+                    f"taken over the right dimension?), x / 0, or -inf - (-inf).")
         return (f"your result is {_number(float(got[at]))} at index {at} where the reference's is "
                 f"{_number(float(expected[at]))}: look for exp of a large number (subtract each row's max first), "
                 f"0 / 0, or -inf - (-inf).")
@@ -62,6 +72,9 @@ def how_it_differs(got, expected) -> str | None:
     pattern = _pattern(got, expected)
     if pattern:
         return pattern
+    gap = float((got - expected).abs().max())
+    if gap <= 1e-3 * max(1.0, float(expected.abs().max())):
+        return _close_but(gap)
     rows = wrong.reshape(-1, got.shape[-1]).any(dim=-1) if got.dim() >= 1 else wrong.reshape(1)
     if got.dim() >= 2 and int(rows.sum()) < rows.numel():
         count = int(rows.sum())
@@ -71,6 +84,12 @@ def how_it_differs(got, expected) -> str | None:
                 f"position, a masked or empty row, its batch entry).")
     return (f"the first number that differs is at index {first}: yours is {_number(mine)}, the reference's "
             f"{_number(right)}.")
+
+
+def _close_but(gap: float) -> str:
+    return (f"your numbers are close to the reference's but not within its tolerance (largest difference "
+            f"{_number(gap)}): something small changes them, such as an eps added to a sum or a weight, a clamp, or "
+            f"a step in a lower precision. Compute exactly the formula asked, with nothing added.")
 
 
 def _pattern(got: torch.Tensor, expected: torch.Tensor) -> str | None:

@@ -61,6 +61,9 @@ MISTAKES = [
     (lambda x, focus: torch.softmax(_scores(x) / math.sqrt(x.size(-1)), dim=-1) @ x, HINTS["focus_and_scale"]),
     (lambda x, focus: torch.softmax(_rows(focus) * _scores(x) / math.sqrt(x.size(-1)), dim=-1) @ x,
      HINTS["focus_extra_scale"]),
+    (lambda x, focus: torch.softmax(_rows(focus) * _scores(x), dim=-1).T @ x,
+     "the weights were transposed before the blend: row i of the weights is listener i's attention over every "
+     "word, so the output is weights @ x, not weights.T @ x."),
     (lambda x, focus: torch.softmax(focus.mean() * _scores(x), dim=-1) @ x,
      "you gave every word the same focus, the average. Each listener's row gets its own: focus[:, None] * scores."),
 ]

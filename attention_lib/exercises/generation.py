@@ -10,7 +10,7 @@ from collections.abc import Callable, Mapping
 import torch
 
 from ..attention import calculate_attention
-from ..masks import causal_mask, padding_mask
+from ..masks import causal_mask, causal_mask_lower_right, decoding_mask, padding_mask, sliding_window_mask
 from ._again import loud
 from ._allowed import PLAIN, PLAIN_SAID, PRODUCTS, SOFTMAX, Allowed
 from ._checker import CheckResult, check_function
@@ -109,8 +109,9 @@ MISTAKES: list[tuple[Callable, str]] = [
 
 #: The tools of the step: torch.cat, the course's attention (or SDPA) and plain PyTorch; never the checker's own code.
 ALLOWED = Allowed(PLAIN | PRODUCTS | SOFTMAX | {"scaled_dot_product_attention"}, said=PLAIN_SAID + ", "
-                  "al.calculate_attention and its masks", functions=frozenset({calculate_attention, causal_mask,
-                                                                               padding_mask}),
+                  "al.calculate_attention and its masks", functions=frozenset({
+                      calculate_attention, causal_mask, causal_mask_lower_right, decoding_mask, padding_mask,
+                      sliding_window_mask}),
                   library_hint="write the step yourself, from torch.cat and al.calculate_attention (or plain PyTorch "
                                "operations); your function called {call}, which this exercise does not use.",
                   own_helpers=False)
@@ -128,7 +129,8 @@ def _explain_step(got, expected, args) -> str | None:
         if not isinstance(mine, torch.Tensor):
             return f"the {part} must be a torch.Tensor {meaning}, but got {type(mine).__name__}."
         if mine.shape != right.shape:
-            return (f"the {part} has the wrong shape: expected {tuple(right.shape)} {meaning}, but got "
+            has = "has" if part == "output" else "have"
+            return (f"the {part} {has} the wrong shape: expected {tuple(right.shape)} {meaning}, but got "
                     f"{tuple(mine.shape)} (the cache held S = {args[0].shape[-2]} tokens).")
     for (part, _), mine, right in zip(_PARTS, got, expected, strict=True):
         if not torch.allclose(mine.to(right.dtype), right, atol=1e-5, rtol=1e-4):
@@ -146,7 +148,8 @@ def check_decoding_step(fn: Callable) -> CheckResult:
     and ``cache_v (N, H, S, Dv)``; the new token brings ``q``, ``k`` ``(N, H, 1, D)`` and ``v (N, H, 1, Dv)``.
     ``fn`` must return ``(output (N, H, 1, Dv), keys (N, H, S + 1, D), values (N, H, S + 1, Dv))``: the new token's
     attention over every key so far, its own included, and the cache with the new key and value appended. Three
-    fixed inputs are tried, of 4, 6 and 1 cached tokens, with ``Dv != D``.
+    fixed inputs are tried, of 4, 6 and 1 cached tokens, with ``Dv != D``, the first again in float64; then loud
+    scores, views, and the same tensors refilled with new numbers (a result remembered by the tensors' ids fails).
 
     Example:
         >>> def step(cache_k, cache_v, q, k, v):
@@ -174,7 +177,7 @@ def check_decoding_step(fn: Callable) -> CheckResult:
                            f"output and the cache with its key and value appended; but got {found}.")
     result = check_function(fn, _reference, _step_inputs, name=name, mistakes=MISTAKES, atol=1e-5, rtol=1e-4,
                             awkward=[loud(_step_inputs(1), 40.0, 2, hint=HINTS["naive_exp"])],
-                            explain=_explain_step, allowed=ALLOWED)
+                            explain=_explain_step, allowed=ALLOWED, float64=True)
     if result.status == "passed":  # right numbers: the caller's cache and the new token must come back unchanged
         changed = _changed_input(fn)
         if changed is not None:
@@ -191,9 +194,12 @@ def _changed_input(fn: Callable) -> str | None:
         for arg, a, was in zip(("cache_k", "cache_v", "q", "k", "v"), args, before, strict=True):
             if not torch.equal(a, was):
                 ops = ", ".join(dict.fromkeys(run.in_place)) or "an in-place operation"
-                return (f"your function changed its input `{arg}` in place ({ops}): the caller's cache is no "
-                        f"longer what it was, and the next step would read it wiped. torch.cat already makes new "
-                        f"tensors: return those, and leave the inputs as they are.")
+                whose = ("the caller's cache is no longer what it was, and the next step would read it wiped"
+                         if arg.startswith("cache") else "the caller's new token is no longer what it was (a model "
+                         "reuses its q, k and v: its layer's output, a residual)")
+                return (f"your function changed its input `{arg}` in place ({ops}): {whose}. Make each step a new "
+                        f"tensor (q = q * scale, not q.mul_(scale)); torch.cat already makes new tensors: return "
+                        f"those, and leave the inputs as they are.")
     return None
 
 

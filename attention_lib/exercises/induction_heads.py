@@ -29,8 +29,9 @@ def _weights(seed: int) -> tuple[torch.Tensor]:
 
 
 #: What the checkers' fixed inputs are, for their messages.
-PREVIOUS_INPUTS = "three fixed causal maps of 5, 6 and 7 positions, with 1 to 3 heads"
-INDUCTION_INPUTS = "three fixed causal maps, k = 3, 4 and 5 in sequences of 8, 11 and 14 positions"
+PREVIOUS_INPUTS = "three fixed causal maps of 5, 6 and 7 positions, with 1 to 3 heads, the first again in float64"
+INDUCTION_INPUTS = ("three fixed causal maps, k = 3, 4 and 5 in sequences of 8, 11 and 14 positions, the first again "
+                    "in float64")
 #: Tensor operations (torch.diagonal, indexing, mean, ...); the package's own scores are the answer itself.
 ALLOWED = Allowed(PLAIN | PRODUCTS, said="tensor operations (torch.diagonal, indexing, mean, ...)",
                   library_hint="write it with tensor operations (torch.diagonal, indexing, mean); your function called "
@@ -78,6 +79,11 @@ PREVIOUS_MISTAKES = [
      "between 0 and 1."),
     (lambda w: w[:, :, 1:, 0].mean(dim=(0, -1)), "that is the weight on the first position, not on the previous one."),
     (lambda w: w.diagonal(offset=1, dim1=-2, dim2=-1).mean(dim=(0, -1)), ABOVE_THE_DIAGONAL),
+    (lambda w: w.tril(-1).sum(dim=-1)[..., 1:].mean(dim=(0, -1)), "that is every weight below the diagonal, on all "
+     "the earlier keys; the previous-token score takes only key i - 1, the stripe just below it: "
+     "diagonal(offset=-1, dim1=-2, dim2=-1)."),
+    (lambda w: w.diagonal(offset=-1, dim1=-2, dim2=-1).amax(dim=(0, -1)), "that is the largest weight on the "
+     "previous token, one query's; the score is the mean weight over every query that has one (and every sequence)."),
     (lambda w: (w.argmax(-1) == torch.arange(w.shape[-1]) - 1)[..., 1:].float().mean(dim=(0, -1)),
      "that is how often the previous position is a query's strongest key; the score is the mean weight the "
      "queries put on it."),
@@ -93,6 +99,12 @@ INDUCTION_MISTAKES = [
     (lambda w, k: w.diagonal(offset=-(k - 1), dim1=-2, dim2=-1)[..., :k].mean(dim=(0, -1)), "the queries of the "
      "copy start at position k: the stripe i - k + 1 starts at row k - 1, so skip its first entry."),
     (lambda w, k: w.diagonal(offset=-1, dim1=-2, dim2=-1).mean(dim=(0, -1)), "that is the previous-token score."),
+    (lambda w, k: w.diagonal(offset=-(k - 1), dim1=-2, dim2=-1)[..., 1:k + 1].amax(dim=(0, -1)), "that is the "
+     "largest weight on the stripe, one query's; the score is the mean weight of the k queries of the copy (over "
+     "every sequence)."),
+    (lambda w, k: w.diagonal(offset=-(k - 1), dim1=-2, dim2=-1)[..., 1:k + 1].sum(dim=(0, -1)) / k, "you divided "
+     "the sum by k alone, but it runs over every sequence too: take the mean over both, .mean(dim=(0, -1)) (the "
+     "sum divided by N * k)."),
     (lambda w, k: w.diagonal(offset=-(k - 1), dim1=-2, dim2=-1)[..., 1:k].mean(dim=(0, -1)), "the score counts all k "
      "queries of the copy, k to 2k - 1: the last one too, although the token after it is random."),
     (lambda w, k: w.diagonal(offset=-(k - 1), dim1=-2, dim2=-1)[..., 1:].mean(dim=(0, -1)), "you went to the end of "
@@ -102,6 +114,43 @@ INDUCTION_MISTAKES = [
      "you took k as half the sequence, L // 2, but the sequences are longer than the two copies (tokens follow the "
      "copy): use the k the function is given, the length of the repeated block."),
 ]
+
+
+def _stripe(got, weights: torch.Tensor) -> tuple[int, int, int, str] | None:
+    """``(offset, first query, last query, how)`` when ``got`` is the mean (or the sum, the largest, the first
+    sequence's mean) of the weights those queries ``i`` put on key ``i + offset``, head by head; else ``None``.
+    Offsets nearest the diagonal first."""
+    if not isinstance(got, torch.Tensor) or got.shape != weights.shape[1:2] or not got.is_floating_point():
+        return None
+    L, got = weights.shape[-1], got.detach().to(weights.dtype)
+    for offset in sorted(range(1 - L, L), key=lambda d: (abs(d), d > 0)):
+        stripe = weights.diagonal(offset=offset, dim1=-2, dim2=-1)  # (N, H, L - |offset|): query j - min(offset, 0)
+        n = stripe.shape[-1]
+        for length in range(n, 0, -1):
+            for start in range(n - length + 1):
+                part = stripe[..., start:start + length]
+                for how, value in (("mean", part.mean(dim=(0, -1))), ("sum", part.sum(dim=(0, -1))),
+                                   ("largest", part.amax(dim=-1).mean(dim=0)), ("largest", part.amax(dim=(0, -1))),
+                                   ("first sequence's mean", part[0].mean(dim=-1))):
+                    if torch.allclose(got, value, atol=1e-5, rtol=1e-4):
+                        first = start - min(offset, 0)
+                        return offset, first, first + length - 1, how
+    return None
+
+
+def _stripe_said(got, weights: torch.Tensor, right: str) -> str | None:
+    """A hint naming the stripe of ``weights`` whose mean (or sum) ``got`` is, beside the ``right`` one."""
+    found = _stripe(got, weights)
+    if found is None:
+        return None
+    offset, first, last, how = found
+    key = "i" if offset == 0 else f"i {'+' if offset > 0 else '-'} {abs(offset)}"
+    where = " (the future, which the causal mask hides: every weight there is 0)" if offset > 0 else ""
+    over = {"largest": " (the largest of them, not their mean)", "first sequence's mean": " in the first sequence "
+            "alone"}.get(how, ", over every sequence")
+    said = (f"your score is the {how.split()[-1]} of the weights queries {first} to {last} put on key {key}{where}"
+            f"{over}; the score is the mean of the weights {right}, over every sequence.")
+    return f"not quite (on maps of {weights.shape[-1]} positions). Hint: {said[0].upper()}{said[1:]}"
 
 
 def _with_inputs(result: CheckResult, inputs: str) -> CheckResult:
@@ -134,7 +183,10 @@ def check_previous_token_score(fn: Callable[[torch.Tensor], torch.Tensor]) -> Ch
         hint = EMPTY_DIAGONAL_HINT.format(inputs=PREVIOUS_INPUTS)
         return CheckResult("failed", f"❌ {name}: not quite. Hint: {hint}")
     result = check_function(fn, previous_token_score, _weights, name=name, mistakes=PREVIOUS_MISTAKES,
-                            allowed=ALLOWED, clues={"argmax": ARGMAX_HINT}, keep_inputs=True,
+                            allowed=ALLOWED, clues={"argmax": ARGMAX_HINT}, keep_inputs=True, float64=True,
+                            explain=lambda got, expected, args: _stripe_said(
+                                got, args[0], f"queries 1 to {args[0].shape[-1] - 1} (every query with a previous "
+                                              f"token) put on key i - 1"),
                             shape_hint="one score per head: average over the sequences (dim 0) and the queries.")
     if ABOVE_THE_DIAGONAL in result.message and _dims_swapped(first):
         return CheckResult("failed", result.message.replace(ABOVE_THE_DIAGONAL, SWAPPED_DIMS))
@@ -156,9 +208,14 @@ def check_induction_score(fn: Callable[[torch.Tensor, int], torch.Tensor]) -> Ch
         >>> check_induction_score(induction_score).status
         'failed'
     """
+    def explain(got, expected, args):
+        weights, k = args
+        return _stripe_said(got, weights, f"the queries of the copy, {k} to {2 * k - 1} (k to 2k - 1, k = {k}), put "
+                                          f"on key i - {k - 1} (i - k + 1: the token after the earlier copy)")
+
     return _with_inputs(check_function(fn, induction_score, _weights_and_k, name="the induction score",
                                        mistakes=INDUCTION_MISTAKES, allowed=ALLOWED, clues={"argmax": ARGMAX_HINT},
-                                       keep_inputs=True,
+                                       keep_inputs=True, explain=explain, float64=True,
                                        shape_hint="one score per head: average over the sequences and the k "
                                        "queries of the copy."), INDUCTION_INPUTS)
 

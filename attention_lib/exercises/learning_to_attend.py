@@ -8,6 +8,7 @@ from collections.abc import Callable
 
 import torch
 
+from ._again import KEPT_ANY, LAST_CALL, MEMORISED, SECOND_CALL, TRANSPOSED, VIEW_SLIP, Awkward
 from ._allowed import CREATION, ELEMENTWISE, LAYOUT, METADATA, REDUCTIONS, Allowed
 from ._checker import CheckResult, check_function
 from ._compare import whole_number
@@ -62,6 +63,10 @@ def check_reversal_target(fn: Callable[[torch.Tensor], torch.Tensor]) -> CheckRe
         return CheckResult("error", f"{head}\nHint: {NEGATIVE_STEP_HINT}\n{rest.split(chr(10), 1)[-1]}")
     if run.error is None and isinstance(run.result, torch.Tensor) and torch.equal(run.result, eight.flip(-1)):
         shorter = run_learner(fn, (five,))
+        if isinstance(shorter.result, torch.Tensor) and shorter.result.shape == run.result.shape and torch.equal(
+                shorter.result, run.result):
+            return CheckResult("failed", f"❌ {name}: for 5 digits your function returned its result for 8 digits. "
+                               f"Hint: {KEPT_ANY[0].upper()}{KEPT_ANY[1:]}")
         if shorter.error is not None or not (isinstance(shorter.result, torch.Tensor)
                                              and torch.equal(shorter.result, five.flip(-1))):
             return CheckResult("failed", f"❌ {name}: not quite. Hint: {FIXED_LENGTH_HINT.format(L='L = 5')}")
@@ -74,6 +79,16 @@ def check_reversal_target(fn: Callable[[torch.Tensor], torch.Tensor]) -> CheckRe
                                   "digits inside each one: flip the last dimension, .flip(-1)."),
             (lambda d: d.sort(dim=-1, descending=True).values, "that sorts the digits; reversing keeps them as "
                                                                "they are, read from the end."),
+            (lambda d: d.flip(0, 1), "that reverses the examples too (dimension 0, the batch): flip only the last "
+                                     "dimension, the digits inside each example, .flip(-1)."),
+            (lambda d: d.roll(1, -1), "that rolls the digits by one place (the last comes first, the others move "
+                                      "right): reversing reads the row from its end, position i takes digit "
+                                      "L - 1 - i: .flip(-1)."),
+            (lambda d: d[:, (d.shape[1] - torch.arange(d.shape[1])) % d.shape[1]],
+             "position i took the digit L - i (digit 0 stays first, the others reversed): one off. Position i takes "
+             "digit L - 1 - i: .flip(-1)."),
+            (lambda d: d.T.flip(-1), "that transposes the batch (examples become positions): keep the shape (N, L) "
+                                     "and flip only the last dimension, .flip(-1)."),
         ],
         shape_hint="keep the shape (N, L): one reversed row per example.", allowed=ALLOWED,
     )
@@ -131,12 +146,16 @@ def check_where_it_looks(prediction, trained=None) -> CheckResult:
     name = "where it looks"
     if prediction is None or prediction is Ellipsis:
         return CheckResult("not attempted", f"📝 {name}: not attempted yet. Replace `...` with 8 positions.")
+    if isinstance(prediction, dict | str):
+        return CheckResult("failed", f"❌ {name}: give 8 whole numbers in order, one position per query, as a list "
+                           f"(position 0's first), not a {type(prediction).__name__}.")
     try:
         items = list(prediction.tolist() if isinstance(prediction, torch.Tensor) else prediction)
     except TypeError:
         return CheckResult("failed", f"❌ {name}: give 8 whole numbers, one position per query, e.g. a list.")
-    odd = next((p for p in items if whole_number(p) is None), None)
+    odd = next((i for i, p in enumerate(items) if whole_number(p) is None), None)
     if odd is not None:
+        odd = items[odd]
         return CheckResult("failed", f"❌ {name}: positions are whole numbers, but got {odd!r}. Hint: each query "
                            f"looks hardest at one key, and keys sit at positions 0, 1, ..., 7: there is no position "
                            f"{odd!r}. Give one whole position per query.")
@@ -201,8 +220,12 @@ def check_remove_attractors(fn: Callable, prediction) -> CheckResult:
 
     def inputs(trial: int):
         g = torch.Generator().manual_seed(1230 + trial)
-        n, length = ((2, 5), (3, 7), (4, 6))[trial]  # sentences, words
-        weights = torch.randn(n, length, length, generator=g).softmax(-1)
+        n, length = ((2, 5), (3, 7), (4, 6), (2, 5), (4, 6), (2, 5))[trial]  # sentences, words
+        # Multiples of 1/1024, each at least 1/1024, every row summing to exactly 1 in float32 and float64 alike
+        # (an answer may renormalise every row, a no-op on weights): the float64 trial converts these.
+        counts = 1 + (torch.randn(n, length, length, generator=g).softmax(-1) * 900).floor()
+        counts[..., 0] += 1024 - counts.sum(-1)
+        weights = counts / 1024
         verb = torch.randint(1, length, (n,), generator=g)
         attractors = torch.rand(n, length, generator=g) < 0.4
         attractors[:, 0] = False  # every row keeps a key to share its weight out to
@@ -211,10 +234,17 @@ def check_remove_attractors(fn: Callable, prediction) -> CheckResult:
     def reference(weights, verb, attractors):
         return remove_keys(weights, rows=verb, keys=attractors)
 
+    # The later calls are the exercise's own: the course's automatic ones scale their inputs, and the weights must
+    # stay weights (each row summing to 1), which an answer may rely on.
+
     result = check_function(fn, reference, inputs, name=name,
                             mistakes=removal_mistakes(remove_keys), allowed=REMOVAL_ALLOWED,
                             shape_hint="return one head's weights, the shape you were given: (N, L, S).",
-                            keep_inputs=True)
+                            keep_inputs=True, float64=True, again=False, awkward=[
+                                Awkward(SECOND_CALL.replace("new values", "new weights"), inputs(3), MEMORISED),
+                                Awkward(TRANSPOSED, tuple(t.mT.contiguous().mT if t.dim() > 1 else t
+                                                          for t in inputs(4)), VIEW_SLIP),
+                                Awkward(LAST_CALL.replace("new values", "new weights"), inputs(5), MEMORISED)])
     if "changed its input `weights`" in result.message or "wrote into a tensor" in result.message:
         return CheckResult("failed", f"❌ {name}: right numbers, but your function changed the weights it was "
                            f"given (in place). Hint: inside a model they are the head's own weights; work on a copy "
@@ -235,8 +265,8 @@ def check_remove_attractors(fn: Callable, prediction) -> CheckResult:
            f"the attractors, in {after:.0%}. A removal also hands that weight to the other keys, the subject among "
            f"them: section 8 reads it beside a placebo and a matched removal before calling the weight a cause.")
     if abs(float(prediction) - after) <= 0.1:
-        return CheckResult("passed", f"✅ {name}: correct on 3 fixed test inputs, and you predicted {prediction:.2f}: "
-                           f"{why} Well reasoned!")
+        return CheckResult("passed", f"✅ {name}: correct on 3 fixed test inputs (the first again in float64), and "
+                           f"you predicted {prediction:.2f}: {why} Well reasoned!")
     # The function is the exercise; the prediction was made honestly, before looking: it is graded on its own.
-    return CheckResult("passed", f"✅ {name}: your function is correct on 3 fixed test inputs. 🔮 Your prediction was "
-                       f"off: you predicted {prediction:.2f}, and {why}")
+    return CheckResult("passed", f"✅ {name}: your function is correct on 3 fixed test inputs (the first again in "
+                       f"float64). 🔮 Your prediction was off: you predicted {prediction:.2f}, and {why}")

@@ -14,7 +14,7 @@ from collections.abc import Callable
 import torch
 
 from ..attention import calculate_attention
-from ._again import loud
+from ._again import Awkward, loud
 from ._allowed import PLAIN, PLAIN_SAID, PRODUCTS, SOFTMAX, Allowed
 from ._checker import CheckResult, check_function
 from ._hints import HINTS, recipe_mistakes
@@ -34,6 +34,12 @@ def _inputs(trial: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     key = torch.randn(N, S, E, generator=g)  # (N, S, E): each reader's own keys
     value = torch.randn(N, S, Ev, generator=g)  # (N, S, Ev): and values
     return query, key, value
+
+
+def _square_inputs() -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """As many readers as keys, N = S = 3: a reduction over the wrong dimension keeps the right shape."""
+    g = torch.Generator().manual_seed(299)
+    return torch.randn(3, 4, generator=g), torch.randn(3, 3, 4, generator=g), torch.randn(3, 3, 2, generator=g)
 
 
 def _one_row(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor):
@@ -118,7 +124,12 @@ def check_soft_lookup(soft_lookup: Callable[[torch.Tensor, torch.Tensor, torch.T
     return check_function(
         soft_lookup, _reference, _inputs, name="soft_lookup", mistakes=MISTAKES, shape_hint=_shape_hint,
         allowed=ALLOWED, float64=True, trials=len(_TRIALS), keep_inputs=True,
-        awkward=[loud(_inputs(0), 30.0, 0, 1, hint=HINTS["naive_exp"])],
+        awkward=[loud(_inputs(0), 30.0, 0, 1, hint=HINTS["naive_exp"]),
+                 Awkward("as many readers as keys (N = S = 3), where a sum or a max over the wrong dimension "
+                         "still has the right shape", _square_inputs(),
+                         "a max, a sum or a softmax ran over the readers (dim 0) instead of the keys, or lost its "
+                         "dimension (keepdim=False) and broadcast along the wrong one: with N = S it still fits. "
+                         "Reduce over the keys, dim=-1, with keepdim=True.")],
         inputs_said=f"{len(_TRIALS)} fixed queues of readers, with different numbers of readers, keys and features "
                     f"(one with a single reader, one with values of one feature)",
     )

@@ -68,6 +68,9 @@ WINDOW_MISTAKES = [
      "one key too few: a window of `window` keys is the query's own key and the window - 1 keys before it, "
      "i - window < j <= i (for window = 1, the query's own key alone)."),
     (lambda L, S, w: _band(L, S, 1 - w, -1), HINTS["mask_no_diagonal"]),
+    (lambda L, S, w: _band(L, S, -w, -1),
+     "the query's own key is missing (j < i), and the window reaches one key further back (j >= i - window): a window "
+     "of `window` keys is the query's own key and the window - 1 keys before it, i - window < j <= i."),
     (lambda L, S, w: _band(L, S, 0, w - 1),
      "that window looks ahead: it lets query i see keys i .. i + window - 1, the future. The window runs "
      "backwards from the query: i - window < j <= i (the lower side of the diagonal, as for the causal mask)."),
@@ -135,6 +138,7 @@ def check_window_mask(fn: Callable[[int, int, int], torch.Tensor]) -> CheckResul
     name = "window mask"
     result = check_function(fn, window_mask, _window_sizes, name=name, mistakes=WINDOW_MISTAKES,
                             trials=len(_WINDOW_SIZES), shape_hint=_window_shape_hint, allowed=WINDOW_ALLOWED,
+                            fresh_result=True,
                             awkward=[Awkward("a window as long as the sentence, (L, S, window) = (5, 5, 5)",
                                              (5, 5, 5), WINDOW_AT_LEAST_L),
                                      Awkward("a window longer than the keys, (L, S, window) = (4, 6, 9)", (4, 6, 9),
@@ -229,6 +233,18 @@ RENORMALISED = ("mask before the softmax. A softmax over every key, then the blo
                 "blocked scores with float('-inf') first: scores.masked_fill(~mask, float('-inf')).")
 
 
+#: The hint for a blocked key filled with a finite number (``-1e9``) that allowed scores can fall below.
+FINITE_FILL = ("your weights put something on blocked keys: a finite fill (-1e9, -1e4, or scores - 1e9 * ~mask) "
+               "blocks a key only while every allowed score stays well above it, and here the allowed scores are "
+               "around -1e10 (the blocked ones far above them). Fill the blocked scores with float('-inf'): "
+               "scores.masked_fill(~mask, float('-inf')), and give a row with no key at all zeros.")
+
+
+def _on_blocked_keys(got, expected, inputs) -> bool:
+    """Do the weights ``got`` put anything on a key the mask blocks?"""
+    return bool(((got.nan_to_num(1.0) != 0) & ~inputs[1]).any())
+
+
 def check_masked_softmax(fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]) -> CheckResult:
     """Check a learner's ``masked_softmax(scores, mask)``: block with ``-inf`` where ``mask`` is False, then softmax.
 
@@ -257,11 +273,14 @@ def check_masked_softmax(fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor
     name = "masked softmax"
     scores, mask = _scores_and_mask(1)
     underflow = torch.where(mask, scores, scores + 150.0)  # every blocked key far above the allowed ones
+    below = torch.where(mask, scores - 1e10, scores + 1e10)  # every allowed score below -1e9, the blocked far above
     result = check_function(fn, _reference, _scores_and_mask, name=name, mistakes=MASKED_SOFTMAX_MISTAKES,
                             allowed=ALLOWED, float64=True, backward=True, keep_inputs=True,
                             awkward=[Awkward("rows whose allowed weights underflow (their blocked keys score 150 "
                                              "higher)", (underflow, mask), RENORMALISED),
-                                     loud((scores, mask), 60.0, 0, hint=HINTS["naive_exp"])],
+                                     loud((scores, mask), 60.0, 0, hint=HINTS["naive_exp"]),
+                                     Awkward("allowed scores far below zero (around -1e10; the blocked ones around "
+                                             "+1e10)", (below, mask), FINITE_FILL, present=_on_blocked_keys)],
                             shape_hint="the weights have the scores' shape (N, L, S): mask the scores, do not "
                                        "index them.")
     if not result.passed:

@@ -15,7 +15,7 @@ from collections.abc import Callable
 import torch
 
 from ..memory_efficient.forward import online_softmax_update
-from ._again import loud
+from ._again import Awkward, loud
 from ._allowed import PLAIN, PLAIN_SAID, PRODUCTS, SOFTMAX, Allowed
 from ._checker import CheckResult, also_checked, check_function
 from ._where import how_it_differs
@@ -52,6 +52,12 @@ def _inputs(seed: int):
     if seed == 1:
         scores[:, 0] = -_INF  # the first query's keys are masked in both blocks
     return (*state, scores, torch.randn(n, B, Ev, generator=g))
+
+
+def _one_query(args: tuple) -> tuple:
+    """``args`` with their first query alone: ``L = 1``, one new token's state, as in decoding."""
+    *state, scores, value = args
+    return (*(t[:, :1] for t in state), scores[:, :1], value)
 
 
 def _update(running_max, running_sum, running_output, scores, value, *, correct=True, guard=True,
@@ -149,7 +155,9 @@ def check_online_softmax_update(fn: Callable) -> CheckResult:
     """
     result = check_function(fn, online_softmax_update, _inputs, name="online_softmax_update", mistakes=_MISTAKES,
                             allowed=ALLOWED, trials=TRIALS, float64=True, backward=True,
-                            keep_inputs=True, awkward=[loud(_inputs(0), 60.0, 3, hint=LOUD_BLOCK)])
+                            keep_inputs=True, awkward=[loud(_inputs(0), 60.0, 3, hint=LOUD_BLOCK),
+                                                       Awkward("one query per row block (L = 1, as in decoding)",
+                                                               _one_query(_inputs(2)))])
     if result.passed:
         return CheckResult("passed", f"✅ online_softmax_update: correct on three fixed states and blocks (in one, a "
                                      f"query whose keys have all been masked) and on a first block from the initial "

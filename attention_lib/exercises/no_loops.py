@@ -105,6 +105,9 @@ MISTAKES = [
     (lambda q, k: _weights(_unit(q) @ _unit(k).transpose(-2, -1), dim=-2), HINTS["softmax_dim_-2"]),
     (lambda q, k: _weights(_unit(q) @ _unit(k).transpose(-2, -1), dim=0), HINTS["softmax_dim_0"]),
     (lambda q, k: _weights(_unit(q) @ _unit(k)), HINTS["no_transpose"]),
+    (lambda q, k: _weights(q @ k.transpose(-2, -1) / ((q ** 2).sum(-1, keepdim=True) * (k ** 2).sum(-1)[..., None, :])),
+     "you divided by the squared lengths (the sums of squares): a length is the square root of that, "
+     "x.norm(dim=-1, keepdim=True), so the cosine is (q_i · k_j) / (|q_i| |k_j|)."),
 ]
 
 _WRITE_IT = ("write it with PyTorch's own operations: your function called {call}, which computes the weights (or "

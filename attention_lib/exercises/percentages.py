@@ -112,7 +112,15 @@ ALLOWED = Allowed(PLAIN | {"clamp", "clip"}, said="amax, exp, sum and log, with 
 
 def _clamped(args: tuple, run) -> str | None:
     """The clamp hint, only when the learner's clamp changed a number (a clamp that cut nothing is not the slip)."""
-    return HINTS["clamp"] if run.clamped else None
+    if not run.clamped:
+        return None
+    floors = [named.get("min", plain[0] if plain else None) for op in ("clamp", "clip", "clamp_min")
+              for plain, named in run.arguments.get(op, [])]
+    if any(isinstance(f, float) and 0 < f <= 1e-3 for f in floors):  # a tiny floor: the weights were clamped
+        return ("clamping the weights changes them (every weight below the floor becomes the floor, so its log is "
+                "the floor's, not the weight's): never take the log of a weight. Compute the log-weights from the "
+                "scores, s - max - log(sum(exp(s - max))), each row's max subtracted first.")
+    return HINTS["clamp"]
 
 
 def check_log_softmax(fn: Callable[[torch.Tensor], torch.Tensor]) -> CheckResult:

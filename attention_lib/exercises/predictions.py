@@ -61,7 +61,10 @@ def check_prediction(prediction, measured, *, question: str, why: str, rel_tol: 
     shown = f"you predicted {said}, the measurement says {says}."
     if close:
         return CheckResult("passed", f"✅ {question}: {shown} Well reasoned! Why: {why}")
-    return CheckResult("failed", f"❌ {question}: {shown} Why: {why}")
+    percent = 0 < abs(value) <= 1 and abs(float(prediction) / 100 - value) <= abs_tol + rel_tol * abs(value)
+    hint = (f" Hint: {said} reads as a percentage; a weight is a share of 1, so {said}% is written "
+            f"{float(prediction) / 100:.4g}.") if percent else ""
+    return CheckResult("failed", f"❌ {question}: {shown}{hint} Why: {why}")
 
 
 #: The words a gallery's predictions are made in, and the shares each stands for: ``word: (low, high)``.

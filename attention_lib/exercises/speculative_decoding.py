@@ -18,9 +18,9 @@ from .predictions import AMOUNTS, grade_amounts
 _SIZES = ((3, 5), (1, 4), (4, 12))
 
 
-def _pq_inputs(seed: int) -> tuple[torch.Tensor, torch.Tensor]:
+def _pq_inputs(seed: int, sizes: tuple[int, int] | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     g = torch.Generator().manual_seed(1800 + seed)
-    rows, vocab = _SIZES[seed % len(_SIZES)]
+    rows, vocab = sizes or _SIZES[seed % len(_SIZES)]
     def distribution():  # uneven, as a model's probabilities are; 1,024 draws counted, so that each row sums to
         # exactly 1 in float32 and float64 alike (an answer may rely on it, as 1 - sum(min(p, q)) does)
         weights = torch.rand(rows, vocab, generator=g) ** 3
@@ -56,6 +56,18 @@ MISTAKES: list[tuple[Callable, str]] = [
     (lambda p, q: (p - q).clamp(min=0) / (p - q).clamp(min=0).sum(),
      "the division used the sum of the whole tensor: each row is one position's distribution, so divide by its "
      "own sum, .sum(dim=-1, keepdim=True)."),
+    (lambda p, q: (p - q).abs() / (p - q).abs().sum(-1, keepdim=True),
+     "|p - q| also counts the tokens the draft over-proposed (q above p): after a rejection the target needs only "
+     "those the draft under-proposed, max(0, p - q), divided by its sum."),
+    (lambda p, q: p.clone(),
+     "that is p itself: a rejected token was drawn from q, and p alone would count the tokens q already covered "
+     "twice. Draw from what q missed, max(0, p - q), divided by its sum: accepted and corrected draws then give p."),
+    (lambda p, q: (p / q).clamp(max=1) / (p / q).clamp(max=1).sum(-1, keepdim=True),
+     "min(1, p / q) is the chance to accept a drafted token, not the distribution to draw from after a rejection: "
+     "that is max(0, p - q), divided by its sum."),
+    (lambda p, q: (p - q).clamp(min=0) / (p - q).clamp(min=0).sum(0, keepdim=True),
+     "the division used each column's sum (.sum(0), or dim=-2): one token's shortfall over every row. Each row is "
+     "one position's distribution, so divide by its own sum, over the vocabulary: .sum(dim=-1, keepdim=True)."),
 ]
 
 
@@ -84,7 +96,12 @@ def check_residual(fn: Callable) -> CheckResult:
     # rely on each row summing to 1, as 1 - sum(min(p, q)) does): so the later calls are the exercise's own.
     again = [Awkward("the second call (the first input's shape, new distributions)", _pq_inputs(3)),
              Awkward("a transposed view", tuple(t.mT.contiguous().mT for t in _pq_inputs(5))),
-             Awkward("the third call (the first input's shape, new distributions)", _pq_inputs(6))]
+             Awkward("the third call (the first input's shape, new distributions)", _pq_inputs(6)),
+             Awkward("as many rows as tokens (rows = vocab = 5), where a sum over the wrong dimension still has the "
+                     "right shape", _pq_inputs(0, sizes=(5, 5)),
+                     "the sum ran over the rows, or lost its dimension (keepdim=False) and broadcast along the wrong "
+                     "one: with as many rows as tokens it still fits. Divide each row by its own sum, "
+                     ".sum(dim=-1, keepdim=True).")]
     return check_function(fn, _reference, _pq_inputs, name="the residual distribution", mistakes=MISTAKES,
                           atol=1e-6, rtol=1e-5, float64=True, keep_inputs=True, allowed=ALLOWED, awkward=again,
                           again=False,

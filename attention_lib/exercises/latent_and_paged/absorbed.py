@@ -8,6 +8,7 @@ from collections.abc import Callable
 
 import torch
 
+from ...attention import matchmaker, scaler
 from .._allowed import PLAIN, PRODUCTS, Allowed
 from .._checker import CheckResult, check_function
 from .._running import run_learner
@@ -64,9 +65,15 @@ MISTAKES: list[tuple[Callable, str]] = [
     (_scaled(lambda r, Dn, Dr: 1 / math.sqrt(Dn)),
      f"you scaled by 1 / sqrt(Dn), leaving out the rotary features: keep {_RIGHT_SCALE}."),
     (_scaled(lambda r, Dn, Dr: 1.0), f"the scores are not scaled: divide by sqrt(Dn + Dr), {_RIGHT_SCALE}."),
+    (lambda q_nope, q_rope, latent, k_rope, w_uk: _reference(q_nope, q_rope, latent, k_rope, w_uk.reshape(
+        w_uk.shape[0], w_uk.shape[2], w_uk.shape[1]).transpose(-2, -1)),
+     "w_uk was reshaped, (H, Dn, r) -> (H, r, Dn), and then used as if transposed: reshape keeps the numbers in "
+     "memory order and only cuts them otherwise, so it mixes W_uk's entries. Use w_uk as it is, q_nope @ w_uk "
+     "(N, H, L, r), or swap its dimensions with .transpose(-2, -1)."),
 ]
 
-ALLOWED = Allowed(PLAIN | PRODUCTS, said="products, reshapes and arithmetic",
+ALLOWED = Allowed(PLAIN | PRODUCTS, said="products, reshapes and arithmetic (al.matchmaker and al.scaler too)",
+                  functions=frozenset({matchmaker, scaler}),
                   library_hint="this exercise asks you to fold W_uk into the query yourself; your function called "
                                "{call}, which computes attention for you: use products and arithmetic.")
 
@@ -92,11 +99,58 @@ def _explain(got, expected, args) -> str:
         return (f"on {_shapes(trial)}, your function returned the scores of an earlier input of the same shapes: "
                 f"compute them from the arguments of each call, not from a result kept from before.")
     where = first_difference(got, expected, ("n", "h", "l", "s"), 1e-5, 1e-4)
+    said = _parts_said(got, args)
+    if said is not None:
+        return f"not quite (on {_shapes(trial)}). Hint: {said}."
+    said = _one_slice_right(got, expected)
+    if said is not None:
+        return f"not quite (on {_shapes(trial)}, {where}). Hint: {said}"
     ratio = (got / expected).flatten()
     if torch.allclose(ratio, ratio[0].expand_as(ratio), rtol=1e-3):
         return (f"every score is {ratio[0].item():.3f} times the right one on {_shapes(trial)}: check the scale, "
                 f"{_RIGHT_SCALE}.")
     return f"the shape is right but the values differ on {_shapes(trial)}, {where}."
+
+
+def _parts_said(got: torch.Tensor, args: tuple) -> str | None:
+    """When ``got`` is ``a`` times the folded part plus ``b`` times the rotary part, which scale each part got
+    (named when it is a size's root: 1 / sqrt(Dn), 1 / sqrt(r), ...), else ``None``."""
+    q_nope, q_rope, latent, k_rope, w_uk = (a.detach().double() for a in args)
+    parts = torch.stack([((q_nope @ w_uk) @ latent.transpose(-2, -1)).flatten(),
+                         (q_rope @ k_rope.transpose(-2, -1)).flatten()], dim=1)
+    mine = got.detach().double().flatten()
+    if not bool(mine.isfinite().all()):
+        return None
+    a, b = torch.linalg.lstsq(parts, mine[:, None]).solution.flatten().tolist()
+    if not torch.allclose(parts @ torch.tensor([a, b], dtype=torch.float64), mine, atol=1e-4, rtol=1e-3):
+        return None
+    r, Dn, Dr = w_uk.shape[-1], q_nope.shape[-1], q_rope.shape[-1]
+    named = {1.0: "1 (no scale)", 0.0: "0 (left out)",
+             1 / (Dn + Dr): f"1 / (Dn + Dr) = 1 / {Dn + Dr}, without the root",
+             math.sqrt(Dn + Dr): "sqrt(Dn + Dr), multiplied rather than divided"}
+    for words, size in (("Dn + Dr", Dn + Dr), ("Dn", Dn), ("Dr", Dr), ("r", r), ("r + Dr", r + Dr)):
+        named.setdefault(1 / math.sqrt(size), f"1 / sqrt({words}) = 1 / sqrt({size})")
+
+    def said(x: float) -> str:
+        return next((words for value, words in named.items() if abs(x - value) <= 1e-3 * max(abs(value), 1e-3)),
+                    f"{x:.4g}")
+    return (f"your scores are the folded part (q_nope @ w_uk against the latents) times {said(a)}, plus the rotary "
+            f"part (q_rope against k_rope) times {said(b)}. Both parts take the one scale of the expanded form, "
+            f"1 / sqrt(Dn + Dr) = 1 / sqrt({Dn + Dr}): the absorbed score is the expanded score, computed in another "
+            f"order")
+
+
+def _one_slice_right(got: torch.Tensor, expected: torch.Tensor) -> str | None:
+    """The hint when only the first head, or only the first sequence, is right."""
+    right = torch.isclose(got.detach().to(expected.dtype), expected, atol=1e-5, rtol=1e-4).flatten(2).all(-1)  # (N, H)
+    if right.shape[1] > 1 and bool(right[:, 0].all()) and not bool(right[:, 1:].any()):
+        return ("only head 0 is right: each head folds its query through its own W_uk, w_uk[h]; q_nope @ w_uk, "
+                "(N, H, L, Dn) @ (H, Dn, r), pairs every head with its own.")
+    if right.shape[0] > 1 and bool(right[0].all()) and not bool(right[1:].any()):
+        return ("only the first sequence is right: latent and k_rope are (N, 1, S, ...), one per sequence, shared "
+                "by the heads (their dimension 1, of size 1, broadcasts): use them whole, without picking one "
+                "sequence.")
+    return None
 
 
 def _rebuilt_keys(fn: Callable, args: tuple) -> bool:

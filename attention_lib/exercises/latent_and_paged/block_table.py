@@ -219,6 +219,14 @@ def check_read_through_table(fn: Callable) -> CheckResult:
                             trials=len(TRIALS), atol=0.0, rtol=0.0, allowed=ALLOWED, explain=_explain,
                             keep_inputs=True, inputs_said=f"{len(TRIALS)} inputs (part-full and full blocks, a "
                                                           f"transposed view, float64 and bfloat16)")
+    if result.status == "error" and "IndexError" in result.message and "out of bounds" in result.message:
+        generic = "print the shape of each tensor, line by line (x.shape), and compare them with the shapes the " \
+                  "exercise asks for."
+        said = ("an index ran past the table or a block: position p lives in block table[p // B], slot p % B, where "
+                "B = store.shape[1] is the number of slots per block (read from the store: it is 2 or 4 here, not a "
+                "number written in, and not another of the store's sizes).")
+        message = result.message.replace(generic, said) if generic in result.message else f"{result.message}\n{said}"
+        return CheckResult("error", message)
     if result.passed and not kept_after_next_call(fn, _reference, _table_inputs, 0, 1):
         return CheckResult("failed", f"❌ {name}: right on each input, but the keys returned for {TRIALS[0][1]} "
                                      f"changed when your function ran again on new values: return a new tensor (or "

@@ -37,17 +37,33 @@ SLIPS = {
                             "that arrive), so the loop runs P times and passes P - 1 times.",
     "the own chunk skipped": "your loop never folds the rank's own chunk: at hop 0 a rank holds its own keys and "
                              "values; fold them before the first pass_on.",
-    "local positions": "the causal mask must compare global positions, positions[rank] for the queries and "
-                       "positions[source] for the chunk held; yours compares 0 .. C-1 inside each chunk (the lower "
-                       "triangle on every hop), right only on the rank's own chunk.",
+    "local positions": "the causal mask must compare the queries' global positions, positions[rank], with those of the "
+                       "chunk held, positions[source]; yours compares every chunk as if it were the rank's own (0 .. "
+                       "C-1 on both sides, or positions[rank] for the keys too): the lower triangle on every hop, "
+                       "right only on the rank's own chunk.",
+    "strict mask": "a query sees its own position too: the mask allows key position j for query position i when "
+                   "j <= i (positions[source][None, :] <= positions[rank][:, None]); yours uses j < i, so every query "
+                   "loses its own key (and the first position sees nothing at all).",
     "no mask": "with is_causal=True a query at global position i may attend to positions 0 .. i only: mask each "
                "block from the global positions, and skip a chunk whose every key is in the future.",
     "no scale": "the scores are scaled by 1 / sqrt(E), E = query.shape[-1], as SDPA does.",
+    "scaled by Ev": "the scale is 1 / sqrt(E), the size of the queries and keys (query.shape[-1]), which the score "
+                    "sums over; yours took the values' size, value.shape[-1] (12 here, where E is 16).",
     "no division": "the output is the running blend divided by the running sum, once, after the last hop.",
 }
 STOPPED = ("the ranks did not pass alike: {counts}. A pass is collective: both neighbours take part, so every rank "
            "calls pass_on the same number of times, in the same order, or its neighbour waits for ever (the "
            "checker stopped them). Skip the fold of a chunk in the future, never its pass.")
+EXTRA_PASS = ("right numbers, but rank {rank} called pass_on {hops} times on a ring of {world} ({said}): the last pass "
+              "sends a chunk that no rank folds, the whole chunk's bytes for nothing. A ring of P ranks folds P "
+              "chunks and passes P - 1 times: pass after every fold but the last.")
+NO_SKIP = ("right numbers, but with is_causal=True rank {rank} folded {folds} chunks where {due} have a key its "
+           "queries may see (the trial '{trial}'): a chunk whose every key is in the future adds nothing but its "
+           "cost, and the exercise asks to skip its fold (if not allowed.any(): fold nothing; pass it on all the "
+           "same).")
+IN_FLOAT32 = ("right to float32's precision, not to float64's: the trials run in float64, so the running state must "
+              "too. Start it in the inputs' dtype (query.new_full(...), query.new_zeros(...)), and leave out .float() "
+              "and dtype=torch.float32.")
 GATHERED = ("right numbers, but not a ring: at its peak rank {rank} held {held:.1f} KiB during your function, where "
             "the package's ring holds {ring:.1f} KiB, {extra:.1f} more key/value chunks (one is {chunk:.1f} KiB). "
             "That is what collecting every chunk before computing does (an all-gather): no correctness check can "
@@ -56,7 +72,7 @@ GATHERED = ("right numbers, but not a ring: at its peak rank {rank} held {held:.
 
 def _said(trial, world: int) -> str:
     return (f"the trial '{trial.name}' (n = {trials.C * world} positions, world {world}, each rank's query "
-            f"{(1, trials.HEADS, trials.C, trials.E)})")
+            f"{(trials.BATCH, trials.HEADS, trials.C, trials.E)})")
 
 
 def _alone(fn) -> CheckResult | None:
@@ -77,7 +93,8 @@ def _alone(fn) -> CheckResult | None:
         if differs is not None:
             slip = next((s for s in SLIPS if difference(simulate(q, k, v, args[3], 0, trial.is_causal, s),
                                                         run.result, 1e-9, 1e-7) is None), None)
-            hint = SLIPS[slip] if slip else "a ring of one folds its own chunk once: that is attention as in SDPA."
+            hint = SLIPS[slip] if slip else IN_FLOAT32 if difference(run.result, expected, 1e-5, 1e-4) is None else (
+                "a ring of one folds its own chunk once: that is attention as in SDPA.")
             if slip in ("the last hop skipped", "the own chunk skipped"):
                 hint = ("alone, a rank holds one chunk, its own, and must fold it once: your loop folded none (0 / 0 "
                         "is nan). The loop runs world times: fold the chunk held, then pass it on (world - 1 passes).")
@@ -135,6 +152,9 @@ def _verdict(per_rank: list[dict]) -> CheckResult:
         if wrong:
             wrong = _kept_between_calls(index, per_rank) or wrong
             return CheckResult("failed", f"❌ {NAME}: {wrong}")
+    said = _wasted(per_rank)
+    if said is not None:
+        return CheckResult("failed", f"❌ {NAME}: {said}")
     for rank, p in enumerate(per_rank):
         changed = next((r for r in p["reports"] if r["changed"]), None)
         if changed is not None:
@@ -149,6 +169,21 @@ def _verdict(per_rank: list[dict]) -> CheckResult:
     return CheckResult("passed", f"✅ {NAME}: right on every rank of a ring of {world} processes, on {len(TRIALS)} "
                        f"trials ({'; '.join(t.name for t in TRIALS)}), inputs left as they were, and no rank held "
                        f"more key/value chunks than the package's ring. Well done!")
+
+
+def _wasted(per_rank: list[dict]) -> str | None:
+    """A pass too many, or a fold of a chunk wholly in the future, of an answer with right numbers (``None`` if
+    neither). Folds are counted only when the learner folds with ``online_softmax_update``."""
+    world = len(per_rank)
+    for index, trial in enumerate(TRIALS):
+        for rank, p in enumerate(per_rank):
+            report = p["reports"][index]
+            if report["hops"] > world - 1:
+                return EXTRA_PASS.format(rank=rank, hops=report["hops"], world=world, said=_said(trial, world))
+            due = trials.folds_due(trial, world, rank)
+            if report.get("folds", 0) > due:
+                return NO_SKIP.format(rank=rank, folds=report["folds"], due=due, trial=trial.name)
+    return None
 
 
 def _kept_between_calls(index: int, per_rank: list[dict]) -> str | None:
@@ -201,6 +236,9 @@ def _wrong_ranks(trial, reports: list[dict], world: int) -> str | None:
         if all(difference(simulate(q, k, v, positions, r, trial.is_causal, slip), results[r], atol, rtol) is None
                for r in range(world)):
             return f"{where} Hint: {hint}"
+    if trial.dtype == torch.float64 and all(
+            difference(results[r], expected[..., positions[r], :], 1e-5, 1e-4) is None for r in range(world)):
+        return f"{where} Hint: {IN_FLOAT32}"
     return f"{where} Hint: {_trial_hint(trial)}"
 
 
@@ -213,8 +251,8 @@ def _trial_hint(trial) -> str:
         return ("on loud scores exp overflows unless the running max is subtracted before it: fold with "
                 "online_softmax_update, which does.")
     if trial.transposed:
-        return ("the inputs are transposed views here (not contiguous in memory): use .reshape, not .view, and "
-                "index along the last two dimensions only.")
+        return ("the inputs are views here whose dimensions are all out of memory order (not contiguous): use "
+                ".reshape, not .view, and index along the last two dimensions only.")
     if trial.layout == "zigzag":
         return ("the positions here are the zigzag layout's (two chunks per rank): take a chunk's positions from "
                 "positions[source] rather than computing them from rank * C.")

@@ -1,16 +1,19 @@
 """The trials of lesson 16's hop-loop checker, the slips it names, and the worker each rank runs.
 
-Every trial has the same shape per rank, ``(1, 2, 4, 16)`` (fresh values each time), on a ring of ``world``
-processes; one has values of another size, one a transposed view as input, one loud float32 scores, and the
-last repeats the first after the others. :func:`hop_loop_worker` runs the learner's function on every trial in
-one call (so a result that shares memory with a later one is caught when the results travel home), under the
-course's watch, with the checker's guarded ``pass_on``, and measures on the first trial the peak bytes of the
-learner's call and of the package's :func:`~attention_lib.ring_attention.ring_forward`.
+Every trial has the same shape per rank, ``(2, 2, 4, 16)`` (fresh values each time), on a ring of ``world``
+processes; one has values of another size, one a view as input whose dimensions are all out of memory order (no
+``.view`` can merge two of them), one loud float32 scores, and the last repeats the first after the others.
+:func:`hop_loop_worker` runs the learner's function on every trial in one call (so a result that shares memory with
+a later one is caught when the results travel home), under the course's watch, with the checker's guarded
+``pass_on``; it measures on the first trial the peak bytes of the learner's call and of the package's
+:func:`~attention_lib.ring_attention.ring_forward`, and counts the learner's passes and folds (calls of
+``online_softmax_update``), which right numbers cannot show.
 """
 
 from __future__ import annotations
 
 import math
+import sys
 from dataclasses import dataclass
 
 import torch
@@ -27,7 +30,7 @@ from .shipping import unship
 
 NAME = "ring_forward"
 PARAMS = ("query", "key", "value", "positions", "rank", "is_causal", "pass_on")
-HEADS, C, E = 2, 4, 16  #: every trial's heads, positions per rank and query size
+BATCH, HEADS, C, E = 2, 2, 4, 16  #: every trial's batch, heads, positions per rank and query size
 
 #: The causal skip asks a Python question of a tensor (``if not allowed.any()``), so that much leaves PyTorch.
 ALLOWED = Allowed(PLAIN | PRODUCTS | SOFTMAX | {"py_bool", "item"},
@@ -45,7 +48,7 @@ class Trial:
     layout: str = "contiguous"
     dtype: torch.dtype = torch.float64
     loud: float = 1.0  # multiplies the queries: large enough in float32 to overflow exp without the max
-    transposed: bool = False  # the inputs are transposed views (not contiguous)
+    transposed: bool = False  # the inputs are views with every dimension out of memory order
     value_size: int = E
     seed: int = 0
 
@@ -58,13 +61,13 @@ TRIALS = (Trial("plain (no mask)", False, seed=160), Trial("causal", True, seed=
 
 
 def whole_sequence(trial: Trial, world: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """The trial's whole ``query, key, value (1, 2, 4·world, E or Ev)``, seeded."""
+    """The trial's whole ``query, key, value (2, 2, 4·world, E or Ev)``, seeded."""
     g, n = torch.Generator().manual_seed(trial.seed), C * world
     sizes = (E, E, trial.value_size)
-    if trial.transposed:  # stored (1, H, E, n), seen (1, H, n, E): a view whose rows are not contiguous
-        q, k, v = (torch.randn(1, HEADS, s, n, generator=g, dtype=trial.dtype).transpose(-2, -1) for s in sizes)
+    if trial.transposed:  # stored (E, n, H, N), seen (N, H, n, E): no two neighbouring dimensions can be merged
+        q, k, v = (torch.randn(s, n, HEADS, BATCH, generator=g, dtype=trial.dtype).permute(3, 2, 1, 0) for s in sizes)
     else:
-        q, k, v = (torch.randn(1, HEADS, n, s, generator=g, dtype=trial.dtype) for s in sizes)
+        q, k, v = (torch.randn(BATCH, HEADS, n, s, generator=g, dtype=trial.dtype) for s in sizes)
     return q * trial.loud, k, v
 
 
@@ -81,7 +84,7 @@ def rank_chunk(x: torch.Tensor, trial: Trial, positions: torch.Tensor) -> torch.
 
 def simulate(q, k, v, positions, rank, is_causal, slip=None) -> torch.Tensor:
     """Rank ``rank``'s output of a ring with ``slip`` (a key of ``SLIPS`` in ``hop_loop``), in one process."""
-    world, scale = len(positions), 1 / math.sqrt(q.shape[-1])
+    world, scale = len(positions), 1 / math.sqrt(v.shape[-1] if slip == "scaled by Ev" else q.shape[-1])
     mine = q[..., positions[rank], :]
     state = (mine.new_full((*mine.shape[:-1], 1), -math.inf), mine.new_zeros(*mine.shape[:-1], 1),
              mine.new_zeros(*mine.shape[:-1], v.shape[-1]))
@@ -94,13 +97,42 @@ def simulate(q, k, v, positions, rank, is_causal, slip=None) -> torch.Tensor:
             local = slip == "local positions"
             here, there = (torch.arange(len(p)) for p in (positions[rank], positions[said])) if local else (
                 positions[rank], positions[said])
-            allowed = there[None, :] <= here[:, None]  # (C, C): who may attend to whom
+            allowed = (there[None, :] < here[:, None]) if slip == "strict mask" else (
+                there[None, :] <= here[:, None])  # (C, C): who may attend to whom
             if not allowed.any():
                 continue
             scores = scores.masked_fill(~allowed, -math.inf)
         fold = fold_without_rescale if slip == "no rescale" else online_softmax_update
         state = fold(*state, scores, v[..., positions[held], :])
     return state[2] if slip == "no division" else state[2] / state[1]
+
+
+def folds_due(trial: Trial, world: int, rank: int) -> int:
+    """How many chunks rank ``rank`` folds: every chunk, but one whose every key is in its queries' future."""
+    positions = positions_of(trial, world)
+    return sum(not trial.is_causal or bool((positions[(rank - hop) % world][None, :] <= positions[rank][:, None]).any())
+               for hop in range(world))
+
+
+class _Counting:
+    """Counts the calls of ``fn`` while it is entered (a profile hook: the learner's code stays as it is)."""
+
+    def __init__(self, fn):
+        self.code, self.calls = fn.__code__, 0
+
+    def _hook(self, frame, event, arg):
+        if event == "call" and frame.f_code is self.code:
+            self.calls += 1
+        if self.before is not None:
+            self.before(frame, event, arg)
+
+    def __enter__(self):
+        self.before = sys.getprofile()
+        sys.setprofile(self._hook)
+        return self
+
+    def __exit__(self, *exc):
+        sys.setprofile(self.before)
 
 
 def _kept(x: torch.Tensor) -> torch.Tensor:
@@ -127,11 +159,13 @@ def hop_loop_worker(rank: int, world: int, shipped: tuple) -> dict:
         runs = []
 
         def once(*a, runs=runs):
-            runs.append(run_learner(fn, a, ALLOWED, copy=False))
+            with _Counting(online_softmax_update) as folds:
+                runs.append(run_learner(fn, a, ALLOWED, copy=False))
+            runs.append(folds.calls)
 
         peak = peak_memory(once, *args) if index == 0 else once(*args)
         finish()
-        run, report = runs[0], {"hops": args[-1].hops}
+        run, report = runs[0], {"hops": args[-1].hops, "folds": runs[1]}
         report["changed"] = [name for name, a, b in zip(PARAMS, (q, k, v), args, strict=False) if not _same(a, b)]
         report["in_place"] = list(dict.fromkeys(run.in_place))
         if index == 0:

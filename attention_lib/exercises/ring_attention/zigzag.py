@@ -77,6 +77,9 @@ MISTAKES = [
      "that is the zigzag mirrored: chunks world - 1 - r and world + r meet in the middle (rank 0 takes the two "
      "middle chunks, rank world - 1 the first and the last). The exercise's rank r holds chunk r from the start and "
      "chunk 2 * world - 1 - r from the end: rank 0 holds the first and the last chunk."),
+    (lambda n, world, rank: _chunks(n, world, [rank, (2 * world - rank) % (2 * world)]),
+     "chunks[-r] is chunk 2 * world - r, one too far: the last chunk is chunks[-1], so rank r's second chunk is "
+     "chunks[-1 - r], chunk 2 * world - 1 - r (and at rank 0, chunks[-0] is chunks[0], the first chunk again)."),
     (lambda n, world, rank: _chunks(n, world, [2 * world - 1 - rank, rank]),
      "the right positions in the wrong order: list chunk r first, then chunk 2 * world - 1 - r, so that the "
      "positions increase (the ring's masks pair each query with its position in this order)."),
@@ -103,6 +106,25 @@ def _shape_hint(args, shape) -> str:
                 f"which is 0, so x[-{c}:-0] is x[-{c}:0], empty. Write its end as n - r * c (or count chunks from "
                 f"the start: chunk 2 * world - 1 - r begins at (2 * world - 1 - r) * c).")
     return f"{said}; rank r holds n // world positions: two chunks of n // (2 * world)."
+
+
+def _one_world(fn) -> str:
+    """A hint when the answer is right for every trial of one ring size and wrong for another: a size written in."""
+    right: dict[int, list[bool]] = {}
+    for trial in range(TRIALS):
+        n, world, rank = args = _inputs(trial)
+        try:
+            got = fn(*args)
+            right.setdefault(world, []).append(bool(torch.equal(got.long(), _zigzag(*args))))
+        except Exception:  # noqa: BLE001 - the checker already said what raised
+            return ""
+    good = sorted(w for w, oks in right.items() if all(oks))
+    bad = sorted(w for w, oks in right.items() if not all(oks))
+    if good and bad:
+        return (f" Hint: your function is right for every ring of {' and '.join(map(str, good))} ranks and wrong for "
+                f"{' and '.join(map(str, bad))}: is a number written for one ring size (such as 7 - r, or 8 chunks, "
+                f"for 4 ranks)? Take every size from n and world: chunk 2 * world - 1 - r.")
+    return ""
 
 
 def _first_wrong(fn) -> str:
@@ -140,7 +162,7 @@ def check_zigzag_positions(fn: Callable) -> CheckResult:
     result = check_function(fn, _zigzag, _inputs, name="zigzag_positions", mistakes=MISTAKES, allowed=ALLOWED,
                             trials=TRIALS, atol=0, rtol=0, shape_hint=_shape_hint)
     if result.status == "failed" and "expected shape" not in result.message and "not allowed" not in result.message:
-        return CheckResult("failed", result.message + _first_wrong(fn))
+        return CheckResult("failed", result.message + _first_wrong(fn) + _one_world(fn))
     if not result.passed:
         return result
     dtype = fn(*_inputs(0)).dtype

@@ -101,6 +101,8 @@ def _outside_hint(case: Case, which: str) -> str:
         return HINTS["value dim"]
     if case.is_causal and case.L > case.S:
         return HINTS["full_end past S"]
+    if case.slip == "heads":  # the earlier cases, one head each, passed: a head's offset runs outside
+        return HINTS["heads"]
     if which in ("key", "value") and case.S % case.blocks[1]:
         return HINTS["read past the end"]
     return HINTS["read outside"].format(which=f"the end of {which}")

@@ -135,7 +135,11 @@ def check_sinusoidal_encoding(fn) -> CheckResult:
                             awkward=[Awkward("a long text, (length, dim) = (300, 6)", (300, 6),
                                              "right on short texts, but not on a long one: does your function build a "
                                              "table for a fixed maximum length and slice it? Build it for the length "
-                                             "asked, from torch.arange(length).")],
+                                             "asked, from torch.arange(length)."),
+                                     Awkward("a wide table, (length, dim) = (12, 64)", (12, 64),
+                                             "right on narrow tables, but not on a wide one: does your function stop "
+                                             "at a fixed number of features or frequencies? Build every pair of "
+                                             "columns from torch.arange(0, dim, 2).")],
                             shape_hint="one row per position and one column per feature: (length, dim). If you "
                                        "got (dim, length), build the angles as positions[:, None] / frequencies"
                                        "[None, :].")
