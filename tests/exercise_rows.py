@@ -671,6 +671,8 @@ def kernel_rows() -> list[Exercise]:
             # the blind tester's kernels: each names its own slip (or the places it may hide), none another's
             (kernel_with(("tl.exp2(running_max - new_max)", "tl.exp2(new_max - running_max)")),
              "the correction, old minus new, tl.exp2(running_max - new_max)"),
+            (kernel_with(("new_max = tl.maximum(running_max, tl.max(scores, axis=1))",
+                          "new_max = tl.max(scores, axis=1)")), "the larger of the running one and this tile's"),
             (kernel_with(("for start in range(0, full_end, BLOCK_S):", "for start in range(0, full_end - BLOCK_S, "
                           "BLOCK_S):")), "the loop, range(0, S, BLOCK_S), which visits every tile"),
             (kernel_with(("tl.store(Lse + bh * L + rows", "tl.store(Lse + rows")), "lands in the same place"),

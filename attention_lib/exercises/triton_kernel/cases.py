@@ -39,6 +39,7 @@ class Case:
     blocks: tuple[int, int]
     slip: str
     packed: bool = False  # query, key and value are views of packed buffers: rows 2E + Ev, E + Ev + 8, Ev + 8 apart
+    falling: bool = False  # the first tile's keys are 60 times larger: the maximum falls after it, by far
 
     @property
     def B(self) -> int:  # noqa: N802 - the kernel's B = N * H
@@ -56,6 +57,8 @@ CASES = (
     Case("BLOCK_L = 32, BLOCK_S = 16", (2, 2), 40, 37, 16, 16, False, (32, 16), "blocks"),
     Case("packed rows: q's 48, k's 40 and v's 24 numbers apart", (1, 2), 40, 40, 16, 16, False, (16, 16),
          "row strides", packed=True),
+    Case("falling scores: the first tile's far above the rest", (1, 1), 16, 48, 16, 16, False, (16, 16),
+         "running max", falling=True),
 )
 
 #: The causal cases :func:`~.checkers.check_causal_kernel` adds after :data:`CASES`.
@@ -78,13 +81,16 @@ def case_inputs(case: Case, device="cpu") -> tuple[torch.Tensor, torch.Tensor, t
     ``NaN`` queries; causal with ``S > L``, the keys no query may see
     hold them too. Packed, they are column slices of packed buffers whose rows are 2E + Ev, E + Ev + 8 and Ev + 8
     numbers apart (a fused QKV projection's layout, each with its own row stride). The
-    keys of tile ``j`` (of 16) are scaled by ``j + 1``, so that the maximum grows from tile to tile. The whole
+    keys of tile ``j`` (of 16) are scaled by ``j + 1``, so that the maximum grows from tile to tile (with ``falling``,
+    the first tile's by 60 and the others' by 1, so that it falls after the first tile, by far). The whole
     buffers move to ``device``, then the views are cut: the padding is there on a GPU too.
     """
     g = torch.Generator().manual_seed(1400 + 7 * case.L + case.S + case.E)
     B, S, E, Ev = case.B, case.S, case.E, case.Ev
     q = torch.randn(B, case.L, E, generator=g)
     k = torch.randn(B, S, E, generator=g) * (1 + torch.arange(S) // 16)[:, None]
+    if case.falling:  # scores of about +-100 in the first tile, of a few units after it
+        k = k / (1 + torch.arange(S) // 16)[:, None] * torch.where(torch.arange(S) < 16, 60.0, 1.0)[:, None]
     v = torch.randn(B, S, Ev, generator=g)
     never = never_visited(case)
     if never < S:  # causal: the tiles after the last query's tile are in every query's future

@@ -172,8 +172,8 @@ def check_attention_kernel(kernel) -> CheckResult:
     """Check a ``triton.jit`` attention kernel with the arguments of ``attention_forward_kernel`` (no causal mask).
 
     The first exercise of ``notebooks/14_triton_kernel.ipynb``. Runs the kernel (in Triton's interpreter without a
-    GPU) on :data:`~.cases.CASES`: one tile, several tiles, ragged lengths, 2 sentences x 3 heads, ``Ev != E`` and
-    ``BLOCK_L != BLOCK_S``, and stops at the first case it gets wrong, with a hint that names the slip.
+    GPU) on :data:`~.cases.CASES`: one tile, several tiles, ragged lengths, 2 sentences x 3 heads, ``Ev != E``,
+    ``BLOCK_L != BLOCK_S``, packed rows and scores that fall after the first tile, and stops at the first case it gets wrong, with a hint that names the slip.
 
     Returns:
         A :class:`~attention_lib.exercises._checker.CheckResult` (shows "✅ ..." when correct).
@@ -184,7 +184,8 @@ def check_attention_kernel(kernel) -> CheckResult:
         'passed'
     """
     return _check(kernel, CASES, f"right output and log-sum-exp on {len(CASES)} cases (one tile, several tiles, "
-                  f"ragged, 2 x 3 heads, E != Ev, BLOCK_L != BLOCK_S, packed rows with gaps).{_PRECISION_SAID}",
+                  f"ragged, 2 x 3 heads, E != Ev, BLOCK_L != BLOCK_S, packed rows with gaps, falling scores)."
+                  f"{_PRECISION_SAID}",
                   count_masks=False)
 
 

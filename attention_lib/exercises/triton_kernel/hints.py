@@ -13,6 +13,10 @@ HINTS = {
     "no rescale": "with several tiles of keys the maximum grows: multiply running_sum and running_output by "
                   "correction = tl.exp2(running_max - new_max) before adding this tile's weights, and set "
                   "running_max = new_max for the next tile.",
+    "running max": "the new maximum is the larger of the running one and this tile's: new_max = "
+                   "tl.maximum(running_max, tl.max(scores, axis=1)). This tile's maximum alone is right while "
+                   "scores only grow, but after a tile that scored far higher, tl.exp2(running_max - new_max) "
+                   "overflows to inf.",
     "ragged tile unmasked": "the last tile of keys runs past S: load k and v with mask=cols[:, None] < S, other=0.0, "
                             "and give those keys the score -inf with tl.where(cols[None, :] < S, scores, "
                             "float('-inf')) (a score of 0 would still get a weight).",
@@ -107,7 +111,7 @@ def _mistakes(*slips: str) -> list[tuple[str, str]]:
 
 
 #: The hints :func:`check_attention_kernel` gives for wrong answers (a crash on ``Ev != E`` names VALUE_DIM too).
-MISTAKES = _mistakes("update", "no rescale", "ragged tile unmasked", "read past the end", "inverted mask", "edge",
+MISTAKES = _mistakes("update", "no rescale", "running max", "ragged tile unmasked", "read past the end", "inverted mask", "edge",
                      "no division", "heads", "heads share keys", "blocks", "row strides", "out row stride",
                      "read outside", "wrote past", "lse", "lse in base 2", "lse heads", "precision")
 #: The hints :func:`check_causal_kernel` adds.
