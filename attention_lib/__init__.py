@@ -10,12 +10,20 @@ and its measuring) and :mod:`attention_lib.toy_data` (the toy sentence).
 from .attention import blend, calculate_attention, matchmaker, percentages, scaler
 from .attention_only import AttentionOnlyTransformer
 from .cache import ConcatCache, KVCache, SlidingWindowCache
+from .delta_rule import chunk_gated_delta_rule, l2_normalize, recurrent_gated_delta_rule
 from .device import get_device
 from .encoder import TinyTransformer
 from .generation import generate, next_token
 from .grouped_query import GroupedQueryAttention, group_heads, ungroup_heads
 from .interventions import edit_head, force_onto, remove_keys, zero_rows
 from .latent import LatentCache, MultiHeadLatentAttention, TinyLatentLM, from_hf_deepseek
+from .linear_attention import (
+    LinearAttentionState,
+    chunk_linear_attention,
+    elu_feature_map,
+    linear_attention,
+    recurrent_linear_attention,
+)
 from .llama import TinyLlama, from_hf_llama
 from .lookup import hard_lookup
 from .loops import loop_attention
@@ -34,6 +42,7 @@ __all__ = [
     "KVCache",
     "LatentCache",
     "LearnedPositions",
+    "LinearAttentionState",
     "MultiHeadAttention",
     "MultiHeadLatentAttention",
     "PagedCache",
@@ -47,7 +56,10 @@ __all__ = [
     "calculate_attention",
     "causal_mask",
     "causal_mask_lower_right",
+    "chunk_gated_delta_rule",
+    "chunk_linear_attention",
     "edit_head",
+    "elu_feature_map",
     "force_onto",
     "from_hf_deepseek",
     "from_hf_llama",
@@ -55,6 +67,8 @@ __all__ = [
     "get_device",
     "group_heads",
     "hard_lookup",
+    "l2_normalize",
+    "linear_attention",
     "loop_attention",
     "matchmaker",
     "memory_efficient_attention",
@@ -64,6 +78,8 @@ __all__ = [
     "padding_mask",
     "paged_attention",
     "percentages",
+    "recurrent_gated_delta_rule",
+    "recurrent_linear_attention",
     "remove_keys",
     "scaler",
     "sinusoidal_encoding",
