@@ -43,7 +43,7 @@ LAYER_TYPES = ("softmax", "linear", "gated_delta")
 class _FixedStateLayer(nn.Module):
     """What both layers share: the checks, the four projections and the call of the softmax layer they replace."""
 
-    def __init__(self, embed_dim: int, num_heads: int, key_dim: int | None):
+    def __init__(self, embed_dim: int, num_heads: int, *, key_dim: int | None = None):
         super().__init__()
         check_int(embed_dim, "embed_dim", minimum=1)
         check_int(num_heads, "num_heads", minimum=1)
@@ -142,7 +142,7 @@ class GatedDeltaLayer(_FixedStateLayer):
     """
 
     def __init__(self, embed_dim: int, num_heads: int, *, key_dim: int | None = None):
-        super().__init__(embed_dim, num_heads, key_dim)
+        super().__init__(embed_dim, num_heads, key_dim=key_dim)
         self.b_proj = nn.Linear(embed_dim, num_heads)  # the write strength beta, per head
         self.a_proj = nn.Linear(embed_dim, num_heads)  # the decay's input, per head
         A = torch.empty(num_heads).uniform_(0, 16)

@@ -163,6 +163,59 @@ def _rounded(held):
                          misses={s: round(v, 3) for s, v in held.misses.items()})
 
 
+def sweep_curves(sweep: SeedStudy | None = None) -> dict[str, list[list[float]]]:
+    """``{label: [accuracy at each of REPEATS, for each seed]}``: the softmax model, then each fixed state."""
+    sweep = load_sweep() if sweep is None else sweep
+    rows = {"softmax (its cache grows)": ("softmax", None)}
+    rows |= {f"{v}, state {d} x 32": (v, d) for v in ("linear", "gated delta") for d in KEY_DIMS}
+    return {label: [[sweep.runs[seed][sweep_name(v, r, d)] for r in REPEATS] for seed in sweep.seeds]
+            for label, (v, d) in rows.items()}
+
+
+def sweep_table(sweep: SeedStudy | None = None) -> str:
+    """The sweep as a table: a row per model, a column per repeat length, the mean over seeds (and their range).
+
+    Example:
+        >>> print(sweep_table().splitlines()[0])  # doctest: +ELLIPSIS
+        repeat of ...
+    """
+    curves = sweep_curves(sweep)
+    width = max(map(len, curves))
+    head = "repeat of".ljust(width) + "".join(f"{r:>18}" for r in REPEATS)
+    lines = [head]
+    for label, seeds in curves.items():
+        cells = []
+        for column in zip(*seeds, strict=True):
+            mean = sum(column) / len(column)
+            cells.append(f"{mean:.0%} ({min(column):.0%}-{max(column):.0%})".rjust(18))
+        lines.append(label.ljust(width) + "".join(cells))
+    return "\n".join(lines)
+
+
+def plot_bands(figure: str = COPYING, study: SeedStudy | None = None, *, fit=FIT_SEEDS, margin: float = MARGIN):
+    """Each variant's seeds of ``figure`` over its band fitted on ``fit`` (:func:`~attention_lib.plotting.
+    linear_attention.plot_seed_bands`)."""
+    from ...plotting.linear_attention import plot_seed_bands
+
+    study = load() if study is None else study
+    values = {variant: study.values(name(variant, figure)) for variant in VARIANTS}
+    return plot_seed_bands(values, fit=fit, margin=margin, title=figure, ylabel=figure.split(": ")[-1])
+
+
+def plot_sweep(sweep: SeedStudy | None = None):
+    """The sweep (:func:`~attention_lib.plotting.linear_attention.plot_state_sweep`): copying against the repeated
+    part's length, for each state size and the softmax model."""
+    from ...plotting.linear_attention import plot_state_sweep
+
+    sweep = load_sweep() if sweep is None else sweep
+    seeds = _seeds_text(sweep.seeds)
+    return plot_state_sweep(REPEATS, sweep_curves(sweep), title=f"Copying against the state's size ({seeds})")
+
+
+def _seeds_text(seeds) -> str:
+    return f"seeds {seeds[0]}-{seeds[-1]}" if len(seeds) > 1 else f"seed {seeds[0]}"
+
+
 def main(argv=None) -> None:  # pragma: no cover - run by hand (``python3 course.py remake study-19``)
     import argparse
 
