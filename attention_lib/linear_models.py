@@ -65,12 +65,19 @@ class _FixedStateLayer(nn.Module):
 
     def forward(self, x: torch.Tensor, attn_mask: torch.Tensor | None = None, is_causal: bool | None = None,
                 need_weights: bool = False, *, cache=None, offset: int | None = None) -> tuple[torch.Tensor, None]:
-        """Mix every token of ``x (N, L, E)`` with the tokens before it; ``(output (N, L, E), None)``.
+        """Mix every token of ``x`` with the tokens before it, through the fixed-size state of each head.
 
-        Called as the softmax layer it replaces is (:class:`~attention_lib.GroupedQueryAttention`'s arguments), it
-        is causal by construction and has no weights to return: ``attn_mask``, ``is_causal=False`` and ``cache``
-        are refused, the weights are ``None`` even with ``need_weights=True``, and ``offset`` is ignored (no
-        positions inside the layer).
+        Called as the softmax layer it replaces is (:class:`~attention_lib.GroupedQueryAttention`'s arguments).
+
+        Args:
+            x: ``(N, L, E)``.
+            attn_mask, is_causal, cache: refused (a mask, ``is_causal=False``, a cache): the layer is causal by
+                construction and keeps a state, not a cache.
+            need_weights: accepted; the weights are ``None`` all the same (there are none).
+            offset: ignored: no positions inside the layer.
+
+        Returns:
+            ``(output (N, L, E), None)``.
 
         Raises:
             TypeError: if ``x`` is not a floating-point tensor of the layer's dtype.

@@ -20,7 +20,7 @@ from attention_lib.linear_models import (
     LinearTinyLlama,
 )
 from attention_lib.multihead import merge_heads, split_heads
-from attention_lib.training.linear_attention import recipe, study
+from attention_lib.training.linear_attention import recipe, report, study
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -231,7 +231,7 @@ def test_the_stored_sweep_holds_every_state_size_and_repeat_length():
     names |= {study.sweep_name(v, r, d) for v in ("linear", "gated delta") for d in study.KEY_DIMS
               for r in study.REPEATS}
     assert set(sweep.figures) == names
-    curves = study.sweep_curves(sweep)
+    curves = report.sweep_curves(sweep)
     assert len(curves) == 1 + 2 * len(study.KEY_DIMS)
     assert all(len(seeds) == len(sweep.seeds) and all(len(row) == len(study.REPEATS) for row in seeds)
                for seeds in curves.values())
@@ -255,11 +255,11 @@ def test_the_stored_files_are_what_the_remake_writes(path, part, tmp_path):
 
 def test_the_claims_hold_on_every_stored_seed_and_the_bands_on_the_held_out_ones():
     stored = study.load()
-    report = study.claims_report(stored)
-    assert len(report.splitlines()) == len(study.CLAIMS)
-    assert "(not on" not in report, report
+    said = report.claims_report(stored)
+    assert len(said.splitlines()) == len(report.CLAIMS)
+    assert "(not on" not in said, said
     for figure in (study.COPYING, study.AGREEMENT, study.FAR):
-        lines = study.bands_report(stored, figure).splitlines()
+        lines = report.bands_report(stored, figure).splitlines()
         assert len(lines) == len(recipe.VARIANTS)
         assert all(re.search(r"held-out seeds \d+-\d+: all \d+ inside", line) for line in lines), lines
 
@@ -272,16 +272,25 @@ def test_the_figures_draw_the_stored_studies_with_text_alternatives():
 
     from attention_lib.plotting import alt_text
 
-    fig = study.plot_bands(study.COPYING)
+    fig = report.plot_bands(study.COPYING)
     assert [t.get_text() for t in fig.axes[0].get_xticklabels()] == list(recipe.VARIANTS)
     assert "softmax: seeds from" in alt_text(fig)
     assert "held-out" in alt_text(fig)
-    fig = study.plot_sweep()
+    fig = report.plot_sweep()
     assert len(fig.axes[0].get_lines()) == 1 + 2 * len(study.KEY_DIMS)
     assert "softmax (its cache grows) from" in alt_text(fig)
-    assert study.table(study.load(), study.COPYING).splitlines()[-1].startswith("min-max")
-    assert len(study.sweep_table().splitlines()) == 2 + 2 * len(study.KEY_DIMS)
+    assert report.table(study.load(), study.COPYING).splitlines()[-1].startswith("min-max")
+    assert len(report.sweep_table().splitlines()) == 2 + 2 * len(study.KEY_DIMS)
     plt.close("all")
+
+
+def test_losses_say_where_a_variant_falls_behind_softmax_and_within_checks_a_run_against_its_band():
+    lost = report.losses("linear")
+    assert set(lost) == set(report.HEADLINES)
+    assert report.losses("softmax")[study.COPYING].startswith("on 0 of")
+    low, high = (float(p) / 100 for p in report.band_text("softmax").removesuffix(" %").split("-"))
+    assert report.within("softmax", (low + high) / 2).startswith("within")
+    assert report.within("softmax", low - 0.02).startswith("OUTSIDE")
 
 
 @pytest.mark.slow
@@ -295,5 +304,5 @@ def test_a_seed_the_study_never_saw_falls_in_its_range():
     for figure, value in fresh.items():
         low, high = stored.span(figure)
         assert low - HEADROOM <= value <= high + HEADROOM, (figure, value, low, high)
-    for said, figure, test in study.CLAIMS:
+    for said, figure, test in report.CLAIMS:
         assert test(fresh[figure]), (said, fresh[figure])

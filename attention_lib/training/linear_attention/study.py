@@ -103,135 +103,23 @@ def load_sweep() -> SeedStudy:
     return load_study(SWEEP_STORED)
 
 
-def table(study: SeedStudy, figure: str) -> str:
-    """One figure of every variant, a column each, a row per seed and the min-max (shares as percentages).
-
-    Example:
-        >>> print(table(load(), COPYING).splitlines()[0])  # doctest: +NORMALIZE_WHITESPACE
-        seed  softmax  linear  gated delta  hybrid
-    """
-    columns = {variant: name(variant, figure) for variant in VARIANTS}
-    renamed = SeedStudy({seed: {v: f[n] for v, n in columns.items()} for seed, f in study.runs.items()})
-    return renamed.table(fmt="{:.1%}")
-
-
-#: What lesson 19 says of every seed: (what it says, the figure, the test each seed's value must pass).
-CLAIMS = [
-    ("softmax copies: above 90 % on the repeated part", name("softmax", COPYING), lambda v: v > 0.9),
-    ("linear attention does not: below 50 %", name("linear", COPYING), lambda v: v < 0.5),
-    ("nor does the gated delta rule: below 50 %", name("gated delta", COPYING), lambda v: v < 0.5),
-    ("the hybrid does: above 90 %", name("hybrid", COPYING), lambda v: v > 0.9),
-    *[(f"{variant}: agreement at least 99 %, the subject 8+ words back", name(variant, FAR), lambda v: v >= 0.99)
-      for variant in VARIANTS],
-    *[(f"{variant}: agreement at least 99 % on held-out structures", name(variant, HELD_OUT), lambda v: v >= 0.99)
-      for variant in VARIANTS],
-]
-
-
-def claims_report(study: SeedStudy | None = None) -> str:
-    """Each statement of :data:`CLAIMS`, the seeds it holds on, and the range of its figure: one line each.
-
-    Example:
-        >>> print(claims_report().splitlines()[0])  # doctest: +ELLIPSIS
-        softmax copies: above 90 % on the repeated part ... on 5 of 5 seeds (...)
-    """
-    study = load() if study is None else study
-    lines = []
-    for said, figure, test in CLAIMS:
-        low, high = study.span(figure)
-        lines.append(f"{said:64s} {study.holds_text(figure, test)} ({low:.1%} to {high:.1%})")
-    return "\n".join(lines)
-
-
-def bands_report(study: SeedStudy | None = None, figure: str = COPYING, *, fit=FIT_SEEDS,
-                 margin: float = MARGIN) -> str:
-    """For each variant, ``figure``'s band fitted on ``fit`` (widened by ``margin``) and the held-out seeds against
-    it (:meth:`~attention_lib.training.seed_study.SeedStudy.held_out`): one line each.
-
-    Example:
-        >>> print(bands_report().splitlines()[0])  # doctest: +ELLIPSIS
-        softmax: copying: accuracy on the repeated part: fitted on seeds 0-2 (...
-    """
-    study = load() if study is None else study
-    return "\n".join(str(_rounded(study.held_out(name(variant, figure), fit=fit, margin=margin)))
-                     for variant in VARIANTS)
-
-
-def _rounded(held):
-    """A :class:`~attention_lib.training.seed_study.HeldOut` with its numbers to 3 decimals, as a lesson prints it."""
-    return held._replace(low=round(held.low, 3), high=round(held.high, 3),
-                         misses={s: round(v, 3) for s, v in held.misses.items()})
-
-
-def sweep_curves(sweep: SeedStudy | None = None) -> dict[str, list[list[float]]]:
-    """``{label: [accuracy at each of REPEATS, for each seed]}``: the softmax model, then each fixed state."""
-    sweep = load_sweep() if sweep is None else sweep
-    rows = {"softmax (its cache grows)": ("softmax", None)}
-    rows |= {f"{v}, state {d} x 32": (v, d) for v in ("linear", "gated delta") for d in KEY_DIMS}
-    return {label: [[sweep.runs[seed][sweep_name(v, r, d)] for r in REPEATS] for seed in sweep.seeds]
-            for label, (v, d) in rows.items()}
-
-
-def sweep_table(sweep: SeedStudy | None = None) -> str:
-    """The sweep as a table: a row per model, a column per repeat length, the mean over seeds (and their range).
-
-    Example:
-        >>> print(sweep_table().splitlines()[0])  # doctest: +ELLIPSIS
-        repeat of ...
-    """
-    curves = sweep_curves(sweep)
-    width = max(map(len, curves))
-    head = "repeat of".ljust(width) + "".join(f"{r:>18}" for r in REPEATS)
-    lines = [head]
-    for label, seeds in curves.items():
-        cells = []
-        for column in zip(*seeds, strict=True):
-            mean = sum(column) / len(column)
-            cells.append(f"{mean:.0%} ({min(column):.0%}-{max(column):.0%})".rjust(18))
-        lines.append(label.ljust(width) + "".join(cells))
-    return "\n".join(lines)
-
-
-def plot_bands(figure: str = COPYING, study: SeedStudy | None = None, *, fit=FIT_SEEDS, margin: float = MARGIN):
-    """Each variant's seeds of ``figure`` over its band fitted on ``fit`` (:func:`~attention_lib.plotting.
-    linear_attention.plot_seed_bands`)."""
-    from ...plotting.linear_attention import plot_seed_bands
-
-    study = load() if study is None else study
-    values = {variant: study.values(name(variant, figure)) for variant in VARIANTS}
-    return plot_seed_bands(values, fit=fit, margin=margin, title=figure, ylabel=figure.split(": ")[-1])
-
-
-def plot_sweep(sweep: SeedStudy | None = None):
-    """The sweep (:func:`~attention_lib.plotting.linear_attention.plot_state_sweep`): copying against the repeated
-    part's length, for each state size and the softmax model."""
-    from ...plotting.linear_attention import plot_state_sweep
-
-    sweep = load_sweep() if sweep is None else sweep
-    seeds = _seeds_text(sweep.seeds)
-    return plot_state_sweep(REPEATS, sweep_curves(sweep), title=f"Copying against the state's size ({seeds})")
-
-
-def _seeds_text(seeds) -> str:
-    return f"seeds {seeds[0]}-{seeds[-1]}" if len(seeds) > 1 else f"seed {seeds[0]}"
-
-
 def main(argv=None) -> None:  # pragma: no cover - run by hand (``python3 course.py remake study-19``)
     import argparse
 
     parser = argparse.ArgumentParser(description="Train lesson 19's variants on each seed and store what they give.")
     parser.add_argument("part", nargs="?", choices=("study", "sweep", "both"), default="both")
     parser.add_argument("--seeds", type=int, nargs="+", help="the seeds to run (default: the part's own)")
+    parser.add_argument("--to", help="write to this file instead of the stored one (one part only)")
     args = parser.parse_args(argv)
     where = f"one run each on this machine's own CPU path (torch {torch.__version__}, one thread)"
     if args.part in ("study", "both"):
         note = (f"Lesson 19's four variants on lessons 13's and 15's tasks, {where}.\n\n"
                 f"Written by `python3 course.py remake study-19`.")
-        run_study(seed_figures, args.seeds or STUDY_SEEDS, progress=True, save_to=STORED, note=note)
+        run_study(seed_figures, args.seeds or STUDY_SEEDS, progress=True, save_to=args.to or STORED, note=note)
     if args.part in ("sweep", "both"):
         note = (f"Lesson 19's sweep: copying against the state's size, beside the softmax model, {where}.\n\n"
                 f"Written by `python3 course.py remake study-19`.")
-        run_study(sweep_figures, args.seeds or SWEEP_SEEDS, progress=True, save_to=SWEEP_STORED, note=note)
+        run_study(sweep_figures, args.seeds or SWEEP_SEEDS, progress=True, save_to=args.to or SWEEP_STORED, note=note)
 
 
 if __name__ == "__main__":  # pragma: no cover
