@@ -18,6 +18,7 @@ from .report import (
     plot_bands,
     plot_sweep,
     sweep_curves,
+    sweep_report,
     sweep_table,
     table,
     within,
@@ -43,5 +44,5 @@ from .study import (
 __all__ = ["AGREEMENT", "CLAIMS", "COPYING", "FAR", "FIGURES", "FIT_SEEDS", "HELD_OUT", "KEY_DIMS", "LONG", "MARGIN",
            "REPEATS", "SHORT", "STUDY_SEEDS", "SWEEP_SEEDS", "VARIANTS", "agreement", "band_text", "bands_report",
            "build_copier", "build_writer", "claims_report", "copying_accuracy", "load", "load_sweep", "losses",
-           "plot_bands", "plot_sweep", "sweep_curves", "sweep_table", "table", "train_copying", "train_writer",
-           "within"]
+           "plot_bands", "plot_sweep", "sweep_curves", "sweep_report", "sweep_table", "table", "train_copying",
+           "train_writer", "within"]

@@ -196,3 +196,32 @@ def losses(variant: str = "linear", study: SeedStudy | None = None, *, by: float
     gaps = SeedStudy({seed: {f: figures[name("softmax", f)] - figures[name(variant, f)] for f in HEADLINES}
                       for seed, figures in study.runs.items()})
     return {figure: gaps.holds_text(figure, lambda gap: gap > by) for figure in HEADLINES}
+
+
+def sweep_report(sweep: SeedStudy | None = None) -> str:
+    """What the sweep shows on each seed, one line per statement: the softmax model copies at every length; each
+    fixed state copies less at the longest repeat than at 4 tokens; the larger state copies more than the smaller
+    at the longest repeat. Each says on how many seeds it holds and the range of its figure.
+
+    Example:
+        >>> print(sweep_report().splitlines()[0])  # doctest: +ELLIPSIS
+        softmax: ...
+    """
+    sweep = load_sweep() if sweep is None else sweep
+    small, large, longest = min(KEY_DIMS), max(KEY_DIMS), max(REPEATS)
+    rows = {f"softmax: above 90 % at every length from {min(REPEATS)} to {longest}":
+            (lambda f: min(f[sweep_name("softmax", r)] for r in REPEATS), lambda v: v > 0.9)}
+    for variant in ("linear", "gated delta"):
+        for d in KEY_DIMS:
+            rows[f"{variant}, state {d} x 32: at {longest} tokens at least 10 points below its accuracy at 4"] = (
+                lambda f, v=variant, d=d: f[sweep_name(v, 4, d)] - f[sweep_name(v, longest, d)], lambda v: v >= 0.1)
+        rows[f"{variant}: at {longest} tokens, the {large} x 32 state above the {small} x 32 one"] = (
+            lambda f, v=variant: f[sweep_name(v, longest, large)] - f[sweep_name(v, longest, small)],
+            lambda v: v > 0)
+    derived = SeedStudy({seed: {said: measure(f) for said, (measure, _) in rows.items()}
+                         for seed, f in sweep.runs.items()})
+    lines = []
+    for said, (_, test) in rows.items():
+        low, high = derived.span(said)
+        lines.append(f"{said:72s} {derived.holds_text(said, test)} ({low:.2f} to {high:.2f})")
+    return "\n".join(lines)
