@@ -71,12 +71,14 @@ def plot_seed_bands(values: Mapping[str, Mapping[int, float]], *, fit: Sequence[
                     f"band {_percent(low)} to {_percent(high)}, "
                     + (f"held-out seeds {outside} outside" if outside else "every held-out seed inside"))
     ax.set_xticks(range(len(values)), list(values))
+    if all(0 <= v <= 1 for seeds in values.values() for v in seeds.values()):
+        ax.set_ylim(0, 1.02)  # shares: the whole scale, so that a gap is seen at its size
     ax.set_ylabel(ylabel)
     ax.set_title(title)
     ax.grid(True, axis="y", alpha=0.3)
     ax.legend(handles=[Line2D([], [], marker="o", color=GREY, linestyle="none", label="seeds the band is fitted on"),
                        Line2D([], [], marker="o", color=GREY, markerfacecolor="none", linestyle="none",
-                              label="held-out seeds")], fontsize=8, loc="best")
+                              label="held-out seeds")], fontsize=8, loc="lower left")
     set_alt(ax, f"{title or ylabel}, per category, each seed a marker over its band (the fitted seeds' range "
                 f"widened by {number(margin)}): " + "; ".join(said) + ".")
     return finish(ax.figure)
