@@ -49,7 +49,8 @@ class _FixedStateLayer(nn.Module):
         check_int(num_heads, "num_heads", minimum=1)
         if embed_dim % num_heads != 0:
             raise ValueError(f"embed_dim must be divisible by num_heads (each head gets embed_dim // num_heads "
-                             f"value features), but embed_dim={embed_dim} and num_heads={num_heads}.")
+                             f"value features), but embed_dim={embed_dim} and num_heads={num_heads}; pick num_heads "
+                             f"among {[h for h in range(1, embed_dim + 1) if embed_dim % h == 0]}.")
         self.embed_dim, self.num_heads = embed_dim, num_heads
         self.value_dim = embed_dim // num_heads
         self.key_dim = self.value_dim if key_dim is None else check_int(

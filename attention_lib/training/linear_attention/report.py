@@ -16,8 +16,10 @@ from .study import (
     FIT_SEEDS,
     HELD_OUT,
     KEY_DIMS,
+    LONG,
     MARGIN,
     REPEATS,
+    SHORT,
     load,
     load_sweep,
     name,
@@ -37,12 +39,19 @@ def table(study: SeedStudy, figure: str) -> str:
     return renamed.table(fmt="{:.1%}")
 
 
-#: What lesson 19 says of every seed: (what it says, the figure, the test each seed's value must pass).
+#: What lesson 19 says of every seed: (what it says, the figure, the test each seed's value must pass). A figure is
+#: a name, or a pair ``(a, b)`` for ``a - b`` on the same seed (a gap, in points). Written after seeds 0, 1 and 3 were
+#: measured; seeds 2 and 4 were not seen.
 CLAIMS = [
     ("softmax copies: above 90 % on the repeated part", name("softmax", COPYING), lambda v: v > 0.9),
     ("linear attention does not: below 50 %", name("linear", COPYING), lambda v: v < 0.5),
-    ("nor does the gated delta rule: below 50 %", name("gated delta", COPYING), lambda v: v < 0.5),
-    ("the hybrid does: above 90 %", name("hybrid", COPYING), lambda v: v > 0.9),
+    *[(f"{variant}: at least 25 points below softmax on the same seed", (name("softmax", COPYING),
+       name(variant, COPYING)), lambda v: v >= 0.25) for variant in ("linear", "gated delta")],
+    ("gated delta: repeats of 14-16 tokens copied worse than repeats of 6-8",
+     (name("gated delta", SHORT), name("gated delta", LONG)), lambda v: v > 0),
+    ("the hybrid copies: above 90 %", name("hybrid", COPYING), lambda v: v > 0.9),
+    ("the hybrid: no more than 5 points below softmax", (name("hybrid", COPYING), name("softmax", COPYING)),
+     lambda v: v >= -0.05),
     *[(f"{variant}: agreement at least 99 %, the subject 8+ words back", name(variant, FAR), lambda v: v >= 0.99)
       for variant in VARIANTS],
     *[(f"{variant}: agreement at least 99 % on held-out structures", name(variant, HELD_OUT), lambda v: v >= 0.99)
@@ -60,9 +69,17 @@ def claims_report(study: SeedStudy | None = None) -> str:
     study = load() if study is None else study
     lines = []
     for said, figure, test in CLAIMS:
-        low, high = study.span(figure)
-        lines.append(f"{said:64s} {study.holds_text(figure, test)} ({low:.1%} to {high:.1%})")
+        values = SeedStudy({seed: {said: _value(f, figure)} for seed, f in study.runs.items()})
+        low, high = values.span(said)
+        shown = (f"{low * 100:.1f} to {high * 100:.1f} points" if isinstance(figure, tuple)
+                 else f"{low:.1%} to {high:.1%}")
+        lines.append(f"{said:70s} {values.holds_text(said, test)} ({shown})")
     return "\n".join(lines)
+
+
+def _value(figures: dict[str, float], figure) -> float:
+    """A seed's value of a claim's figure: the figure, or the gap ``a - b`` of a pair."""
+    return figures[figure[0]] - figures[figure[1]] if isinstance(figure, tuple) else figures[figure]
 
 
 def bands_report(study: SeedStudy | None = None, figure: str = COPYING, *, fit=FIT_SEEDS,
