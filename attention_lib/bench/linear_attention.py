@@ -13,8 +13,9 @@ tokens, three ways:
   before every step, the new key and value written, then :func:`~attention_lib.calculate_attention`
   (``need_weights=False``) over the ``S`` of them.
 
-Every way at every ``S`` takes turns in one paired timing (:func:`~attention_lib.bench.measure.time_paired`), so a
-slow moment of the machine hits all alike; a ratio is the median of the per-repeat ratios. The targets: a linear
+Each way's lengths take turns in a paired timing (:func:`~attention_lib.bench.measure.time_paired`), so a slow
+moment of the machine hits them alike and a step only follows steps of its own way; a ratio is the median of the
+per-repeat ratios. The targets: a linear
 step (and a gated-delta step) at ``S = 8,192`` costs at most 1.2x its step at ``S = 128``; the softmax step's growth
 is printed beside them.
 """
@@ -82,24 +83,31 @@ def decoding_step(way: str, S: int, *, seed: int = 0):
     return torch.no_grad()(step)
 
 
-def time_linear_decoding(lengths=(SHORT, 1024, LONG), *, repeats: int = 15) -> dict:
-    """Seconds per step of every way at every length, timed in one paired run.
+def time_linear_decoding(lengths=(SHORT, 1024, LONG), *, repeats: int = 15, calls: int = 10) -> dict:
+    """Seconds per step of every way at every length: each way's lengths take turns in their own paired run.
+
+    A way's lengths are timed together, so that a step only ever follows another step of its own way (a softmax step
+    over 8,192 cached tokens, run just before, would push a linear step's state out of the CPU's caches). Each timing
+    is ``calls`` steps in a row, divided by ``calls``.
 
     Returns:
-        ``{"seconds": {(way, S): median seconds}, "growth": {way: paired median of step at the last length / step
-        at the first}}``.
+        ``{"seconds": {(way, S): median seconds per step}, "growth": {way: paired median of the step at the last
+        length / the step at the first}}``.
 
     Example:
-        >>> result = time_linear_decoding((8, 16), repeats=1)
+        >>> result = time_linear_decoding((8, 16), repeats=1, calls=1)
         >>> sorted(result["growth"]) == sorted(WAYS)
         True
     """
-    steps = {(way, S): decoding_step(way, S) for way in WAYS for S in lengths}
-    times = time_paired(steps, (), repeats, warmup=3)
     first, last = lengths[0], lengths[-1]
-    growth = {way: statistics.median(a / b for a, b in zip(times[way, last], times[way, first], strict=True))
-              for way in WAYS}
-    return {"seconds": {key: statistics.median(t) for key, t in times.items()}, "growth": growth}
+    seconds, growth = {}, {}
+    for way in WAYS:
+        steps = {S: decoding_step(way, S) for S in lengths}
+        runs = {S: (lambda step=step: [step() for _ in range(calls)]) for S, step in steps.items()}
+        times = {S: [t / calls for t in ts] for S, ts in time_paired(runs, (), repeats, warmup=2).items()}
+        seconds |= {(way, S): statistics.median(ts) for S, ts in times.items()}
+        growth[way] = statistics.median(a / b for a, b in zip(times[last], times[first], strict=True))
+    return {"seconds": seconds, "growth": growth}
 
 
 def linear_targets(result: dict, lengths) -> list[tuple[str, float | None, str, float]]:
@@ -113,7 +121,7 @@ def linear_targets(result: dict, lengths) -> list[tuple[str, float | None, str, 
 def print_linear_decoding(result: dict, lengths, repeats: int) -> list:
     """Print the table, the softmax step's growth and the targets (met, MISSED or not measured); return them."""
     print(f"\n== linear attention (CPU): one decoding step after S tokens, batch 1, {HEADS} heads of {HEAD_DIM}, "
-          f"torch threads {torch.get_num_threads()}; medians of {repeats} paired repeats, every way and length "
+          f"torch threads {torch.get_num_threads()}; medians of {repeats} paired repeats, each way's lengths "
           f"taking turns")
     print(f"  {'S':>6}  " + "  ".join(f"{way + ' (ms)':>20}" for way in WAYS))
     for S in lengths:
