@@ -24,6 +24,7 @@ from .linear_attention import (
     linear_attention,
     recurrent_linear_attention,
 )
+from .linear_models import GatedDeltaLayer, LinearAttentionLayer, LinearAttentionOnlyTransformer, LinearTinyLlama
 from .llama import TinyLlama, from_hf_llama
 from .lookup import hard_lookup
 from .loops import loop_attention
@@ -38,11 +39,15 @@ __all__ = [
     "AttentionOnlyTransformer",
     "BlockPool",
     "ConcatCache",
+    "GatedDeltaLayer",
     "GroupedQueryAttention",
     "KVCache",
     "LatentCache",
     "LearnedPositions",
+    "LinearAttentionLayer",
+    "LinearAttentionOnlyTransformer",
     "LinearAttentionState",
+    "LinearTinyLlama",
     "MultiHeadAttention",
     "MultiHeadLatentAttention",
     "PagedCache",
