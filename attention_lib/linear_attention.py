@@ -73,8 +73,8 @@ def linear_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor
 
     Built step by step in ``notebooks/19_linear_attention.ipynb``. The weight of key ``j`` for query ``i`` is
     ``φ(q_i) · φ(k_j) / Σ_j' φ(q_i) · φ(k_j')`` (``φ`` = :func:`elu_feature_map`): positive, summing to one over
-    the keys a query may see. Without a mask the product is regrouped, ``φ(Q) (φ(K)ᵀ V)``, and costs ``L + S``
-    rows, not ``L x S`` scores; with ``is_causal=True`` the ``(L, L)`` weights are written out and masked (the form
+    the keys a query may see. Without a mask the product is regrouped, ``φ(Q) (φ(K)ᵀ V)``, and its cost grows with
+    ``L + S``, not with ``L x S``; with ``is_causal=True`` the ``(L, L)`` weights are written out and masked (the form
     a model trains with; :func:`recurrent_linear_attention` gives the same numbers token by token). No scale: the
     feature map replaces it.
 
