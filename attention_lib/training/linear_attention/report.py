@@ -238,7 +238,8 @@ def sweep_report(sweep: SeedStudy | None = None) -> str:
     derived = SeedStudy({seed: {said: measure(f) for said, (measure, _) in rows.items()}
                          for seed, f in sweep.runs.items()})
     lines = []
-    for said, (_, test) in rows.items():
+    for i, (said, (_, test)) in enumerate(rows.items()):
         low, high = derived.span(said)
-        lines.append(f"{said:72s} {derived.holds_text(said, test)} ({low:.2f} to {high:.2f})")
+        shown = f"{low:.1%} to {high:.1%}" if i == 0 else f"{low * 100:.1f} to {high * 100:.1f} points"
+        lines.append(f"{said:82s} {derived.holds_text(said, test)} ({shown})")
     return "\n".join(lines)
