@@ -69,7 +69,7 @@ def claims_report(study: SeedStudy | None = None) -> str:
 
     Example:
         >>> print(claims_report().splitlines()[0])  # doctest: +ELLIPSIS
-        softmax copies: above 90 % on the repeated part ... on 5 of 5 seeds (...)
+        softmax copies: above 90 % on the repeated part...on 5 of 5 seeds (...)
     """
     study = load() if study is None else study
     lines = []
