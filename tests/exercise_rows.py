@@ -1350,6 +1350,21 @@ def _linear_attention_rows() -> list[Exercise]:
     def to_float32(*args):
         return tuple(x.float() for x in step(*args))
 
+    def head_by_head(state, q, k, v, g, beta):
+        outs, states = [], []
+        for h in range(g.shape[1]):
+            out, new = step(state[:, h:h + 1], q[:, h:h + 1], k[:, h:h + 1], v[:, h:h + 1], g[:, h:h + 1],
+                            beta[:, h:h + 1])
+            outs.append(out)
+            states.append(new)
+        return torch.cat(outs, dim=1), torch.cat(states, dim=1)
+
+    def beta_capped(state, q, k, v, g, beta):
+        return step(state, q, k, v, g, beta.clamp(max=0.95))
+
+    def normalised_key(state, q, k, v, g, beta):
+        return step(state, q, k / k.norm(dim=-1, keepdim=True), v, g, beta)
+
     def with_the_library(state, q, k, v, g, beta):
         out, new = recurrent_gated_delta_rule(q[..., None, :], k[..., None, :], v[..., None, :], g[..., None],
                                               beta[..., None], initial_state=state, scale=1.0)
@@ -1369,7 +1384,10 @@ def _linear_attention_rows() -> list[Exercise]:
                         (to_float32, "for float64 inputs your function returned float32"),
                         (with_the_library, "your function called `al.recurrent_gated_delta_rule`"),
                         (recurrent_gated_delta_rule, "is the package's answer"),
-                        (lambda *args: step(*args)[0], "return two things, (output, new_state)")],
+                        (lambda *args: step(*args)[0], "return two things, (output, new_state)"),
+                        (head_by_head, "it loops over the texts or heads"),
+                        (beta_capped, "differs from the reference"),
+                        (normalised_key, "the step uses k as it comes, without normalising it")],
                  mistakes=lesson19.MISTAKES, passed_says="the first again in float64"),
         Exercise(predict, correct=["copying", " Copying "],
                  wrong=[("agreement", "the measurement says 'copying'"), ("both", "you said 'both'"),

@@ -19,19 +19,23 @@ from ._checker import CheckResult, check_function
 from ._running import checkers_own, run_learner
 from ._where import how_it_differs
 
-#: (N, H, Dk, Dv) per trial: Dk != Dv, so that a state written the wrong way round shows as a shape.
-_SIZES = ((1, 2, 4, 3), (2, 3, 3, 5), (1, 1, 2, 6))
+#: (N, H, Dk, Dv) per trial: Dk != Dv, so that a state written the wrong way round shows as a shape. The last trial
+#: has the edges: a head that overwrites without forgetting (beta = 1, g = 0) and one that writes nothing (beta = 0).
+_SIZES = ((1, 2, 4, 3), (2, 3, 3, 5), (1, 1, 2, 6), (1, 2, 3, 4))
 
 
 def _step_inputs(seed: int) -> tuple[torch.Tensor, ...]:
     g = torch.Generator().manual_seed(1900 + seed)
     N, H, Dk, Dv = _SIZES[seed % len(_SIZES)]
-    return (torch.randn(N, H, Dk, Dv, generator=g),                 # the state after earlier tokens
-            torch.randn(N, H, Dk, generator=g) * 0.5,               # q (already scaled)
-            torch.randn(N, H, Dk, generator=g) * 0.5,               # k
-            torch.randn(N, H, Dv, generator=g),                     # v
-            -torch.rand(N, H, generator=g) - 0.2,                   # g = log of the decay: exp(g) in (0.37, 0.82)
-            torch.rand(N, H, generator=g) * 0.8 + 0.1)              # beta in (0.1, 0.9)
+    inputs = (torch.randn(N, H, Dk, Dv, generator=g),               # the state after earlier tokens
+              torch.randn(N, H, Dk, generator=g) * 0.5,             # q (already scaled)
+              torch.randn(N, H, Dk, generator=g) * 0.5,             # k
+              torch.randn(N, H, Dv, generator=g),                   # v
+              -torch.rand(N, H, generator=g) - 0.2,                 # g = log of the decay: exp(g) in (0.37, 0.82)
+              torch.rand(N, H, generator=g) * 0.8 + 0.1)            # beta in (0.1, 0.9)
+    if seed % len(_SIZES) == 3:
+        inputs[4][:, 0], inputs[5][:, 0], inputs[5][:, 1] = 0.0, 1.0, 0.0  # head 0: overwrite, keep; head 1: no write
+    return inputs
 
 
 def _reference(state, q, k, v, g, beta):
@@ -42,7 +46,7 @@ def _reference(state, q, k, v, g, beta):
 
 
 def _step(state, q, k, v, g, beta, *, decay="before", forget="exp", subtract=True, use_beta=True, read_key=True,
-          read_after=True, sign=1.0, keep_old=False, read_with="q"):
+          read_after=True, sign=1.0, keep_old=False, read_with="q", rescale=False):
     """The step with one slip switched on (used to recognise them)."""
     factor = {"exp": g.exp(), "g": g, "none": torch.ones_like(g)}[forget][..., None, None]
     decayed = state * factor if decay in ("before", "write only") else state
@@ -53,7 +57,7 @@ def _step(state, q, k, v, g, beta, *, decay="before", forget="exp", subtract=Tru
     new = decayed + k.unsqueeze(-1) * delta.unsqueeze(-2)                         # (N, H, Dk, Dv)
     if decay == "after":
         new = new * factor
-    reader = (q if read_with == "q" else k).unsqueeze(-2)
+    reader = (q if read_with == "q" else k).unsqueeze(-2) / (q.shape[-1] ** 0.5 if rescale else 1.0)
     out = (reader @ (new if read_after else decayed)).squeeze(-2)
     return out, state if keep_old else new
 
@@ -83,14 +87,21 @@ MISTAKES: list[tuple[Callable, str]] = [
     (_slip(read_after=False), "the output was read before this token was written: write the correction first, then "
                               "read the new state with q, so that a token sees its own value."),
     (_slip(read_with="k"), "the output was read with the key: read the new state with the query, qᵀ S."),
+    (_slip(rescale=True), "the query was scaled again: this step's q comes already scaled (the loop over tokens "
+                          "scales it once, by 1 / sqrt(Dk)); read the new state with q as it is."),
     (_slip(keep_old=True), "the output is right, but the state you return is the old one: return the decayed and "
                            "corrected state, or the next token starts from the past."),
 ]
 
 #: Arithmetic, products and reshapes; the package's gated delta rule is the answer.
+_NO_NORM = ("your function called {call}: the step uses k as it comes, without normalising it (the loop over tokens "
+            "normalises once, before any step, when use_qk_l2norm=True).")
 ALLOWED = Allowed(PLAIN | PRODUCTS, said=PLAIN_SAID.replace(" and the softmax", ""),
-                  library_hint="write the step yourself, from products and sums; your function called {call}, "
-                               "which computes it for you.")
+                  instead={"norm": _NO_NORM, "linalg_vector_norm": _NO_NORM, "linalg_norm": _NO_NORM,
+                           "normalize": _NO_NORM},
+                  library_hint="write the step yourself, from products and sums, with the tensors as given (k is "
+                               "used as it comes: no normalising); your function called {call}, which this "
+                               "exercise does not use.")
 
 #: What each of the two results is, for the messages.
 _PARTS = (("output", "(N, H, Dv): what the query reads"), ("state", "(N, H, Dk, Dv): the state after this token"))
@@ -115,14 +126,22 @@ def _explain_step(got, expected, args) -> str | None:
     return None
 
 
+#: The hint for a right answer that loops over the texts or heads.
+_LOOP_HINT = ("your function makes {many} PyTorch calls on the largest input against {few} on the "
+              "smallest: it loops over the texts or heads. Do every text and head at once: g.exp()[..., None, None] "
+              "scales each head's state, and k.unsqueeze(-1) * delta.unsqueeze(-2) makes every outer product.")
+
+
 def check_gated_delta_step(fn: Callable) -> CheckResult:
     """Check ``fn(state, q, k, v, g, beta)``: one token of the gated delta rule.
 
     Built step by step in ``notebooks/19_linear_attention.ipynb``. ``state`` is ``(N, H, Dk, Dv)``; ``q`` and ``k``
     are ``(N, H, Dk)`` (``q`` already scaled), ``v`` is ``(N, H, Dv)``, ``g`` (the log of the decay, ``<= 0``) and
     ``beta`` are ``(N, H)``. ``fn`` must return ``(output (N, H, Dv), new_state (N, H, Dk, Dv))``: the state
-    decayed by ``exp(g)``, then ``k (beta (v - kᵀ S))ᵀ`` added, then read with ``q``. Three fixed inputs are tried
-    (``Dk != Dv``), the first again in float64, and the caller's tensors must come back unchanged.
+    decayed by ``exp(g)``, then ``k (beta (v - kᵀ S))ᵀ`` added, then read with ``q``. Four fixed inputs are tried
+    (``Dk != Dv``; in the last, one head overwrites without forgetting, ``beta = 1`` and ``g = 0``, and one writes
+    nothing, ``beta = 0``), the first again in float64; the caller's tensors must come back unchanged, and every text
+    and head is done at once (no loop over them).
 
     Example:
         >>> def step(state, q, k, v, g, beta):
@@ -151,16 +170,17 @@ def check_gated_delta_step(fn: Callable) -> CheckResult:
         return CheckResult("failed", f"❌ {name}: return two things, (output, new_state): what the query reads and "
                            f"the state after this token; but got {found}.")
     return check_function(fn, _reference, _step_inputs, name=name, mistakes=MISTAKES, atol=1e-5, rtol=1e-4,
-                          explain=_explain_step, allowed=ALLOWED, float64=True, keep_inputs=True)
+                          trials=len(_SIZES), explain=_explain_step, allowed=ALLOWED, float64=True, keep_inputs=True,
+                          no_loops=True, loop_hint=_LOOP_HINT)
 
 
 #: The tasks of the prediction, and why each comes out as it does (shown once predicted).
 TASKS = ("agreement", "copying")
-WHY = {"agreement": "agreeing with the subject needs one fact kept (singular or plural) until the verb: a small "
-                    "state holds it.",
-       "copying": "copying a repeated part needs every token of its first occurrence kept, each findable by the "
-                  "token before it; a state of fixed size holds only so many such pairs, and a softmax cache keeps "
-                  "them all."}
+WHY = {"agreement": "agreeing with the subject needs one fact carried (singular or plural) until the verb, and "
+                    "every variant keeps it.",
+       "copying": "copying a repeated part needs every token of its first occurrence kept, each found again by the "
+                  "token before it; a softmax cache keeps each token apart, a fixed state adds them all into the "
+                  "same numbers, and in the study it copies far less."}
 
 
 def check_which_task(prediction, losses: Mapping[str, bool]) -> CheckResult:
