@@ -17,11 +17,12 @@ from .study import (
     HELD_OUT,
     KEY_DIMS,
     LONG,
-    MARGIN,
     REPEATS,
     SHORT,
+    WIDENED,
     load,
     load_sweep,
+    margin,
     name,
     sweep_name,
 )
@@ -87,9 +88,9 @@ def _value(figures: dict[str, float], figure) -> float:
     return figures[figure[0]] - figures[figure[1]] if isinstance(figure, tuple) else figures[figure]
 
 
-def bands_report(study: SeedStudy | None = None, figure: str = COPYING, *, fit=FIT_SEEDS,
-                 margin: float = MARGIN) -> str:
-    """For each variant, ``figure``'s band fitted on ``fit`` (widened by ``margin``) and the held-out seeds against
+def bands_report(study: SeedStudy | None = None, figure: str = COPYING, *, fit=FIT_SEEDS) -> str:
+    """For each variant, ``figure``'s band fitted on ``fit`` (widened by :func:`~.study.margin`: :data:`~.study.MARGIN`
+    or what :data:`~.study.WIDENED` says, with its reason) and the held-out seeds against
     it (:meth:`~attention_lib.training.seed_study.SeedStudy.held_out`): one line each.
 
     Example:
@@ -97,13 +98,17 @@ def bands_report(study: SeedStudy | None = None, figure: str = COPYING, *, fit=F
         softmax: copying: accuracy on the repeated part: fitted on seeds 0-2 (...
     """
     study = load() if study is None else study
-    return "\n".join(str(_rounded(study.held_out(name(variant, figure), fit=fit, margin=margin)))
-                     for variant in VARIANTS)
+    lines = []
+    for variant in VARIANTS:
+        lines.append(str(_rounded(study.held_out(name(variant, figure), fit=fit, margin=margin(variant, figure)))))
+        if (variant, figure) in WIDENED:
+            lines[-1] += f" (widened: {WIDENED[variant, figure][1]})"
+    return "\n".join(lines)
 
 
 def within(variant: str, value: float, figure: str = COPYING, study: SeedStudy | None = None) -> str:
     """A statement that a run's ``value`` of ``figure`` for ``variant`` lies in its band (or that it does not): the
-    band of :func:`bands_report`, fitted on :data:`FIT_SEEDS` and widened by :data:`MARGIN`.
+    band of :func:`bands_report`, fitted on :data:`FIT_SEEDS` and widened by its margin.
 
     Returns:
         ``"within 24-41 % (seeds 0-2 widened by 5 points; held-out seeds 3-4 inside)"``, or ``"OUTSIDE ..."``
@@ -114,10 +119,10 @@ def within(variant: str, value: float, figure: str = COPYING, study: SeedStudy |
         True
     """
     study = load() if study is None else study
-    held = study.held_out(name(variant, figure), fit=FIT_SEEDS, margin=MARGIN)
+    held = study.held_out(name(variant, figure), fit=FIT_SEEDS, margin=margin(variant, figure))
     low, high = max(0.0, held.low), min(1.0, held.high)
     inside = "inside" if held.ok else f"{len(held.misses)} of {len(held.held)} outside"
-    said = (f"{_percents(low, high)} ({_seeds_text(held.fit)} widened by {MARGIN * 100:.0f} points; held-out "
+    said = (f"{_percents(low, high)} ({_seeds_text(held.fit)} widened by {held.margin * 100:.0f} points; held-out "
             f"{_seeds_text(held.held)} {inside})")
     if low - 1e-12 <= value <= high + 1e-12:
         return f"within {said}"
@@ -159,14 +164,15 @@ def sweep_table(sweep: SeedStudy | None = None) -> str:
     return "\n".join(lines)
 
 
-def plot_bands(figure: str = COPYING, study: SeedStudy | None = None, *, fit=FIT_SEEDS, margin: float = MARGIN):
+def plot_bands(figure: str = COPYING, study: SeedStudy | None = None, *, fit=FIT_SEEDS):
     """Each variant's seeds of ``figure`` over its band fitted on ``fit`` (:func:`~attention_lib.plotting.
     linear_attention.plot_seed_bands`)."""
     from ...plotting.linear_attention import plot_seed_bands
 
     study = load() if study is None else study
     values = {variant: study.values(name(variant, figure)) for variant in VARIANTS}
-    return plot_seed_bands(values, fit=fit, margin=margin, title=figure, ylabel=figure.split(": ")[-1])
+    margins = {variant: margin(variant, figure) for variant in VARIANTS}
+    return plot_seed_bands(values, fit=fit, margin=margins, title=figure, ylabel=figure.split(": ")[-1])
 
 
 def plot_sweep(sweep: SeedStudy | None = None):
@@ -185,14 +191,14 @@ def _seeds_text(seeds) -> str:
 
 def band_text(variant: str, figure: str = COPYING, study: SeedStudy | None = None) -> str:
     """The band of ``figure`` for ``variant`` as prose quotes it: fitted on :data:`~.study.FIT_SEEDS`, widened by
-    :data:`~.study.MARGIN`, kept in 0-100 %.
+    its margin (:func:`~.study.margin`), kept in 0-100 %.
 
     Example:
         >>> band_text("softmax").endswith("%")
         True
     """
     study = load() if study is None else study
-    held = study.held_out(name(variant, figure), fit=FIT_SEEDS, margin=MARGIN)
+    held = study.held_out(name(variant, figure), fit=FIT_SEEDS, margin=margin(variant, figure))
     return _percents(max(0.0, held.low), min(1.0, held.high))
 
 
