@@ -279,7 +279,7 @@ def test_the_figures_draw_the_stored_studies_with_text_alternatives():
     assert "held-out" in alt_text(fig)
     fig = report.plot_sweep()
     assert len(fig.axes[0].get_lines()) == 1 + 2 * len(study.KEY_DIMS)
-    assert "softmax (its cache grows) from" in alt_text(fig)
+    assert "softmax (cache: up to 1,984 numbers a head) from" in alt_text(fig)
     assert report.table(study.load(), study.COPYING).splitlines()[-1].startswith("min-max")
     assert len(report.sweep_table().splitlines()) == 2 + 2 * len(study.KEY_DIMS)
     plt.close("all")
