@@ -18,7 +18,8 @@ def _percent(value: float) -> str:
 
 
 @with_alt
-def plot_seed_bands(values: Mapping[str, Mapping[int, float]], *, fit: Sequence[int], margin: float,
+def plot_seed_bands(values: Mapping[str, Mapping[int, float]], *, fit: Sequence[int],
+                    margin: float | Mapping[str, float],
                     title: str = "", ylabel: str = "accuracy", ax=None):
     """Each category's seeds as markers (filled: the seeds its band was fitted on; hollow: held out) over its band.
 
@@ -28,7 +29,7 @@ def plot_seed_bands(values: Mapping[str, Mapping[int, float]], *, fit: Sequence[
     Args:
         values: ``{category: {seed: value}}``, e.g. ``{"softmax": {0: 0.94, 1: 0.93, ...}, "linear": ...}``.
         fit: the seeds each band is fitted on (the others are held out).
-        margin: the headroom on each side, in the values' unit.
+        margin: the headroom on each side, in the values' unit: one for all, or ``{category: margin}``.
         title, ylabel, ax: as for :func:`~attention_lib.plotting.plot_lines`.
 
     Returns:
@@ -57,7 +58,8 @@ def plot_seed_bands(values: Mapping[str, Mapping[int, float]], *, fit: Sequence[
         if not fitted:
             raise ValueError(f"category {category!r} has none of the fitted seeds {sorted(fit)}; it has "
                              f"{sorted(seeds)}.")
-        low, high = min(fitted) - margin, max(fitted) + margin
+        wide = margin[category] if isinstance(margin, Mapping) else margin
+        low, high = min(fitted) - wide, max(fitted) + wide
         ax.bar(i, high - low, bottom=low, width=0.6, color=GREY, alpha=0.25, edgecolor=GREY)
         style = category_style(i)
         held = {s: v for s, v in seeds.items() if s not in fit}
@@ -79,8 +81,10 @@ def plot_seed_bands(values: Mapping[str, Mapping[int, float]], *, fit: Sequence[
     ax.legend(handles=[Line2D([], [], marker="o", color=GREY, linestyle="none", label="seeds the band is fitted on"),
                        Line2D([], [], marker="o", color=GREY, markerfacecolor="none", linestyle="none",
                               label="held-out seeds")], fontsize=8, loc="lower left")
+    widened = (", ".join(f"{c} {number(m)}" for c, m in margin.items()) if isinstance(margin, Mapping)
+               else number(margin))
     set_alt(ax, f"{title or ylabel}, per category, each seed a marker over its band (the fitted seeds' range "
-                f"widened by {number(margin)}): " + "; ".join(said) + ".")
+                f"widened by {widened}): " + "; ".join(said) + ".")
     return finish(ax.figure)
 
 

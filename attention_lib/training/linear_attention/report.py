@@ -17,11 +17,13 @@ from .study import (
     HELD_OUT,
     KEY_DIMS,
     LONG,
-    MARGIN,
     REPEATS,
     SHORT,
+    SWEEP_STEPS,
+    WIDENED,
     load,
     load_sweep,
+    margin,
     name,
     sweep_name,
 )
@@ -44,7 +46,7 @@ def table(study: SeedStudy, figure: str) -> str:
 #: measured; seeds 2 and 4 were not seen. One was lowered since: agreement 8+ words back said "at least 99 %" until
 #: seed 2's linear model agreed on 98.6 % (:data:`LOWERED`).
 CLAIMS = [
-    ("softmax copies: above 90 % on the repeated part", name("softmax", COPYING), lambda v: v > 0.9),
+    ("after lesson 13's 400 steps, softmax copies: above 90 %", name("softmax", COPYING), lambda v: v > 0.9),
     ("linear attention does not: below 50 %", name("linear", COPYING), lambda v: v < 0.5),
     *[(f"{variant}: at least 25 points below softmax on the same seed", (name("softmax", COPYING),
        name(variant, COPYING)), lambda v: v >= 0.25) for variant in ("linear", "gated delta")],
@@ -69,7 +71,7 @@ def claims_report(study: SeedStudy | None = None) -> str:
 
     Example:
         >>> print(claims_report().splitlines()[0])  # doctest: +ELLIPSIS
-        softmax copies: above 90 % on the repeated part...on 5 of 5 seeds (...)
+        after lesson 13's 400 steps, softmax copies: above 90 %...on 5 of 5 seeds (...)
     """
     study = load() if study is None else study
     lines = []
@@ -87,9 +89,9 @@ def _value(figures: dict[str, float], figure) -> float:
     return figures[figure[0]] - figures[figure[1]] if isinstance(figure, tuple) else figures[figure]
 
 
-def bands_report(study: SeedStudy | None = None, figure: str = COPYING, *, fit=FIT_SEEDS,
-                 margin: float = MARGIN) -> str:
-    """For each variant, ``figure``'s band fitted on ``fit`` (widened by ``margin``) and the held-out seeds against
+def bands_report(study: SeedStudy | None = None, figure: str = COPYING, *, fit=FIT_SEEDS) -> str:
+    """For each variant, ``figure``'s band fitted on ``fit`` (widened by :func:`~.study.margin`: :data:`~.study.MARGIN`
+    or what :data:`~.study.WIDENED` says, with its reason) and the held-out seeds against
     it (:meth:`~attention_lib.training.seed_study.SeedStudy.held_out`): one line each.
 
     Example:
@@ -97,13 +99,17 @@ def bands_report(study: SeedStudy | None = None, figure: str = COPYING, *, fit=F
         softmax: copying: accuracy on the repeated part: fitted on seeds 0-2 (...
     """
     study = load() if study is None else study
-    return "\n".join(str(_rounded(study.held_out(name(variant, figure), fit=fit, margin=margin)))
-                     for variant in VARIANTS)
+    lines = []
+    for variant in VARIANTS:
+        lines.append(str(_rounded(study.held_out(name(variant, figure), fit=fit, margin=margin(variant, figure)))))
+        if (variant, figure) in WIDENED:
+            lines[-1] += f" (widened: {WIDENED[variant, figure][1]})"
+    return "\n".join(lines)
 
 
 def within(variant: str, value: float, figure: str = COPYING, study: SeedStudy | None = None) -> str:
     """A statement that a run's ``value`` of ``figure`` for ``variant`` lies in its band (or that it does not): the
-    band of :func:`bands_report`, fitted on :data:`FIT_SEEDS` and widened by :data:`MARGIN`.
+    band of :func:`bands_report`, fitted on :data:`FIT_SEEDS` and widened by its margin.
 
     Returns:
         ``"within 24-41 % (seeds 0-2 widened by 5 points; held-out seeds 3-4 inside)"``, or ``"OUTSIDE ..."``
@@ -114,10 +120,10 @@ def within(variant: str, value: float, figure: str = COPYING, study: SeedStudy |
         True
     """
     study = load() if study is None else study
-    held = study.held_out(name(variant, figure), fit=FIT_SEEDS, margin=MARGIN)
+    held = study.held_out(name(variant, figure), fit=FIT_SEEDS, margin=margin(variant, figure))
     low, high = max(0.0, held.low), min(1.0, held.high)
     inside = "inside" if held.ok else f"{len(held.misses)} of {len(held.held)} outside"
-    said = (f"{_percents(low, high)} ({_seeds_text(held.fit)} widened by {MARGIN * 100:.0f} points; held-out "
+    said = (f"{_percents(low, high)} ({_seeds_text(held.fit)} widened by {held.margin * 100:.0f} points; held-out "
             f"{_seeds_text(held.held)} {inside})")
     if low - 1e-12 <= value <= high + 1e-12:
         return f"within {said}"
@@ -133,8 +139,8 @@ def _rounded(held):
 def sweep_curves(sweep: SeedStudy | None = None) -> dict[str, list[list[float]]]:
     """``{label: [accuracy at each of REPEATS, for each seed]}``: the softmax model, then each fixed state."""
     sweep = load_sweep() if sweep is None else sweep
-    rows = {"softmax (its cache grows)": ("softmax", None)}
-    rows |= {f"{v}, state {d} x 32": (v, d) for v in ("linear", "gated delta") for d in KEY_DIMS}
+    rows = {"softmax (cache: up to 1,984 numbers a head)": ("softmax", None)}
+    rows |= {f"{v}, state {d} x 32 = {d * 32:,}": (v, d) for v in ("linear", "gated delta") for d in KEY_DIMS}
     return {label: [[sweep.runs[seed][sweep_name(v, r, d)] for r in REPEATS] for seed in sweep.seeds]
             for label, (v, d) in rows.items()}
 
@@ -159,14 +165,15 @@ def sweep_table(sweep: SeedStudy | None = None) -> str:
     return "\n".join(lines)
 
 
-def plot_bands(figure: str = COPYING, study: SeedStudy | None = None, *, fit=FIT_SEEDS, margin: float = MARGIN):
+def plot_bands(figure: str = COPYING, study: SeedStudy | None = None, *, fit=FIT_SEEDS):
     """Each variant's seeds of ``figure`` over its band fitted on ``fit`` (:func:`~attention_lib.plotting.
     linear_attention.plot_seed_bands`)."""
     from ...plotting.linear_attention import plot_seed_bands
 
     study = load() if study is None else study
     values = {variant: study.values(name(variant, figure)) for variant in VARIANTS}
-    return plot_seed_bands(values, fit=fit, margin=margin, title=figure, ylabel=figure.split(": ")[-1])
+    margins = {variant: margin(variant, figure) for variant in VARIANTS}
+    return plot_seed_bands(values, fit=fit, margin=margins, title=figure, ylabel=figure.split(": ")[-1])
 
 
 def plot_sweep(sweep: SeedStudy | None = None):
@@ -176,7 +183,8 @@ def plot_sweep(sweep: SeedStudy | None = None):
 
     sweep = load_sweep() if sweep is None else sweep
     seeds = _seeds_text(sweep.seeds)
-    return plot_state_sweep(REPEATS, sweep_curves(sweep), title=f"Copying against the state's size ({seeds})")
+    title = f"Copying after {SWEEP_STEPS} steps, by state size ({seeds})"
+    return plot_state_sweep(REPEATS, sweep_curves(sweep), title=title)
 
 
 def _seeds_text(seeds) -> str:
@@ -185,14 +193,14 @@ def _seeds_text(seeds) -> str:
 
 def band_text(variant: str, figure: str = COPYING, study: SeedStudy | None = None) -> str:
     """The band of ``figure`` for ``variant`` as prose quotes it: fitted on :data:`~.study.FIT_SEEDS`, widened by
-    :data:`~.study.MARGIN`, kept in 0-100 %.
+    its margin (:func:`~.study.margin`), kept in 0-100 %.
 
     Example:
         >>> band_text("softmax").endswith("%")
         True
     """
     study = load() if study is None else study
-    held = study.held_out(name(variant, figure), fit=FIT_SEEDS, margin=MARGIN)
+    held = study.held_out(name(variant, figure), fit=FIT_SEEDS, margin=margin(variant, figure))
     return _percents(max(0.0, held.low), min(1.0, held.high))
 
 
