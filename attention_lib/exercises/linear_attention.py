@@ -179,8 +179,8 @@ TASKS = ("agreement", "copying")
 WHY = {"agreement": "agreeing with the subject needs one fact carried (singular or plural) until the verb, and "
                     "every variant keeps it.",
        "copying": "copying a repeated part needs every token of its first occurrence kept, each found again by the "
-                  "token before it; a softmax cache keeps each token apart, a fixed state adds them all into the "
-                  "same numbers, and in the study it copies far less."}
+                  "token before it; a softmax cache keeps each token apart, a fixed state writes them all into the "
+                  "same numbers, and at the study's steps it copies far less (trained longer, it copies much more)."}
 
 
 def check_which_task(prediction, losses: Mapping[str, bool]) -> CheckResult:
