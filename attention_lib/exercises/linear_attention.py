@@ -46,15 +46,17 @@ def _reference(state, q, k, v, g, beta):
 
 
 def _step(state, q, k, v, g, beta, *, decay="before", forget="exp", subtract=True, use_beta=True, read_key=True,
-          read_after=True, sign=1.0, keep_old=False, read_with="q", rescale=False):
+          read_after=True, sign=1.0, keep_old=False, read_with="q", rescale=False, beta_on_v=False):
     """The step with one slip switched on (used to recognise them)."""
-    factor = {"exp": g.exp(), "g": g, "none": torch.ones_like(g)}[forget][..., None, None]
-    decayed = state * factor if decay in ("before", "write only") else state
+    factor = {"exp": g.exp(), "g": g, "none": torch.ones_like(g), "neg": (-g).exp()}[forget][..., None, None]
+    decayed = state * factor if decay in ("before", "write only", "read only") else state
     source = state if decay == "write only" else decayed
     stored = ((k if read_key else q).unsqueeze(-2) @ source).squeeze(-2)          # (N, H, Dv)
     delta = sign * (v - stored) if subtract else v
     delta = beta[..., None] * delta if use_beta else delta
-    new = decayed + k.unsqueeze(-1) * delta.unsqueeze(-2)                         # (N, H, Dk, Dv)
+    if beta_on_v:
+        delta = beta[..., None] * v - stored
+    new = (state if decay == "read only" else decayed) + k.unsqueeze(-1) * delta.unsqueeze(-2)  # (N, H, Dk, Dv)
     if decay == "after":
         new = new * factor
     reader = (q if read_with == "q" else k).unsqueeze(-2) / (q.shape[-1] ** 0.5 if rescale else 1.0)
@@ -72,6 +74,12 @@ MISTAKES: list[tuple[Callable, str]] = [
                            "decay, so exp(g) is between 0 and 1); without it the old associations never fade."),
     (_slip(forget="g"), "the state was multiplied by g itself: g is the log of the decay (<= 0), so the factor is "
                         "exp(g), between 0 and 1; multiplying by g flips the state's sign."),
+    (_slip(forget="neg"), "the state grew: exp(-g) is above 1. g is the log of the decay (<= 0), so the factor is "
+                          "exp(g), between 0 and 1."),
+    (_slip(decay="read only"), "the decayed state was used to read what k stores, but the new state was built on the "
+                               "old one: keep the decay, S = exp(g) · S, then add the correction to it."),
+    (_slip(beta_on_v=True), "beta multiplied v alone: it scales the whole correction, beta · (v - stored), so that "
+                            "beta = 0 writes nothing."),
     (_slip(decay="after"), "the decay came after the write: the new token's correction was faded too. Decay the old "
                            "state first, then read and write."),
     (_slip(decay="write only"), "what k stores was read from the state before its decay: decay first, then read "
