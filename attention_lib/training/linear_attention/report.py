@@ -101,7 +101,7 @@ def bands_report(study: SeedStudy | None = None, figure: str = COPYING, *, fit=F
     study = load() if study is None else study
     lines = []
     for variant in VARIANTS:
-        lines.append(str(_rounded(study.held_out(name(variant, figure), fit=fit, margin=margin(variant, figure)))))
+        lines.append(_line(study.held_out(name(variant, figure), fit=fit, margin=margin(variant, figure))))
         if (variant, figure) in WIDENED:
             lines[-1] += f" (widened: {WIDENED[variant, figure][1]})"
     return "\n".join(lines)
@@ -130,10 +130,12 @@ def within(variant: str, value: float, figure: str = COPYING, study: SeedStudy |
     return f"OUTSIDE {said}: this run gives {value:.3f}"
 
 
-def _rounded(held):
-    """A :class:`~attention_lib.training.seed_study.HeldOut` with its numbers to 3 decimals, as a lesson prints it."""
-    return held._replace(low=round(held.low, 3), high=round(held.high, 3),
-                         misses={s: round(v, 3) for s, v in held.misses.items()})
+def _line(held) -> str:
+    """A :class:`~attention_lib.training.seed_study.HeldOut` as a lesson prints it: 3 decimals, the band of a share
+    kept in 0-1 (the check itself is the same: no share lies outside 0-1)."""
+    r = held._replace(low=round(held.low, 3), high=round(held.high, 3),
+                      misses={s: round(v, 3) for s, v in held.misses.items()})
+    return str(r).replace(f"to {r.low:g}-{r.high:g}", f"to {max(0.0, r.low):g}-{min(1.0, r.high):g}", 1)
 
 
 def sweep_curves(sweep: SeedStudy | None = None) -> dict[str, list[list[float]]]:

@@ -62,7 +62,11 @@ WIDENED: dict[tuple[str, str], tuple[float, str]] = {
     ("linear", figure): (0.12, f"seed 203, trained by the tests and stored nowhere, copied {said} with linear "
                                f"attention, above the band of seeds 0-2 widened by 5 points: widened to 12 points")
     for figure, said in ((COPYING, "45.6 %"), (SHORT, "53.7 % of 6-8-token repeats"),
-                         (LONG, "43.0 % of 14-16-token repeats"))}
+                         (LONG, "43.0 % of 14-16-token repeats"))} | {
+    ("gated delta", figure): (0.12, f"seed 12, trained in a review and stored nowhere, copied {said} with the gated "
+                                    f"delta rule, above the band of seeds 0-2 widened by 5 points: widened to 12")
+    for figure, said in ((COPYING, "67.4 %"), (SHORT, "83.6 % of 6-8-token repeats"),
+                         (LONG, "57.2 % of 14-16-token repeats"))}
 
 
 def margin(variant: str, figure: str) -> float:
