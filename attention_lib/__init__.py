@@ -10,6 +10,7 @@ and its measuring) and :mod:`attention_lib.toy_data` (the toy sentence).
 from .attention import blend, calculate_attention, matchmaker, percentages, scaler
 from .attention_only import AttentionOnlyTransformer
 from .cache import ConcatCache, KVCache, SlidingWindowCache
+from .delta_rule import chunk_gated_delta_rule, l2_normalize, recurrent_gated_delta_rule
 from .device import get_device
 from .encoder import TinyTransformer
 from .flex import (
@@ -28,6 +29,14 @@ from .generation import generate, next_token
 from .grouped_query import GroupedQueryAttention, group_heads, ungroup_heads
 from .interventions import edit_head, force_onto, remove_keys, zero_rows
 from .latent import LatentCache, MultiHeadLatentAttention, TinyLatentLM, from_hf_deepseek
+from .linear_attention import (
+    LinearAttentionState,
+    chunk_linear_attention,
+    elu_feature_map,
+    linear_attention,
+    recurrent_linear_attention,
+)
+from .linear_models import GatedDeltaLayer, LinearAttentionLayer, LinearAttentionOnlyTransformer, LinearTinyLlama
 from .llama import TinyLlama, from_hf_llama
 from .lookup import hard_lookup
 from .loops import loop_attention
@@ -42,10 +51,15 @@ __all__ = [
     "AttentionOnlyTransformer",
     "BlockPool",
     "ConcatCache",
+    "GatedDeltaLayer",
     "GroupedQueryAttention",
     "KVCache",
     "LatentCache",
     "LearnedPositions",
+    "LinearAttentionLayer",
+    "LinearAttentionOnlyTransformer",
+    "LinearAttentionState",
+    "LinearTinyLlama",
     "MultiHeadAttention",
     "MultiHeadLatentAttention",
     "PagedCache",
@@ -62,9 +76,12 @@ __all__ = [
     "causal_mask",
     "causal_mask_lower_right",
     "causal_mod",
+    "chunk_gated_delta_rule",
+    "chunk_linear_attention",
     "decoding_mod",
     "document_mod",
     "edit_head",
+    "elu_feature_map",
     "flex_reference",
     "force_onto",
     "from_hf_deepseek",
@@ -73,6 +90,8 @@ __all__ = [
     "get_device",
     "group_heads",
     "hard_lookup",
+    "l2_normalize",
+    "linear_attention",
     "loop_attention",
     "matchmaker",
     "memory_efficient_attention",
@@ -84,6 +103,8 @@ __all__ = [
     "paged_attention",
     "percentages",
     "prefix_lm_mod",
+    "recurrent_gated_delta_rule",
+    "recurrent_linear_attention",
     "remove_keys",
     "scaler",
     "sinusoidal_encoding",

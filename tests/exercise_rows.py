@@ -1344,6 +1344,83 @@ def _speculative_decoding_rows() -> list[Exercise]:
 ROWS += _speculative_decoding_rows()
 
 
+# -- 19: one step of the gated delta rule, and which task linear attention loses -----------------------------------
+def _linear_attention_rows() -> list[Exercise]:
+    from attention_lib import recurrent_gated_delta_rule
+    from attention_lib.exercises import linear_attention as lesson19
+
+    def step(state, q, k, v, g, beta):
+        state = state * g.exp()[..., None, None]
+        stored = (k.unsqueeze(-2) @ state).squeeze(-2)
+        state = state + k.unsqueeze(-1) * (beta[..., None] * (v - stored)).unsqueeze(-2)
+        return (q.unsqueeze(-2) @ state).squeeze(-2), state
+
+    def with_einsum(state, q, k, v, g, beta):
+        state = state * torch.exp(g)[..., None, None]
+        stored = torch.einsum("nhk,nhkv->nhv", k, state)
+        state = state + torch.einsum("nhk,nhv->nhkv", k, beta[..., None] * (v - stored))
+        return torch.einsum("nhk,nhkv->nhv", q, state), state
+
+    def in_place(state, q, k, v, g, beta):
+        state.mul_(g.exp()[..., None, None])
+        return step(state, q, k, v, torch.zeros_like(g), beta)
+
+    def transposed_state(*args):
+        out, state = step(*args)
+        return out, state.transpose(-2, -1)
+
+    def to_float32(*args):
+        return tuple(x.float() for x in step(*args))
+
+    def head_by_head(state, q, k, v, g, beta):
+        outs, states = [], []
+        for h in range(g.shape[1]):
+            out, new = step(state[:, h:h + 1], q[:, h:h + 1], k[:, h:h + 1], v[:, h:h + 1], g[:, h:h + 1],
+                            beta[:, h:h + 1])
+            outs.append(out)
+            states.append(new)
+        return torch.cat(outs, dim=1), torch.cat(states, dim=1)
+
+    def beta_capped(state, q, k, v, g, beta):
+        return step(state, q, k, v, g, beta.clamp(max=0.95))
+
+    def normalised_key(state, q, k, v, g, beta):
+        return step(state, q, k / k.norm(dim=-1, keepdim=True), v, g, beta)
+
+    def with_the_library(state, q, k, v, g, beta):
+        out, new = recurrent_gated_delta_rule(q[..., None, :], k[..., None, :], v[..., None, :], g[..., None],
+                                              beta[..., None], initial_state=state, scale=1.0)
+        return out[..., 0, :], new
+
+    losses = {"agreement": False, "copying": True}
+
+    def predict(prediction):
+        return lesson19.check_which_task(prediction, losses)
+
+    predict.__name__ = "check_which_task"
+    return [
+        Exercise(lesson19.check_gated_delta_step, correct=[step, with_einsum],
+                 wrong=[*((fn, hint[:40]) for fn, hint in lesson19.MISTAKES),
+                        (in_place, "changed its input `state` in place"),
+                        (transposed_state, "The state is (Dk, Dv) per head"),
+                        (to_float32, "for float64 inputs your function returned float32"),
+                        (with_the_library, "your function called `al.recurrent_gated_delta_rule`"),
+                        (recurrent_gated_delta_rule, "is the package's answer"),
+                        (lambda *args: step(*args)[0], "return two things, (output, new_state)"),
+                        (head_by_head, "it loops over the texts or heads"),
+                        (beta_capped, "differs from the reference"),
+                        (normalised_key, "the step uses k as it comes, without normalising it")],
+                 mistakes=lesson19.MISTAKES, passed_says="the first again in float64"),
+        Exercise(predict, correct=["copying", " Copying "],
+                 wrong=[("agreement", "the measurement says 'copying'"), ("both", "you said 'both'"),
+                        ("linear", "a prediction is one of"), (3, "a prediction is one of")],
+                 stubs=(None, ...), not_attempted="no prediction yet"),
+    ]
+
+
+ROWS += _linear_attention_rows()
+
+
 # -- 20: document_window(document_id, window) -> mask_mod ----------------------------------------------------------
 def _flex_attention_rows() -> list[Exercise]:
     from torch.nn.attention.flex_attention import and_masks

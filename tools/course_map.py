@@ -31,7 +31,7 @@ TRACKS = (
     ("Serving", "Write text one token at a time, and cache less to serve more.", ("11", "15", "17", "18")),
 )
 #: Lessons that a track names before their notebook exists.
-COMING = {"19": "Linear attention"}
+COMING: dict[str, str] = {}
 #: What a reader of one track needs from another, said once under the tracks.
 NOTES = (
     "Lesson 11 (word order and cross-attention) opens two tracks: lessons 12 and 13 train models with its learned "

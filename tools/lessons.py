@@ -31,7 +31,8 @@ CORE_TESTS = {
     "test_masks.py": ("08",), "test_multihead.py": ("09",), "test_memory.py": ("10",), "test_positions.py": ("11",),
     "test_model.py": ("12",), "test_tasks.py": ("12",), "test_training.py": ("12",), "test_induction.py": ("13",),
     "test_cache.py": ("15",), "test_decoding_masks.py": ("15",), "test_llama.py": ("15",), "test_rotary.py": ("15",),
-    "test_speculative.py": ("18",), "test_speculative_bench.py": ("18",), "test_flex_attention.py": ("20",),
+    "test_speculative.py": ("18",), "test_speculative_bench.py": ("18",), "test_linear_attention.py": ("19",),
+    "test_flex_attention.py": ("20",),
 }
 #: The suffix of a lesson's optional deep dive: ``notebooks/12_learning_to_attend_deep_dive.ipynb`` is lesson 12's.
 DEEP_DIVE = "_deep_dive"

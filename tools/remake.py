@@ -71,6 +71,9 @@ REMAKES: dict[str, Remake] = {
                        "study_measured.py)", module("attention_lib.training.induction_heads.study"), "about 8 min"),
     "study-15": Remake("lesson 15's recipe on seeds 0-9: the bug gallery, MHA and MQA (training/generation/"
                        "study_measured.py)", module("attention_lib.training.generation.study"), "about 8 min"),
+    "study-19": Remake("lesson 19's four variants on lessons 13's and 15's tasks over seeds 0-4, and the sweep of "
+                       "copying against the state's size (training/linear_attention/study_measured.py, "
+                       "sweep_measured.py)", module("attention_lib.training.linear_attention.study"), "about 25 min"),
     "attraction": Remake("lesson 12's attraction study (training/learning_to_attend/attraction_measured.py)",
                          module("attention_lib.training.learning_to_attend.attraction"), "about 30 min"),
     "seeds-12": Remake("lesson 12's seed study, its interventions and controls on 12 seeds of both recipes, 4 more "

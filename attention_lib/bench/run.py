@@ -33,6 +33,7 @@ from ..device import get_device
 from ..loops import loop_attention
 from ..memory_efficient.forward import memory_efficient_attention
 from ..multihead import MultiHeadAttention
+from .linear_attention import run_linear_decoding
 from .machine import describe_machine, machine_lines, written
 from .measure import quiet_profiler, synchronize, time_paired
 from .memory_tables import inputs as _inputs
@@ -139,10 +140,12 @@ def _parse(argv) -> argparse.Namespace:
     p.add_argument("--threads", type=int, help="torch.set_num_threads(THREADS) first (default: torch's choice)")
     p.add_argument("--decoding", action="store_true", help="only the decoding, serving and speculative parts (same "
                    "as --part decoding)")
-    p.add_argument("--part", choices=["all", "time", "decoding", "serving", "speculative", "flex"], default="all",
+    p.add_argument("--part", choices=["all", "time", "decoding", "serving", "speculative", "linear", "flex"],
+                   default="all",
                    help="time: the timing tables and their targets only (no memory tables, no decoding); decoding: "
                         "decoding, serving and speculative decoding; serving: MLA and paged only; "
-                        "speculative: lesson 18's draft against plain greedy only; flex: lesson 20's compiled "
+                        "speculative: lesson 18's draft against plain greedy only; linear: lesson 19's fixed-size "
+                        "states against the softmax cache only; flex: lesson 20's compiled "
                         "FlexAttention against SDPA with the dense mask only (it compiles: needs a C++ compiler)")
     p.add_argument("--json", metavar="PATH", help="also write the machine, every ratio and every target to PATH")
     args = p.parse_args(argv)
@@ -219,9 +222,11 @@ def main(argv: list[str] | None = None) -> dict:
         from .flex_attention import run_flex
 
         return written(args.json, machine, {"flex": run_flex(args.quick, d)})
-    if args.part in ("decoding", "serving", "speculative"):
-        part = {"decoding": run_decoding_parts, "serving": lambda quick: {"serving": run_serving(quick)},
-                "speculative": lambda quick: {"speculative": run_speculative(quick)}}[args.part]
+    if args.part in ("decoding", "serving", "speculative", "linear"):
+        part = {"decoding": lambda quick: run_decoding_parts(quick) | {"linear": run_linear_decoding(quick)},
+                "serving": lambda quick: {"serving": run_serving(quick)},
+                "speculative": lambda quick: {"speculative": run_speculative(quick)},
+                "linear": lambda quick: {"linear": run_linear_decoding(quick)}}[args.part]
         return written(args.json, machine, part(args.quick))
     q, k, v = _inputs((2, 4), max(args.sizes), d, device, dtype)
     print(f"  SDPA implementation at 2x4 heads, n={max(args.sizes)}: {sdpa_implementation(q, k, v)} (found with "
@@ -284,7 +289,7 @@ def main(argv: list[str] | None = None) -> dict:
     targets = print_targets(ratios, memory, tuple(args.memory_sizes), d, torch.empty((), dtype=dtype).element_size())
     result = {"ceiling": ceiling, "ratios": ratios, "memory": memory, "exp2_vs_exp": exp2, "targets": targets}
     if args.part == "all":
-        result |= run_decoding_parts(args.quick)
+        result |= run_decoding_parts(args.quick) | {"linear": run_linear_decoding(args.quick)}
     return written(args.json, machine, result)
 
 

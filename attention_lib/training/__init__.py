@@ -6,7 +6,9 @@ One folder per lesson, named after its notebook:
   attraction study and the shipped models;
 - :mod:`~attention_lib.training.induction_heads` (lesson 13): repeated sequences, the recipe that grows induction
   heads and its shipped models;
-- :mod:`~attention_lib.training.generation` (lesson 15): texts, a tiny Llama's recipe and its shipped models.
+- :mod:`~attention_lib.training.generation` (lesson 15): texts, a tiny Llama's recipe and its shipped models;
+- :mod:`~attention_lib.training.linear_attention` (lesson 19): lessons 13's and 15's models and recipes with linear
+  attention, the gated delta rule or a hybrid, and the study of what each learns.
 
 Shared, named for what it is:
 
