@@ -856,7 +856,8 @@ def test_the_package_is_refused_as_a_whole_and_allowed_function_by_function():
 
     for name in al.__all__:
         obj = getattr(al, name)
-        function = obj.forward if isinstance(obj, type) and hasattr(obj, "forward") else obj
+        # a class's own forward (one inherited from a private base shared by two classes has one code for both)
+        function = vars(obj).get("forward") if isinstance(obj, type) else obj
         if hasattr(function, "__code__"):
             assert _library_name(function.__code__) in (f"al.{name}", f"al.{name.split('.')[0]}"), name
     via_helper = lambda q, k: (lambda a, b: al.matchmaker(a, b))(q, k)  # noqa: E731

@@ -168,10 +168,11 @@ def _library_name(code) -> str:
         import attention_lib as al
         from attention_lib import experiments
 
-        for module, prefix in ((al, "al."), (experiments, "attention_lib.experiments.")):
+        where = ((al, "al."), (experiments, "attention_lib.experiments."))
+        for own, (module, prefix) in [(own, place) for own in (True, False) for place in where]:  # own forward first
             for public in module.__all__:
-                obj = getattr(module, public)
-                function = obj.forward if isinstance(obj, type) and hasattr(obj, "forward") else obj
+                o = getattr(module, public)
+                function = (vars(o).get("forward") if own else getattr(o, "forward", 0)) if isinstance(o, type) else o
                 if hasattr(function, "__code__"):
                     _NAMES.setdefault(function.__code__, f"{prefix}{public}")
     return _NAMES.get(code, f"{code.co_qualname if hasattr(code, 'co_qualname') else code.co_name}")
