@@ -1,5 +1,4 @@
-"""Run the learner's function under a watch: record its PyTorch calls, refuse what its exercise does not allow,
-catch its errors.
+"""Run the learner's function under a watch: record its PyTorch calls, refuse what it may not call, catch errors.
 
 The watch is a ``TorchFunctionMode``: PyTorch hands it every function, method and operator the learner's code
 calls (``torch.softmax``, ``x.view``, ``@``, ``.T``, ``.tolist()``, ``float(x)``, NumPy's ``__array__``, ...),
