@@ -173,7 +173,8 @@ def check_attention_kernel(kernel) -> CheckResult:
 
     The first exercise of ``notebooks/14_triton_kernel.ipynb``. Runs the kernel (in Triton's interpreter without a
     GPU) on :data:`~.cases.CASES`: one tile, several tiles, ragged lengths, 2 sentences x 3 heads, ``Ev != E``,
-    ``BLOCK_L != BLOCK_S``, packed rows and scores that fall after the first tile, and stops at the first case it gets wrong, with a hint that names the slip.
+    ``BLOCK_L != BLOCK_S``, packed rows and scores that fall after the first tile, and stops at the first case it
+    gets wrong, with a hint that names the slip.
 
     Returns:
         A :class:`~attention_lib.exercises._checker.CheckResult` (shows "✅ ..." when correct).

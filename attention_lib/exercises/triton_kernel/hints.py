@@ -111,9 +111,9 @@ def _mistakes(*slips: str) -> list[tuple[str, str]]:
 
 
 #: The hints :func:`check_attention_kernel` gives for wrong answers (a crash on ``Ev != E`` names VALUE_DIM too).
-MISTAKES = _mistakes("update", "no rescale", "running max", "ragged tile unmasked", "read past the end", "inverted mask", "edge",
-                     "no division", "heads", "heads share keys", "blocks", "row strides", "out row stride",
-                     "read outside", "wrote past", "lse", "lse in base 2", "lse heads", "precision")
+MISTAKES = _mistakes("update", "no rescale", "running max", "ragged tile unmasked", "read past the end",
+                     "inverted mask", "edge", "no division", "heads", "heads share keys", "blocks", "row strides",
+                     "out row stride", "read outside", "wrote past", "lse", "lse in base 2", "lse heads", "precision")
 #: The hints :func:`check_causal_kernel` adds.
 CAUSAL_MISTAKES = _mistakes("no causal mask", "own key lost", "future tiles visited", "key_end in BLOCK_S",
                             "full_end past S", "full tiles masked", "full_end off a tile", "key_end short",
