@@ -10,7 +10,6 @@ from attention_lib.training.generation import (
     KV_HEADS,
     load_lm,
     make_texts,
-    quality,
     subject_position,
     train_lm,
     verb_agreement,
@@ -29,6 +28,7 @@ from attention_lib.training.latent_and_paged import (
     unseen_texts,
 )
 from attention_lib.training.latent_and_paged.shipped import shipped_path
+from test_generation_models import assert_quality_repeats
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # see conftest.py
 
@@ -63,8 +63,9 @@ def test_every_shipped_latent_model_loads_small_and_as_described(numbers, seed):
 @pytest.mark.slow
 @pytest.mark.parametrize(("numbers", "seed"), SHIPPED)
 def test_what_was_stored_is_what_the_latent_model_does(numbers, seed):
+    """The stored counts, except for items that rest on a near tie (see ``test_generation_models.NEAR_TIE``)."""
     model, measured = load_latent_lm(numbers, seed)
-    assert quality(model) == pytest.approx(measured, abs=1e-9)
+    assert_quality_repeats(model, measured)
 
 
 def _compared():

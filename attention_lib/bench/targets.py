@@ -118,13 +118,8 @@ def print_targets(ratios: dict, memory: dict, sizes: tuple[int, int], d: int,
     for n in (1024, 2048):
         ratio(f"MultiHeadAttention causal at n={n} <= 1.2x the module with SDPA(is_causal=True)",
               ("MHA causal", n, "MultiHeadAttention"), 1.2)
-    for n in (1024, 2048):  # 1.5x: SDPA's time for the products, half of it for the softmax around them
-        ceiling = ratios.get(("2x4", n, MATMULS))
-        if ceiling is not None and ceiling + 0.5 > 1.5:  # the products alone are slower than SDPA here
-            ratio(f"memory_efficient forward at 2x4, n={n} <= its matmuls' {ceiling:.2f}x SDPA + 0.5 (1.5x where the "
-                  f"matmuls alone match SDPA)", ("2x4", n, "memory_efficient"), round(ceiling + 0.5, 2))
-        else:
-            ratio(f"memory_efficient forward at 2x4, n={n} <= 1.5x SDPA", ("2x4", n, "memory_efficient"), 1.5)
+    for n in (1024, 2048):
+        ratio(f"memory_efficient forward at 2x4, n={n} <= 1.5x SDPA", ("2x4", n, "memory_efficient"), 1.5)
     ratio("memory_efficient forward + backward at n=1024 <= 3x SDPA's", ("fwd + bwd", 1024, "memory_efficient"), 3.0)
     if memory:
         n1, n2 = sizes
