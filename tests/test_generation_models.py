@@ -26,6 +26,7 @@ from attention_lib.training.generation import (
     train_lm,
     verb_agreement,
 )
+from attention_lib.training.generation.recipe import HELDOUT_SEED
 from attention_lib.training.generation.shipped import (
     KV_HEADS,
     SEEDS,
@@ -35,7 +36,6 @@ from attention_lib.training.generation.shipped import (
     save_lm,
     shipped_path,
 )
-from attention_lib.training.generation.recipe import HELDOUT_SEED
 from attention_lib.training.generation.texts import MAX_LEN, VOCAB, subject_position, verb_position
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # see conftest.py

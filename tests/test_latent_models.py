@@ -4,6 +4,7 @@ and refused when asked two ways at once."""
 
 import pytest
 import torch
+from test_generation_models import assert_quality_repeats
 
 from attention_lib import TinyLatentLM
 from attention_lib.training.generation import (
@@ -28,7 +29,6 @@ from attention_lib.training.latent_and_paged import (
     unseen_texts,
 )
 from attention_lib.training.latent_and_paged.shipped import shipped_path
-from test_generation_models import assert_quality_repeats
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # see conftest.py
 

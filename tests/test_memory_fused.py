@@ -43,7 +43,7 @@ def test_gradcheck_through_the_fast_path(monkeypatch):
     q, k, v = (t.requires_grad_() for t in make_qkv((2,), 5, 7, 3, 3, torch.float64))
     assert fused_applies(q, k, v, None, True)
     for is_causal in (False, True):
-        assert torch.autograd.gradcheck(lambda q, k, v: memory_efficient_attention(q, k, v, is_causal=is_causal),
+        assert torch.autograd.gradcheck(lambda q, k, v, c=is_causal: memory_efficient_attention(q, k, v, is_causal=c),
                                         (q, k, v))
 
 

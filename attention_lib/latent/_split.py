@@ -24,20 +24,23 @@ CHUNK = 512
 
 def split_keys_applies(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, mask) -> bool:
     """Whether :func:`split_keys_attention` may stand in for SDPA here: no mask, a CPU, fewer sequences than
-    threads, at least two chunks of keys, float32 or float64, keys and values of one size, and no NaN in the
+    threads, at least two chunks of keys, float32 or float64, keys and values of one size, no gradient asked for
+    (the kernel's backward pass takes no gradient of its log-sum-exp, which the merge uses), and no NaN in the
     queries (the kernel would give such a query zeros: SDPA's path keeps the recipe's NaN)."""
     threads = torch.get_num_threads()
     if not (mask is None and threads > 1 and query.device.type == "cpu" and query.dim() == 4
             and query.shape[0] < threads and query.shape[1] == key.shape[1] == value.shape[1] == 1
             and key.shape[-2] >= 2 * CHUNK and key.shape[-1] == value.shape[-1] == query.shape[-1]
-            and query.dtype in (torch.float32, torch.float64)):
+            and query.dtype in (torch.float32, torch.float64)
+            and not (torch.is_grad_enabled() and (query.requires_grad or key.requires_grad or value.requires_grad))):
         return False
     return not bool(torch.isnan(query.sum()))
 
 
 def split_keys_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, scale: float) -> torch.Tensor:
     """Attention of ``query (N, 1, R, D)`` over ``key``, ``value (N, 1, S, D)`` (no mask), the keys cut into chunks
-    of at most :data:`CHUNK` that the kernel runs as a batch: ``(N, 1, R, D)``, as SDPA gives it.
+    of at most :data:`CHUNK` that the kernel runs as a batch: ``(N, 1, R, D)``, as SDPA gives it (forward only: no
+    gradient flows through the merge, see :func:`split_keys_applies`).
 
     Example:
         >>> q, k = torch.randn(1, 1, 4, 8, dtype=torch.float64), torch.randn(1, 1, 1100, 8, dtype=torch.float64)

@@ -12,9 +12,10 @@ and what is kept between blocks is the output and one number per query. The back
 (:mod:`.backward`): ``lse`` in base 2 is the row's max for a sum of 1.
 
 It runs only where nothing can differ from the plain pass: no mask (with or without ``is_causal``, so no query is
-left without a key), the default block size, a CPU, values as long as the keys (as the kernel needs), float32 or float64 (half precision is computed in float32 by
-the caller), one batch shape for the three inputs, and finite inputs (the kernel gives a query holding a NaN zeros,
-not NaN: one sum per input says whether the plain pass, which keeps the NaN rule, must run instead).
+left without a key), the default block size, a CPU, values as long as the keys (as the kernel needs), float32 or
+float64 (half precision is computed in float32 by the caller), one batch shape for the three inputs, and finite
+inputs (the kernel gives a query holding a NaN zeros, not NaN: one sum per input says whether the plain pass, which
+keeps the NaN rule, must run instead).
 """
 
 from __future__ import annotations
