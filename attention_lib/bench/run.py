@@ -39,7 +39,7 @@ from .memory_tables import inputs as _inputs
 from .memory_tables import memory_tables, with_gradients
 from .serving import run_serving
 from .speculative import run_decoding_parts, run_speculative
-from .targets import MATMULS, WEIGHTS_REFERENCE, exp2_vs_exp, matmuls_only, print_targets
+from .targets import MATMULS, PLAIN, WEIGHTS_REFERENCE, exp2_vs_exp, matmuls_only, plain_blocks, print_targets
 
 #: The methods compared, each called as ``fn(query, key, value, **options)`` (options: a mask or ``is_causal``).
 METHODS: dict[str, Callable[..., object]] = {
@@ -229,7 +229,8 @@ def main(argv: list[str] | None = None) -> dict:
     for bh in ((1, 1), (2, 4)):
         for n in args.sizes:
             inputs = _inputs(bh, n, d, device, dtype)
-            timed = {**{m: fn for m, fn in methods.items() if m != "loop"}, MATMULS: matmuls_only}
+            timed = {**{m: fn for m, fn in methods.items() if m != "loop"}, PLAIN: plain_blocks,
+                     MATMULS: matmuls_only}
             runs = [time_paired(timed, inputs, _repeats(args.repeats, n))]
             if n <= args.loop_max:  # the slow loop gets its own, fewer, paired runs
                 runs.append(time_paired({m: METHODS[m] for m in ("sdpa", "loop")}, inputs, min(args.repeats, 3)))
