@@ -6,17 +6,17 @@ import torch
 
 from attention_lib import calculate_attention, memory_efficient_attention
 from attention_lib.memory_efficient import _fused
-from attention_lib.memory_efficient._fused import FUSED_KEY_BLOCK, fused_applies, fused_forward
+from attention_lib.memory_efficient._fused import FUSED_BLOCK, fused_applies, fused_forward
 from attention_lib.memory_efficient.forward import _blockwise_forward
 from conftest import make_qkv
 
 
 @pytest.mark.parametrize("is_causal", [False, True])
 @pytest.mark.parametrize(("L", "S"), [(7, 7), (5, 11), (11, 5), (1, 9), (13, 1)])
-@pytest.mark.parametrize("key_block", [1, 2, 3, 4, 100])
-def test_blocks_merged_by_log_sum_exp_are_the_recipe(is_causal, L, S, key_block):
+@pytest.mark.parametrize("block", [1, 2, 3, 4, 100])
+def test_blocks_merged_by_log_sum_exp_are_the_recipe(is_causal, L, S, block):
     q, k, v = make_qkv((2, 3), L, S, 4, 4, torch.float64)
-    output, row_max, row_sum = fused_forward(q, k, v, is_causal, 0.7, key_block)
+    output, row_max, row_sum = fused_forward(q, k, v, is_causal, 0.7, block)
     recipe, _ = calculate_attention(q, k, v, is_causal=is_causal, scale=0.7)
     torch.testing.assert_close(output, recipe, atol=1e-12, rtol=1e-12)
     # the same two numbers per query as the plain pass saves, read as weights: 2 ** (s - max) / sum
@@ -25,7 +25,7 @@ def test_blocks_merged_by_log_sum_exp_are_the_recipe(is_causal, L, S, key_block)
 
 
 @pytest.mark.parametrize("is_causal", [False, True])
-@pytest.mark.parametrize(("L", "S"), [(FUSED_KEY_BLOCK + 37, 2 * FUSED_KEY_BLOCK + 5), (2 * FUSED_KEY_BLOCK + 3, 40)])
+@pytest.mark.parametrize(("L", "S"), [(FUSED_BLOCK + 37, 2 * FUSED_BLOCK + 5), (2 * FUSED_BLOCK + 3, 40)])
 def test_the_public_function_takes_the_fast_path_and_gives_the_recipe_with_its_gradients(is_causal, L, S):
     q, k, v = (t.requires_grad_() for t in make_qkv((2,), L, S, 8, 8, torch.float64))
     assert fused_applies(q, k, v, None, True)
@@ -39,7 +39,7 @@ def test_the_public_function_takes_the_fast_path_and_gives_the_recipe_with_its_g
 
 
 def test_gradcheck_through_the_fast_path(monkeypatch):
-    monkeypatch.setattr(_fused, "FUSED_KEY_BLOCK", 2)  # several blocks on a gradcheck-sized input
+    monkeypatch.setattr(_fused, "FUSED_BLOCK", 2)  # several blocks on a gradcheck-sized input
     q, k, v = (t.requires_grad_() for t in make_qkv((2,), 5, 7, 3, 3, torch.float64))
     assert fused_applies(q, k, v, None, True)
     for is_causal in (False, True):
@@ -47,15 +47,27 @@ def test_gradcheck_through_the_fast_path(monkeypatch):
                                         (q, k, v))
 
 
-@pytest.mark.parametrize("where", ["query", "key", "value"])
-def test_a_nan_anywhere_takes_the_plain_pass_and_keeps_the_nan_rule(where):
+def test_a_nan_in_a_query_takes_the_plain_pass_and_keeps_the_nan_rule():
     q, k, v = make_qkv((2,), 3, 5, 4, 4, torch.float32)
-    {"query": q, "key": k, "value": v}[where][1, 2, 0] = float("nan")
-    assert not fused_applies(q, k, v, None, True)
+    q[1, 2, 0] = float("nan")
+    assert not fused_applies(q, k, v, None, True)  # the kernel alone would give that row zeros
     out = memory_efficient_attention(q, k, v)
-    recipe, _ = calculate_attention(q, k, v)
-    torch.testing.assert_close(out, recipe, equal_nan=True)
-    assert bool(out[0].isfinite().all())
+    assert bool(out[1, 2].isnan().all())
+    torch.testing.assert_close(out, calculate_attention(q, k, v)[0], equal_nan=True)
+
+
+@pytest.mark.parametrize(("where", "number"), [(w, x) for w in ("query", "key", "value") for x in
+                                                ("inf", "-inf", "nan") if (w, x) != ("query", "nan")])
+def test_infinities_and_nans_elsewhere_come_out_as_in_the_plain_pass(monkeypatch, where, number):
+    number = float(number)
+    monkeypatch.setattr(_fused, "FUSED_BLOCK", 2)  # several blocks, merged
+    q, k, v = make_qkv((2, 3), 5, 7, 4, 4, torch.float32)
+    {"query": q, "key": k, "value": v}[where][1, 2, 3, 0] = number
+    assert fused_applies(q, k, v, None, True)
+    for is_causal in (False, True):
+        out = memory_efficient_attention(q, k, v, is_causal=is_causal)
+        plain = memory_efficient_attention(q, k, v, is_causal=is_causal, block_size=2)
+        torch.testing.assert_close(out, plain, equal_nan=True)
 
 
 @pytest.mark.parametrize("case", ["mask", "block_size", "float16", "other Ev", "broadcast batch", "no key", "2-D"])
