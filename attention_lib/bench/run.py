@@ -250,12 +250,12 @@ def main(argv: list[str] | None = None) -> dict:
           f"{2 * args.repeats} up to 1024, {args.repeats} above; the loop: {min(args.repeats, 3)}, paired with "
           f"its own SDPA runs); x SDPA, x math = median of the per-repeat ratios to SDPA, and to {WEIGHTS_REFERENCE} "
           f"(PyTorch's attention that returns the weights too)")
-    print(f"  {'B x H':>5} {'n':>5}  {'method':<20} {'ms':>9} {'x SDPA':>7} {'x math':>7} {'GFLOP/s':>8} "
+    print(f"  {'B x H':>5} {'n':>5}  {'method':<24} {'ms':>9} {'x SDPA':>7} {'x math':>7} {'GFLOP/s':>8} "
           f"{'% ceiling':>9}")
     for bh, n, m, seconds, work in rows:
         gflops, key = work / seconds / 1e9, f"{bh[0]}x{bh[1]}"
         to_math = ratios.get((key, n, f"{m} / {WEIGHTS_REFERENCE}"))
-        print(f"  {bh[0]}x{bh[1]:<3} {n:>5}  {m:<20} {seconds * 1e3:>9.2f} {ratios[key, n, m]:>7.2f} "
+        print(f"  {bh[0]}x{bh[1]:<3} {n:>5}  {m:<24} {seconds * 1e3:>9.2f} {ratios[key, n, m]:>7.2f} "
               + (f"{to_math:>7.2f}" if to_math is not None else f"{'-':>7}")
               + f" {gflops:>8.1f} {100 * gflops / ceiling:>8.0f}%")
     print(f"\n== time, 2x4 heads, d={d}: causal (is_causal=True), padding mask (N, 1, 1, S) (the second sentence "
