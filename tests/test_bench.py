@@ -173,18 +173,19 @@ def test_the_weights_path_is_judged_against_pytorchs_own_weights_path():
     torch.testing.assert_close(weights, our_weights)
 
 
-def test_the_memory_efficient_target_follows_its_own_matrix_products(capsys):
-    """1.5x SDPA where its matrix products alone match SDPA; where they alone are slower (the kernel's own ceiling
-    on this machine), the same half of SDPA's time on top of them."""
-    from attention_lib.bench.targets import MATMULS, matmuls_only, print_targets
+def test_the_memory_efficient_target_is_1_5x_sdpa_whatever_its_plain_blocks_cost(capsys, monkeypatch):
+    """1.5x SDPA at both sizes: the plain blocks' matrix products, timed for information, do not move the limit."""
+    from attention_lib.bench.targets import MATMULS, PLAIN, matmuls_only, plain_blocks, print_targets
     ratios = {("2x4", 1024, "memory_efficient"): 1.6, ("2x4", 1024, MATMULS): 0.9,
-              ("2x4", 2048, "memory_efficient"): 1.6, ("2x4", 2048, MATMULS): 1.2}
+              ("2x4", 2048, "memory_efficient"): 1.4, ("2x4", 2048, MATMULS): 1.2, ("2x4", 2048, PLAIN): 2.0}
     judged = {text: (value, limit) for text, value, limit in print_targets(ratios, {}, (16, 32), 64, 4)}
     assert judged["memory_efficient forward at 2x4, n=1024 <= 1.5x SDPA"] == (1.6, 1.5)
-    assert judged["memory_efficient forward at 2x4, n=2048 <= its matmuls' 1.20x SDPA + 0.5 (1.5x where the matmuls "
-                  "alone match SDPA)"] == (1.6, 1.7)
+    assert judged["memory_efficient forward at 2x4, n=2048 <= 1.5x SDPA"] == (1.4, 1.5)
     out = capsys.readouterr().out
     assert "MISSED       memory_efficient forward at 2x4, n=1024" in out
     assert "met          memory_efficient forward at 2x4, n=2048" in out
     q, k, v = (torch.randn(1, 2, 10, 4) for _ in range(3))  # the products of the blocks, the last one returned
     torch.testing.assert_close(matmuls_only(q, k, v, block=4), (q[..., 8:, :] @ k[..., 8:, :].mT) @ v[..., 8:, :])
+    q, k, v = (torch.randn(2, 3, 300, 8, dtype=torch.float64) for _ in range(3))  # the plain pass, not the fast one
+    monkeypatch.setattr("attention_lib.memory_efficient.forward.fused_forward", lambda *a: pytest.fail("fast path"))
+    torch.testing.assert_close(plain_blocks(q, k, v), calculate_attention(q, k, v)[0])

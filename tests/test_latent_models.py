@@ -4,13 +4,13 @@ and refused when asked two ways at once."""
 
 import pytest
 import torch
+from test_generation_models import assert_quality_repeats
 
 from attention_lib import TinyLatentLM
 from attention_lib.training.generation import (
     KV_HEADS,
     load_lm,
     make_texts,
-    quality,
     subject_position,
     train_lm,
     verb_agreement,
@@ -63,8 +63,9 @@ def test_every_shipped_latent_model_loads_small_and_as_described(numbers, seed):
 @pytest.mark.slow
 @pytest.mark.parametrize(("numbers", "seed"), SHIPPED)
 def test_what_was_stored_is_what_the_latent_model_does(numbers, seed):
+    """The stored counts, except for items that rest on a near tie (see ``test_generation_models.NEAR_TIE``)."""
     model, measured = load_latent_lm(numbers, seed)
-    assert quality(model) == pytest.approx(measured, abs=1e-9)
+    assert_quality_repeats(model, measured)
 
 
 def _compared():

@@ -3,6 +3,8 @@ groups, a part-full last block, several new queries); TinyLlama writes the same 
 KVCache, greedy and sampled; a fork shares its prompt's blocks and copies the part-full one before writing; every
 bad input is refused, and a pool that runs out changes nothing; transformers' continuous batching (slow)."""
 
+from collections import deque
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -10,6 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from attention_lib import BlockPool, PagedCache, PagedModel, TinyLatentLM, TinyLlama, generate, paged_attention
+from attention_lib.paged import read_blocks
 
 
 def filled(N=2, Hkv=2, S=11, Dh=8, Dv=6, block_size=4, seed=0, num_positions=128):
@@ -40,6 +43,23 @@ def test_update_returns_what_was_written_through_the_table():
     assert torch.equal(values, v)
     assert [len(t) for t in cache.tables] == [3, 3]  # 11 positions in blocks of 4: the last one part-full
     assert cache.pool.num_free == 32 - 6
+
+
+def test_the_caches_own_read_is_read_blocks_on_a_scattered_pool():
+    """gather reads the store without read_blocks' checks (it made the table itself): the same keys and values."""
+    _, k, v = filled(N=2, S=23, block_size=4)
+    pool = BlockPool(256, 4)
+    pool.free = deque(torch.randperm(pool.num_blocks, generator=torch.Generator().manual_seed(0)).tolist())
+    scattered = PagedCache(pool, num_layers=1)  # its blocks are scattered over the store, as after serving others
+    scattered.update(k, v, 0)
+    table = torch.tensor(scattered.tables)
+    assert not all(b - a == 1 for t in scattered.tables for a, b in zip(t, t[1:], strict=False))
+    both = read_blocks(pool.stores[0], table, 23)
+    keys, values = scattered.gather(0)
+    assert torch.equal(keys, both[..., :8])
+    assert torch.equal(keys, k)
+    assert torch.equal(values, both[..., 8:])
+    assert torch.equal(values, v)
 
 
 def tiny_llama(seed=0):

@@ -40,7 +40,7 @@ from .memory_tables import inputs as _inputs
 from .memory_tables import memory_tables, with_gradients
 from .serving import run_serving
 from .speculative import run_decoding_parts, run_speculative
-from .targets import MATMULS, WEIGHTS_REFERENCE, exp2_vs_exp, matmuls_only, print_targets
+from .targets import MATMULS, PLAIN, WEIGHTS_REFERENCE, exp2_vs_exp, matmuls_only, plain_blocks, print_targets
 
 #: The methods compared, each called as ``fn(query, key, value, **options)`` (options: a mask or ``is_causal``).
 METHODS: dict[str, Callable[..., object]] = {
@@ -239,7 +239,8 @@ def main(argv: list[str] | None = None) -> dict:
     for bh in ((1, 1), (2, 4)):
         for n in args.sizes:
             inputs = _inputs(bh, n, d, device, dtype)
-            timed = {**{m: fn for m, fn in methods.items() if m != "loop"}, MATMULS: matmuls_only}
+            timed = {**{m: fn for m, fn in methods.items() if m != "loop"}, PLAIN: plain_blocks,
+                     MATMULS: matmuls_only}
             runs = [time_paired(timed, inputs, _repeats(args.repeats, n))]
             if n <= args.loop_max:  # the slow loop gets its own, fewer, paired runs
                 runs.append(time_paired({m: METHODS[m] for m in ("sdpa", "loop")}, inputs, min(args.repeats, 3)))
@@ -259,12 +260,12 @@ def main(argv: list[str] | None = None) -> dict:
           f"{2 * args.repeats} up to 1024, {args.repeats} above; the loop: {min(args.repeats, 3)}, paired with "
           f"its own SDPA runs); x SDPA, x math = median of the per-repeat ratios to SDPA, and to {WEIGHTS_REFERENCE} "
           f"(PyTorch's attention that returns the weights too)")
-    print(f"  {'B x H':>5} {'n':>5}  {'method':<20} {'ms':>9} {'x SDPA':>7} {'x math':>7} {'GFLOP/s':>8} "
+    print(f"  {'B x H':>5} {'n':>5}  {'method':<24} {'ms':>9} {'x SDPA':>7} {'x math':>7} {'GFLOP/s':>8} "
           f"{'% ceiling':>9}")
     for bh, n, m, seconds, work in rows:
         gflops, key = work / seconds / 1e9, f"{bh[0]}x{bh[1]}"
         to_math = ratios.get((key, n, f"{m} / {WEIGHTS_REFERENCE}"))
-        print(f"  {bh[0]}x{bh[1]:<3} {n:>5}  {m:<20} {seconds * 1e3:>9.2f} {ratios[key, n, m]:>7.2f} "
+        print(f"  {bh[0]}x{bh[1]:<3} {n:>5}  {m:<24} {seconds * 1e3:>9.2f} {ratios[key, n, m]:>7.2f} "
               + (f"{to_math:>7.2f}" if to_math is not None else f"{'-':>7}")
               + f" {gflops:>8.1f} {100 * gflops / ceiling:>8.0f}%")
     print(f"\n== time, 2x4 heads, d={d}: causal (is_causal=True), padding mask (N, 1, 1, S) (the second sentence "

@@ -28,6 +28,7 @@ from ._blocks import (
     full_mask,
     key_blocks,
 )
+from ._fused import fused_applies, fused_forward
 from .backward import blockwise_backward
 
 __all__ = ["DEFAULT_BLOCK_SIZE", "key_blocks", "memory_efficient_attention", "online_softmax_update"]
@@ -183,11 +184,15 @@ class _MemoryEfficientAttention(torch.autograd.Function):
     @staticmethod
     def forward(ctx, query, key, value, attn_mask, is_causal: bool, scale: float, block: tuple[int, int],
                 by_cache: bool = False):
-        forward_block = block
-        if by_cache:  # block_size not given: blocks of scores that stay in the L2 cache (the backward keeps its own)
-            batch = math.prod(torch.broadcast_shapes(query.shape[:-2], key.shape[:-2]))
-            forward_block = forward_blocks(batch, query.element_size())
-        output, row_max, row_sum = _blockwise_forward(query, key, value, attn_mask, is_causal, scale, forward_block)
+        if fused_applies(query, key, value, attn_mask, by_cache):  # on a CPU: its fused kernel, block by block
+            output, row_max, row_sum = fused_forward(query, key, value, is_causal, scale)
+        else:
+            forward_block = block
+            if by_cache:  # block_size not given: blocks of scores that stay in the L2 cache (the backward: its own)
+                batch = math.prod(torch.broadcast_shapes(query.shape[:-2], key.shape[:-2]))
+                forward_block = forward_blocks(batch, query.element_size())
+            output, row_max, row_sum = _blockwise_forward(query, key, value, attn_mask, is_causal, scale,
+                                                          forward_block)
         ctx.save_for_backward(query, key, value, attn_mask, output, row_max, row_sum)
         ctx.options = is_causal, scale, block
         return output

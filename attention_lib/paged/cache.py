@@ -175,8 +175,11 @@ class PagedCache:
                 self.pool.check_live(t)
             self._checked = self.pool.frees
         store = self.pool.stores[layer_idx]  # (blocks, B, Hkv, Dh + Dv)
-        both = read_blocks(store, self._table(store.device), self._seen[layer_idx])  # (N, Hkv, S, Dh + Dv)
-        return both.split([self.pool.keys[layer_idx].shape[-1], self.pool.values[layer_idx].shape[-1]], dim=-1)
+        # read_blocks without its checks (this cache made the table): one copy of the blocks, then views
+        blocks = store.index_select(0, self._table(store.device).view(-1))  # (N·blocks, B, Hkv, Dh + Dv)
+        both = blocks.view(len(self.tables), -1, *store.shape[2:])[:, :self._seen[layer_idx]].transpose(1, 2)
+        Dh = self.pool.keys[layer_idx].shape[-1]
+        return both[..., :Dh], both[..., Dh:]  # (N, Hkv, S, Dh), (N, Hkv, S, Dv)
 
     def fork(self, index: int = 0) -> PagedCache:
         """A new one-sequence cache that continues sequence ``index``: it shares every block (no copy).
