@@ -15,7 +15,6 @@ from ..masks import decoding_mask
 from ..multihead import merge_heads
 from ..positions import RotaryPositions
 from ..validation import check_bool, check_int, check_is_tensor
-from ._split import split_keys_applies, split_keys_attention
 
 
 class LatentCache(KVCache):
@@ -153,10 +152,7 @@ class MultiHeadLatentAttention(nn.Module):
         mask = None if mask is None else mask.repeat(H, 1)  # (L, S) -> (H·L, S), the same rows
         # The value is the latent c, the first r features of the key itself: blend the whole key, keep those r
         # (one key and value of one size, which SDPA's fused CPU kernel needs; the Dr more are dropped)
-        if split_keys_applies(rows, k, k, mask):  # one sequence on a CPU: threads share its keys (fast path)
-            mixed = split_keys_attention(rows, k, k, self.scale)
-        else:
-            mixed = calculate_attention(rows, k, k, attn_mask=mask, scale=self.scale, need_weights=False)[0]
+        mixed = calculate_attention(rows, k, k, attn_mask=mask, scale=self.scale, need_weights=False)[0]
         mixed = mixed[..., :self.kv_rank].reshape(N, H, L, self.kv_rank)  # (N, 1, H·L, r) -> (N, H, L, r)
         return mixed @ w_uv.transpose(-2, -1)  # (N, H, L, r) @ (H, r, Dv) -> (N, H, L, Dv): W_uv folded in after
 
