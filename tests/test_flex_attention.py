@@ -182,13 +182,13 @@ def test_tiles_of_a_causal_mask_are_lesson_10s():
     assert tiles_of_mask(causal_mask(1000), 256)[-1].tolist() == [1, 1, 1, 1]
 
 
-def test_find_compiler_says_why_not(monkeypatch):
+def test_find_compiler_says_why_not():
     from torch._inductor import config
 
     if not hasattr(config, "cpp") or not hasattr(config.cpp, "cxx"):
         pytest.skip("this torch names its C++ compiler elsewhere")
-    monkeypatch.setattr(config.cpp, "cxx", (None, "/no/such/compiler-g++"))
-    reason = find_compiler()
+    with config.patch({"cpp.cxx": (None, "/no/such/compiler-g++")}):  # restored after (a monkeypatch deletes it)
+        reason = find_compiler()
     assert reason is not None
     assert reason.startswith("no working C++ compiler")
 
@@ -301,6 +301,7 @@ def test_a_new_number_in_a_rule_compiles_again_and_a_new_tensor_does_not():
     """What lesson 20 says of the recompile limit: a Python number a rule closes over is guarded, a tensor is not."""
     from torch._dynamo.utils import counters
 
+    torch._dynamo.reset()  # as a fresh kernel is: no window number seen by an earlier test's compile
     compiled = torch.compile(flex_attention)
     q, k, v = qkv(1, 1, 256, 256, 16, torch.float32)
 
