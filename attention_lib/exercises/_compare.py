@@ -115,3 +115,25 @@ def _agrees_everywhere(wrong_fn: Callable, failing: int, answers: dict[int, Run]
         if not agrees:
             return False
     return True
+
+
+def which_part_differs(parts, got, expected, shape_note: Callable[[str, torch.Tensor, torch.Tensor], str],
+                       has: Callable[[str], str] = lambda part: "has") -> str | None:
+    """Say which of several results is off, ``parts`` being ``(name, what it is)`` in order: a result that is not a
+    tensor, then a wrong shape (``shape_note(part, mine, right)`` ends that message), then the largest difference
+    with :func:`~._where.how_it_differs`'s hint; ``None`` when every part agrees."""
+    from ._where import how_it_differs
+
+    for (part, meaning), mine, right in zip(parts, got, expected, strict=True):
+        if not isinstance(mine, torch.Tensor):
+            return f"the {part} must be a torch.Tensor {meaning}, but got {type(mine).__name__}."
+        if mine.shape != right.shape:
+            return (f"the {part} {has(part)} the wrong shape: expected {tuple(right.shape)} {meaning}, but got "
+                    f"{tuple(mine.shape)}{shape_note(part, mine, right)}")
+    for (part, _), mine, right in zip(parts, got, expected, strict=True):
+        if not torch.allclose(mine.to(right.dtype), right, atol=1e-5, rtol=1e-4):
+            gap = float((mine.to(right.dtype) - right).abs().max())
+            how = how_it_differs(mine.to(right.dtype), right)
+            return (f"every shape is right, but the {part} differs from the reference (largest difference {gap:.3g})."
+                    + (f" Hint: {how[0].upper()}{how[1:]}" if how else ""))
+    return None

@@ -14,9 +14,9 @@ from ..masks import causal_mask, causal_mask_lower_right, decoding_mask, padding
 from ._again import loud
 from ._allowed import PLAIN, PLAIN_SAID, PRODUCTS, SOFTMAX, Allowed
 from ._checker import CheckResult, check_function
+from ._compare import which_part_differs
 from ._hints import HINTS
 from ._running import checkers_own, run_learner
-from ._where import how_it_differs
 from .predictions import AMOUNTS, grade_amounts
 
 #: (N, H, S, D, Dv) per trial: S cached tokens, and Dv != D so that a slip between keys and values shows.
@@ -125,20 +125,9 @@ _PARTS = (("output", "(N, H, 1, Dv): one output per new query"),
 
 def _explain_step(got, expected, args) -> str | None:
     """Say which of ``(output, keys, values)`` is off: a shape error as a shape error, else the largest difference."""
-    for (part, meaning), mine, right in zip(_PARTS, got, expected, strict=True):
-        if not isinstance(mine, torch.Tensor):
-            return f"the {part} must be a torch.Tensor {meaning}, but got {type(mine).__name__}."
-        if mine.shape != right.shape:
-            has = "has" if part == "output" else "have"
-            return (f"the {part} {has} the wrong shape: expected {tuple(right.shape)} {meaning}, but got "
-                    f"{tuple(mine.shape)} (the cache held S = {args[0].shape[-2]} tokens).")
-    for (part, _), mine, right in zip(_PARTS, got, expected, strict=True):
-        if not torch.allclose(mine.to(right.dtype), right, atol=1e-5, rtol=1e-4):
-            gap = float((mine.to(right.dtype) - right).abs().max())
-            how = how_it_differs(mine.to(right.dtype), right)
-            return (f"every shape is right, but the {part} differs from the reference (largest difference {gap:.3g})."
-                    + (f" Hint: {how[0].upper()}{how[1:]}" if how else ""))
-    return None
+    return which_part_differs(_PARTS, got, expected,
+                              lambda part, mine, right: f" (the cache held S = {args[0].shape[-2]} tokens).",
+                              has=lambda part: "has" if part == "output" else "have")
 
 
 def check_decoding_step(fn: Callable) -> CheckResult:

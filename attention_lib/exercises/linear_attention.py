@@ -16,8 +16,8 @@ import torch
 from ..delta_rule import chunk_gated_delta_rule, recurrent_gated_delta_rule
 from ._allowed import PLAIN, PLAIN_SAID, PRODUCTS, Allowed
 from ._checker import CheckResult, check_function
+from ._compare import which_part_differs
 from ._running import checkers_own, run_learner
-from ._where import how_it_differs
 
 #: (N, H, Dk, Dv) per trial: Dk != Dv, so that a state written the wrong way round shows as a shape. The last trial
 #: has the edges: a head that overwrites without forgetting (beta = 1, g = 0) and one that writes nothing (beta = 0).
@@ -117,21 +117,9 @@ _PARTS = (("output", "(N, H, Dv): what the query reads"), ("state", "(N, H, Dk, 
 
 def _explain_step(got, expected, args) -> str | None:
     """Say which of ``(output, state)`` is off: a shape error as a shape error, else the largest difference."""
-    for (part, meaning), mine, right in zip(_PARTS, got, expected, strict=True):
-        if not isinstance(mine, torch.Tensor):
-            return f"the {part} must be a torch.Tensor {meaning}, but got {type(mine).__name__}."
-        if mine.shape != right.shape:
-            hint = (" The state is (Dk, Dv) per head: k along the rows, the correction along the columns, "
-                    "k.unsqueeze(-1) * delta.unsqueeze(-2)." if mine.shape[-2:] == right.shape[-2:][::-1] else "")
-            return (f"the {part} has the wrong shape: expected {tuple(right.shape)} {meaning}, but got "
-                    f"{tuple(mine.shape)}.{hint}")
-    for (part, _), mine, right in zip(_PARTS, got, expected, strict=True):
-        if not torch.allclose(mine.to(right.dtype), right, atol=1e-5, rtol=1e-4):
-            gap = float((mine.to(right.dtype) - right).abs().max())
-            how = how_it_differs(mine.to(right.dtype), right)
-            return (f"every shape is right, but the {part} differs from the reference (largest difference {gap:.3g})."
-                    + (f" Hint: {how[0].upper()}{how[1:]}" if how else ""))
-    return None
+    return which_part_differs(_PARTS, got, expected, lambda part, mine, right: "." + (
+        " The state is (Dk, Dv) per head: k along the rows, the correction along the columns, "
+        "k.unsqueeze(-1) * delta.unsqueeze(-2)." if mine.shape[-2:] == right.shape[-2:][::-1] else ""))
 
 
 #: The hint for a right answer that loops over the texts or heads.
